@@ -1,0 +1,3 @@
+"""notifier: Kafka consumer-lag alerting."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,117 @@
+"""Lag in seconds from per-partition LEO tables (DOMAIN.md §4, as Kafka Lag Exporter does it).
+
+Each (cluster, topic, partition) keeps up to ``P`` points ``(LEO, time)`` from successive scans,
+oldest first and right-aligned in a row of a 2-D array (``count`` valid points at the end).
+
+* A point whose time or offset goes backwards is rejected.
+* A point with the same offset as the last two only moves the last point's time forward, so an
+  idle partition keeps the moment its LEO last changed instead of filling the table.
+* When full, the oldest point drops.
+
+The lag of committed offset ``o`` at ``now`` is ``now - t(o)`` where ``t(o)`` is when the LEO was
+``o``: linear interpolation between the last point with ``LEO <= o`` and the next one, or
+extrapolation from the oldest and newest points when ``o`` is older than the table. Caught up
+(``o >= newest LEO``) is 0. Fewer than two points is unknown (NaN), never 0. A flat table that is
+not caught up has no slope: the lag is at least ``now - oldest time``, which is what we report.
+
+Everything here is a pure function over numpy arrays; the store owns the arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NAN = float("nan")
+
+
+def append_points(
+    leo: np.ndarray,
+    times: np.ndarray,
+    counts: np.ndarray,
+    rows: np.ndarray,
+    new_leo: np.ndarray,
+    new_time: np.ndarray,
+) -> None:
+    """Add one point to each table in ``rows`` (unique), in place."""
+    if rows.size == 0:
+        return
+    width = leo.shape[1]
+    n = counts[rows]
+    last_leo = leo[rows, -1]
+    last_time = times[rows, -1]
+    has_any = n > 0
+    backwards = has_any & ((new_time <= last_time) | (new_leo < last_leo))
+    flat = (n >= 2) & ~backwards & (new_leo == last_leo) & (leo[rows, -2] == last_leo)
+    if flat.any():
+        times[rows[flat], -1] = new_time[flat]
+    grow = ~backwards & ~flat
+    if grow.any():
+        target = rows[grow]
+        leo[target, :-1] = leo[target, 1:]
+        times[target, :-1] = times[target, 1:]
+        leo[target, -1] = new_leo[grow]
+        times[target, -1] = new_time[grow]
+        counts[target] = np.minimum(n[grow] + 1, width)
+
+
+def lag_seconds(
+    leo: np.ndarray,
+    times: np.ndarray,
+    counts: np.ndarray,
+    table_rows: np.ndarray,
+    committed: np.ndarray,
+    now_ms: int | np.ndarray,
+) -> np.ndarray:
+    """Seconds behind for each committed offset (``-1`` = no commit) against its table row.
+
+    NaN where unknown. Vectorized with a batched binary search: about log2(P) gathers of one
+    element per partition instead of a pass over every point.
+    """
+    size = table_rows.size
+    result = np.full(size, NAN)
+    if size == 0:
+        return result
+    width = leo.shape[1]
+    n = counts[table_rows].astype(np.int64)
+    flat_leo = leo.reshape(-1)
+    flat_time = times.reshape(-1)
+    base = table_rows.astype(np.int64) * width
+    newest_leo = flat_leo[base + width - 1]
+    known = (committed >= 0) & (n > 0)
+    caught_up = known & (committed >= newest_leo)
+    result[caught_up] = 0.0
+    todo = known & ~caught_up & (n >= 2)
+    if not todo.any():
+        return result
+    idx = np.nonzero(todo)[0]
+    o = committed[idx]
+    b = base[idx]
+    lo = (width - n[idx]).astype(np.int64)
+    hi = np.full(idx.size, width, dtype=np.int64)
+    # count of points <= o (right-aligned, sorted ascending): binary search
+    while True:
+        active = lo < hi
+        if not active.any():
+            break
+        mid = (lo + hi) // 2
+        mid_safe = np.minimum(mid, width - 1)
+        go_right = flat_leo[b + mid_safe] <= o
+        lo = np.where(active & go_right, mid + 1, lo)
+        hi = np.where(active & ~go_right, mid, hi)
+    below = lo - 1  # last point with LEO <= o; < oldest index when o is older than the table
+    oldest = width - n[idx]
+    older = below < oldest
+    # interpolation segment: (below, below + 1); extrapolation: (oldest, newest)
+    left = np.where(older, oldest, below)
+    right = np.where(older, width - 1, below + 1)
+    l_leo = flat_leo[b + left].astype(np.float64)
+    r_leo = flat_leo[b + right].astype(np.float64)
+    l_time = flat_time[b + left].astype(np.float64)
+    r_time = flat_time[b + right].astype(np.float64)
+    span = r_leo - l_leo
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_at = l_time + (o - l_leo) * (r_time - l_time) / span
+    t_at = np.where(span > 0, t_at, flat_time[b + oldest].astype(np.float64))
+    now = now_ms if np.isscalar(now_ms) else np.asarray(now_ms)[idx]
+    result[idx] = np.maximum(0.0, (now - t_at) / 1000.0)
+    return result

@@ -1,0 +1,268 @@
+"""Pure rule functions, vectorized over many windows at once.
+
+Every function takes numpy arrays (one row per group-partition window, oldest entry first,
+right-aligned: ``count`` valid entries at the end of each row) and returns arrays. No I/O, no
+state: the evaluator feeds them from the store, the backtest from history, the tests from
+Burrow's own vectors.
+
+Burrow's per-partition rules, in Burrow's order (DOMAIN.md §3):
+
+1. no offsets → OK (complete 0);
+2. ``complete < minimum_complete`` → OK, no rules run;
+3. current lag ≤ ``allowed_lag`` → OK;
+4. STOP when the consumer has been quiet for longer than the ring spans, unless some stored LEO
+   is ≤ the last committed offset (it was caught up recently);
+5. REWIND when an offset is lower than the one before it and no later offset got back to it;
+6. OK when some lag in the ring is ≤ ``allowed_lag``;
+7. STALL when every offset in the ring is the same;
+8. WARN when the lag never decreases across the ring;
+9. otherwise OK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from notifier.types import GROUP_STATE_CODE
+
+OK, WARN, STOP, STALL, REWIND = range(5)
+"""Partition status codes (the index into :data:`notifier.types.PARTITION_STATUS_CODES`)."""
+
+SEVERITY_NONE, SEVERITY_WARN, SEVERITY_ERR = 0, 1, 2
+"""Per-row rule outcome codes: not firing, firing as WARN, firing as ERR."""
+
+_I64_MIN = np.iinfo(np.int64).min
+_I64_MAX = np.iinfo(np.int64).max
+_REBALANCING = np.array(
+    [GROUP_STATE_CODE[s] for s in ("PreparingRebalance", "CompletingRebalance", "Unknown")],
+    dtype=np.int8,
+)
+_MEMBERLESS = np.array([GROUP_STATE_CODE[s] for s in ("Empty", "Dead")], dtype=np.int8)
+
+
+def valid_mask(count: np.ndarray, width: int) -> np.ndarray:
+    """Which slots of right-aligned rows hold an entry."""
+    return np.arange(width, dtype=np.int16)[None, :] >= (width - count)[:, None]
+
+
+@dataclass(slots=True)
+class BurrowOutcome:
+    """Each partition's status and every intermediate rule result (Burrow's names)."""
+
+    status: np.ndarray
+    stopped: np.ndarray
+    recent_lag_zero: np.ndarray
+    rewind_index: np.ndarray
+    lag_always_not_zero: np.ndarray
+    stalled: np.ndarray
+    lag_not_decreasing: np.ndarray
+
+
+def burrow_status(
+    ring_offset: np.ndarray,
+    ring_ts: np.ndarray,
+    ring_lag: np.ndarray,
+    ring_count: np.ndarray,
+    broker_offsets: np.ndarray,
+    broker_valid: np.ndarray,
+    current_lag: np.ndarray,
+    now_ms: int | np.ndarray,
+    allowed_lag: int | np.ndarray,
+    complete: np.ndarray | None = None,
+    minimum_complete: float | np.ndarray = 0.0,
+) -> BurrowOutcome:
+    """Burrow's rules over rings of commits ``(offset, timestamp ms, lag or -1)``.
+
+    ``broker_offsets`` are the stored LEOs (with ``broker_valid``), ``current_lag`` the latest
+    LEO minus the last committed offset (``-1`` when unknown), ``complete`` the fraction used
+    for ``minimum_complete`` (Burrow's ring fill when not given).
+    """
+    n, width = ring_offset.shape
+    valid = valid_mask(ring_count, width)
+    has_ring = ring_count > 0
+    rows = np.arange(n)
+    first = np.clip(width - ring_count.astype(np.int64), 0, width - 1)
+    last_ts = ring_ts[:, -1]
+    first_ts = ring_ts[rows, first]
+    last_offset = ring_offset[:, -1]
+
+    # Rule 4: quiet for longer than the ring spans ...
+    stopped = has_ring & ((now_ms - last_ts) > (last_ts - first_ts))
+    # ... unless the consumer was caught up with some stored LEO.
+    recent_lag_zero = np.any(broker_valid & (broker_offsets <= last_offset[:, None]), axis=1)
+
+    # Rule 5: an offset below its predecessor that no later offset got back to.
+    offsets_or_min = np.where(valid, ring_offset, _I64_MIN)
+    suffix_max = np.maximum.accumulate(offsets_or_min[:, ::-1], axis=1)[:, ::-1]
+    unrecovered = np.any(suffix_max[:, 1:] < offsets_or_min[:, :-1], axis=1)
+    drops = valid[:, 1:] & valid[:, :-1] & (ring_offset[:, 1:] < ring_offset[:, :-1])
+    any_drop = drops.any(axis=1)
+    last_drop = width - 1 - np.argmax(drops[:, ::-1], axis=1)
+    rewind_index = np.where(any_drop, last_drop - first, -1)
+
+    # Rule 6: some lag in the ring within the allowance (no lag known: not within).
+    lag_known = valid & (ring_lag >= 0)
+    allowed = np.asarray(allowed_lag)
+    allowed_2d = allowed[:, None] if allowed.ndim else allowed
+    lag_always_not_zero = ~np.any(lag_known & (ring_lag <= allowed_2d), axis=1)
+
+    # Rule 7: every offset the same.
+    offsets_or_max = np.where(valid, ring_offset, _I64_MAX)
+    stalled = has_ring & (offsets_or_max.min(axis=1) == np.where(valid, ring_offset, _I64_MIN).max(axis=1))
+
+    # Rule 8: lag never decreases (entries with no lag are skipped).
+    index = np.where(lag_known, np.arange(width)[None, :], -1)
+    previous_known = np.maximum.accumulate(index, axis=1)
+    prev_idx = previous_known[:, :-1]
+    prev_lag = np.take_along_axis(ring_lag, np.maximum(prev_idx, 0), axis=1)
+    decreases = lag_known[:, 1:] & (prev_idx >= 0) & (ring_lag[:, 1:] < prev_lag)
+    lag_not_decreasing = ~decreases.any(axis=1)
+
+    if complete is None:
+        complete = ring_count / width
+    behind = has_ring & (complete >= minimum_complete) & (current_lag >= 0) & (current_lag > allowed)
+    status = np.full(n, OK, dtype=np.int8)
+    undecided = behind.copy()
+    for code, condition in (
+        (STOP, stopped & ~recent_lag_zero),
+        (REWIND, unrecovered),
+        (OK, ~lag_always_not_zero),
+        (STALL, stalled),
+        (WARN, lag_not_decreasing),
+    ):
+        hit = undecided & condition
+        status[hit] = code
+        undecided &= ~hit
+    return BurrowOutcome(
+        status=status,
+        stopped=stopped,
+        recent_lag_zero=recent_lag_zero,
+        rewind_index=rewind_index,
+        lag_always_not_zero=lag_always_not_zero,
+        stalled=stalled,
+        lag_not_decreasing=lag_not_decreasing,
+    )
+
+
+def split_stop_stall(status: np.ndarray, members_present: np.ndarray) -> np.ndarray:
+    """Tell STALL from STOP with what a scan sees and Burrow's ring lacks.
+
+    A ring of offset changes cannot tell "keeps committing the same offset" from "stopped
+    committing": both are a consumer that has not moved. Members in the group mean a consumer
+    is there and not progressing (STALL); no members means it is gone (STOP).
+    """
+    not_moving = (status == STOP) | (status == STALL)
+    return np.where(not_moving, np.where(members_present, STALL, STOP), status).astype(np.int8)
+
+
+def members_present(state: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """Whether the latest sample shows live members (not an Empty or Dead group)."""
+    return (members > 0) & ~np.isin(state, _MEMBERLESS)
+
+
+def window_complete(
+    ts: np.ndarray, count: np.ndarray, now_ms: int | np.ndarray, max_gap_ms: int
+) -> np.ndarray:
+    """How much of the window unbroken scans cover, up to ``now`` (1.0: watched long enough).
+
+    The run of samples counted back from the newest, where neighbours are at most
+    ``max_gap_ms`` apart, divided by the window size. A newest sample older than the gap
+    (the partition was not in the latest scan) gives 0.
+    """
+    width = ts.shape[1]
+    valid = valid_mask(count, width)
+    close = valid[:, 1:] & valid[:, :-1] & ((ts[:, 1:] - ts[:, :-1]) <= max_gap_ms)
+    broken = ~close
+    any_broken = broken.any(axis=1)
+    trailing = np.where(any_broken, np.argmax(broken[:, ::-1], axis=1), width - 1)
+    run = np.where(count > 0, trailing + 1, 0)
+    fresh = (count > 0) & ((now_ms - ts[:, -1]) <= max_gap_ms)
+    return np.where(fresh, run / width, 0.0)
+
+
+def current_lag(committed: np.ndarray, log_end: np.ndarray) -> np.ndarray:
+    """LEO minus committed, clamped at 0; ``-1`` where there is no commit."""
+    return np.where(committed >= 0, np.maximum(0, log_end - committed), -1)
+
+
+# --------------------------------------------------------------------------------------------
+# The other windowed rules. Each returns a severity code per row (0 none, 1 warn, 2 err).
+
+
+def lag_above(lag: np.ndarray, threshold: np.ndarray | int, severity: np.ndarray | int) -> np.ndarray:
+    """Lag (offsets) above the threshold; unknown lag never fires."""
+    return np.where((lag >= 0) & (lag > threshold), severity, SEVERITY_NONE).astype(np.int8)
+
+
+def lag_seconds_above(
+    lag_seconds: np.ndarray, threshold_s: np.ndarray | float, severity: np.ndarray | int
+) -> np.ndarray:
+    """Lag in seconds above the threshold; unknown (NaN) is not zero and never fires."""
+    with np.errstate(invalid="ignore"):
+        hit = lag_seconds > threshold_s
+    return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def stuck_rebalance(
+    state: np.ndarray, count: np.ndarray, samples: np.ndarray | int, severity: np.ndarray | int
+) -> np.ndarray:
+    """The group has been rebalancing (or broker-reported Unknown) for the last N samples."""
+    width = state.shape[1]
+    rebalancing = np.isin(state, _REBALANCING) & valid_mask(count, width)
+    not_rebalancing = ~rebalancing
+    trailing = np.where(
+        not_rebalancing.any(axis=1), np.argmax(not_rebalancing[:, ::-1], axis=1), width
+    )
+    return np.where(trailing >= samples, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def rebalance_storm(
+    member_changed: np.ndarray, count: np.ndarray, max_changes: np.ndarray | int,
+    severity: np.ndarray | int,
+) -> np.ndarray:
+    """The member set changed more than ``max_changes`` times within the window."""
+    changes = np.count_nonzero(member_changed & valid_mask(count, member_changed.shape[1]), axis=1)
+    return np.where(changes > max_changes, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def retention_risk(
+    committed: np.ndarray,
+    log_end: np.ndarray,
+    log_start: np.ndarray,
+    warn_fraction: np.ndarray | float,
+    severity: np.ndarray | int,
+) -> np.ndarray:
+    """ERR-level (``severity``) when committed < log-start: records the group still had to read
+    were deleted. WARN when the committed offset is within ``warn_fraction`` of the retained
+    range from log-start: the next retention pass may delete them."""
+    known = (committed >= 0) & (log_start >= 0) & (log_end > committed)
+    lost = known & (committed < log_start)
+    retained = np.maximum(log_end - log_start, 0)
+    near = known & ~lost & ((committed - log_start) < warn_fraction * retained)
+    out = np.where(lost, severity, SEVERITY_NONE)
+    return np.where(near, SEVERITY_WARN, out).astype(np.int8)
+
+
+def consumers_gone(
+    committed: np.ndarray,
+    log_end: np.ndarray,
+    members: np.ndarray,
+    state: np.ndarray,
+    count: np.ndarray,
+    severity: np.ndarray | int,
+) -> np.ndarray:
+    """No members through the whole window while the lag grew from its first to its last
+    sample."""
+    width = committed.shape[1]
+    valid = valid_mask(count, width)
+    memberless = (members == 0) | np.isin(state, _MEMBERLESS)
+    always_gone = np.all(~valid | memberless, axis=1) & (count >= 2)
+    first = np.clip(width - count.astype(np.int64), 0, width - 1)
+    rows = np.arange(committed.shape[0])
+    first_committed = committed[rows, first]
+    first_lag = np.where(first_committed >= 0, np.maximum(0, log_end[rows, first] - first_committed), -1)
+    last_lag = np.where(committed[:, -1] >= 0, np.maximum(0, log_end[:, -1] - committed[:, -1]), -1)
+    growing = (first_lag >= 0) & (last_lag > first_lag)
+    return np.where(always_gone & growing, severity, SEVERITY_NONE).astype(np.int8)

@@ -1,0 +1,606 @@
+"""The window store: per group-partition windows, Burrow's commit rings and LEO tables.
+
+Everything is kept in columnar numpy arrays, one row per (cluster, group, topic, partition), so
+that the evaluator runs its rules over a million windows at once and a million windows take a
+few hundred bytes each.
+
+Three structures per row, each oldest-first and right-aligned (the newest entry is the last
+column, ``count`` valid entries at the end):
+
+* the **sample window**: the last ``intervals`` scans that saw the partition (time, committed,
+  LEO, log-start, group state, members, whether the member set changed). A scan that did not
+  happen leaves no entry; the gap is visible as two neighbours further apart than the scan
+  interval, and it is never filled with invented values.
+* **Burrow's commit ring**: an entry only when the committed offset changes, stamped with the
+  scan that first saw it, with Burrow's ``min-distance`` merging and insertion by commit order.
+  A scan cannot tell a consumer that re-commits the same offset from one that stopped; a ring of
+  changes is what keeps rare committers from looking stalled.
+* per (cluster, topic, partition), a **LEO table** for lag in seconds (:mod:`notifier.lagtime`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from notifier import lagtime
+from notifier.config import WindowSettings
+from notifier.types import GROUP_STATE_CODE, CommitPoint, Sample
+
+NULL = -1
+"""Stored for a missing offset (no commit, no log-start) and for an unset slot."""
+
+_INITIAL_ROWS = 1024
+
+
+@dataclass(slots=True)
+class ScanColumns:
+    """One scan of one cluster as arrays (what :meth:`WindowStore.ingest_scan` takes)."""
+
+    cluster: str
+    ts: int
+    group: list[str]
+    topic: list[str]
+    partition: np.ndarray
+    committed: np.ndarray
+    log_end: np.ndarray
+    log_start: np.ndarray
+    state: np.ndarray
+    members: np.ndarray
+    member_hash: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.group)
+
+    @classmethod
+    def from_table(cls, table: pa.Table, cluster: str, ts: int) -> ScanColumns:
+        """From rows of one cluster and one scan time in the sample schema."""
+        state_names = table.column("group_state").to_pylist()
+        states = np.fromiter(
+            (GROUP_STATE_CODE.get(s, GROUP_STATE_CODE["Unknown"]) for s in state_names),
+            dtype=np.int8,
+            count=len(state_names),
+        )
+        return cls(
+            cluster=cluster,
+            ts=ts,
+            group=table.column("group").to_pylist(),
+            topic=table.column("topic").to_pylist(),
+            partition=table.column("partition").to_numpy().astype(np.int32),
+            committed=_int_column(table, "committed_offset"),
+            log_end=_int_column(table, "log_end_offset"),
+            log_start=_int_column(table, "log_start_offset"),
+            state=states,
+            members=table.column("members").to_numpy().astype(np.int32),
+            member_hash=table.column("member_hash").to_numpy().astype(np.int64),
+        )
+
+    @classmethod
+    def from_samples(cls, samples: list[Sample]) -> ScanColumns:
+        first = samples[0]
+        return cls(
+            cluster=first.cluster,
+            ts=first.ts,
+            group=[s.group for s in samples],
+            topic=[s.topic for s in samples],
+            partition=np.array([s.partition for s in samples], dtype=np.int32),
+            committed=np.array(
+                [NULL if s.committed_offset is None else s.committed_offset for s in samples],
+                dtype=np.int64,
+            ),
+            log_end=np.array([s.log_end_offset for s in samples], dtype=np.int64),
+            log_start=np.array(
+                [NULL if s.log_start_offset is None else s.log_start_offset for s in samples],
+                dtype=np.int64,
+            ),
+            state=np.array(
+                [GROUP_STATE_CODE.get(s.group_state, GROUP_STATE_CODE["Unknown"]) for s in samples],
+                dtype=np.int8,
+            ),
+            members=np.array([s.members for s in samples], dtype=np.int32),
+            member_hash=np.array([s.member_hash for s in samples], dtype=np.int64),
+        )
+
+
+def _int_column(table: pa.Table, name: str) -> np.ndarray:
+    column = table.column(name)
+    return pc.fill_null(column, NULL).to_numpy().astype(np.int64)
+
+
+class WindowStore:
+    """Windows for many group-partitions of many clusters, updated one scan at a time."""
+
+    def __init__(self, settings: WindowSettings | None = None, scan_interval_s: float = 10.0):
+        self.settings = settings or WindowSettings()
+        self.width = self.settings.intervals
+        self.ring_size = self.settings.intervals
+        self.points = self.settings.lag_time_points
+        self.scan_interval_ms = int(round(scan_interval_s * 1000))
+        self.max_gap_ms = int(self.settings.max_gap_factor * self.scan_interval_ms)
+        self.min_distance_ms = int(round(self.settings.min_distance * 1000))
+
+        self._row_of: dict[tuple[str, str, str, int], int] = {}
+        self.row_key: list[tuple[str, str, str, int] | None] = []
+        self._free_rows: list[int] = []
+        self._group_of: dict[tuple[str, str], int] = {}
+        self.group_key: list[tuple[str, str] | None] = []
+        self._free_groups: list[int] = []
+        self._table_of: dict[tuple[str, str, int], int] = {}
+        self._cluster_rows: dict[str, np.ndarray] = {}
+        self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
+        self.last_scan_ts: dict[str, int] = {}
+        self._epoch = 0
+
+        self._alloc_rows(_INITIAL_ROWS)
+        self._alloc_tables(_INITIAL_ROWS)
+        self.group_rows = np.zeros(0, dtype=np.int32)
+
+    # ---------------------------------------------------------------- allocation
+
+    def _alloc_rows(self, capacity: int) -> None:
+        w, r = self.width, self.ring_size
+
+        def grow(name: str, shape: tuple[int, ...], dtype: type, fill: int) -> None:
+            new = np.full(shape, fill, dtype=dtype)
+            old = getattr(self, name, None)
+            if old is not None:
+                new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+        grow("s_ts", (capacity, w), np.int64, 0)
+        grow("s_committed", (capacity, w), np.int64, NULL)
+        grow("s_leo", (capacity, w), np.int64, NULL)
+        grow("s_log_start", (capacity, w), np.int64, NULL)
+        grow("s_state", (capacity, w), np.int8, NULL)
+        grow("s_members", (capacity, w), np.int32, 0)
+        grow("s_member_changed", (capacity, w), np.bool_, 0)
+        grow("s_count", (capacity,), np.int16, 0)
+        grow("last_hash", (capacity,), np.int64, 0)
+        grow("r_offset", (capacity, r), np.int64, NULL)
+        grow("r_ts", (capacity, r), np.int64, 0)
+        grow("r_lag", (capacity, r), np.int64, NULL)
+        grow("r_order", (capacity, r), np.int64, NULL)
+        grow("r_count", (capacity,), np.int16, 0)
+        grow("row_group", (capacity,), np.int32, NULL)
+        grow("row_table", (capacity,), np.int32, NULL)
+        grow("row_partition", (capacity,), np.int32, NULL)
+        grow("row_alive", (capacity,), np.bool_, 0)
+        grow("row_epoch", (capacity,), np.int64, 0)
+        self.capacity = capacity
+
+    def _alloc_tables(self, capacity: int) -> None:
+        p = self.points
+        for name, dtype in (("t_leo", np.int64), ("t_time", np.int64)):
+            new = np.zeros((capacity, p), dtype=dtype)
+            old = getattr(self, name, None)
+            if old is not None:
+                new[: old.shape[0]] = old
+            setattr(self, name, new)
+        counts = np.zeros(capacity, dtype=np.int16)
+        old_counts = getattr(self, "t_count", None)
+        if old_counts is not None:
+            counts[: old_counts.shape[0]] = old_counts
+        self.t_count = counts
+        self.table_capacity = capacity
+
+    def _new_group(self, key: tuple[str, str]) -> int:
+        if self._free_groups:
+            gid = self._free_groups.pop()
+            self.group_key[gid] = key
+        else:
+            gid = len(self.group_key)
+            self.group_key.append(key)
+        self._group_of[key] = gid
+        return gid
+
+    def _new_row(self, key: tuple[str, str, str, int]) -> int:
+        if self._free_rows:
+            row = self._free_rows.pop()
+            self.row_key[row] = key
+        else:
+            row = len(self.row_key)
+            if row >= self.capacity:
+                self._alloc_rows(self.capacity * 2)
+            self.row_key.append(key)
+        self._row_of[key] = row
+        cluster, group, topic, partition = key
+        gid = self._group_of.get((cluster, group))
+        if gid is None:
+            gid = self._new_group((cluster, group))
+        table_key = (cluster, topic, partition)
+        table = self._table_of.get(table_key)
+        if table is None:
+            table = len(self._table_of)
+            if table >= self.table_capacity:
+                self._alloc_tables(self.table_capacity * 2)
+            self._table_of[table_key] = table
+        self.row_group[row] = gid
+        self.row_table[row] = table
+        self.row_partition[row] = partition
+        self.row_alive[row] = True
+        self._epoch += 1
+        self.row_epoch[row] = self._epoch
+        self._cluster_rows.pop(cluster, None)
+        return row
+
+    def _reset_rows(self, rows: np.ndarray) -> None:
+        self.s_ts[rows] = 0
+        self.s_committed[rows] = NULL
+        self.s_leo[rows] = NULL
+        self.s_log_start[rows] = NULL
+        self.s_state[rows] = NULL
+        self.s_members[rows] = 0
+        self.s_member_changed[rows] = False
+        self.s_count[rows] = 0
+        self.last_hash[rows] = 0
+        self.r_offset[rows] = NULL
+        self.r_ts[rows] = 0
+        self.r_lag[rows] = NULL
+        self.r_order[rows] = NULL
+        self.r_count[rows] = 0
+        self.row_alive[rows] = False
+        self.row_group[rows] = NULL
+
+    # ---------------------------------------------------------------- lookups
+
+    @property
+    def rows_in_use(self) -> int:
+        return len(self.row_key)
+
+    def row(self, cluster: str, group: str, topic: str, partition: int) -> int | None:
+        return self._row_of.get((cluster, group, topic, partition))
+
+    def group_id(self, cluster: str, group: str) -> int | None:
+        return self._group_of.get((cluster, group))
+
+    def groups(self, cluster: str | None = None) -> list[tuple[str, str]]:
+        return sorted(k for k in self._group_of if cluster is None or k[0] == cluster)
+
+    def clusters(self) -> list[str]:
+        return sorted({k[0] for k in self._group_of})
+
+    def alive_rows(self) -> np.ndarray:
+        return np.nonzero(self.row_alive[: self.rows_in_use])[0]
+
+    def cluster_rows(self, cluster: str) -> np.ndarray:
+        rows = self._cluster_rows.get(cluster)
+        if rows is None:
+            rows = np.array(
+                sorted(r for k, r in self._row_of.items() if k[0] == cluster), dtype=np.int64
+            )
+            self._cluster_rows[cluster] = rows
+        return rows
+
+    def group_rows_of(self, gid: int) -> np.ndarray:
+        alive = self.alive_rows()
+        return alive[self.row_group[alive] == gid]
+
+    # ---------------------------------------------------------------- ingest
+
+    def ingest(self, table: pa.Table) -> None:
+        """Add rows in the sample schema, scan by scan in time order (per cluster)."""
+        if table.num_rows == 0:
+            return
+        ts = table.column("ts").cast(pa.int64())
+        table = table.set_column(table.schema.get_field_index("ts"), "ts", ts)
+        table = table.sort_by([("ts", "ascending"), ("cluster", "ascending")])
+        keys = pc.binary_join_element_wise(
+            pc.cast(table.column("ts"), pa.string()), table.column("cluster"), "\x00"
+        )
+        boundaries = np.nonzero(
+            np.concatenate([[True], pc.not_equal(keys[1:], keys[:-1]).to_numpy(False)])
+        )[0]
+        ends = np.append(boundaries[1:], table.num_rows)
+        for start, end in zip(boundaries, ends):
+            chunk = table.slice(start, end - start)
+            self.ingest_scan(
+                ScanColumns.from_table(
+                    chunk, chunk.column("cluster")[0].as_py(), chunk.column("ts")[0].as_py()
+                )
+            )
+
+    def ingest_scan(self, scan: ScanColumns) -> np.ndarray:
+        """Add one successful scan of one cluster; returns the rows it touched."""
+        if len(scan) == 0:
+            self.last_scan_ts[scan.cluster] = scan.ts
+            return np.zeros(0, dtype=np.int64)
+        rows = self._rows_for(scan)
+        ts = scan.ts
+        self._append_samples(rows, scan)
+        tables = self.row_table[rows]
+        unique_tables, first = np.unique(tables, return_index=True)
+        lagtime.append_points(
+            self.t_leo,
+            self.t_time,
+            self.t_count,
+            unique_tables,
+            scan.log_end[first],
+            np.full(unique_tables.size, ts, dtype=np.int64),
+        )
+        self._record_commits(rows, scan)
+        self.last_scan_ts[scan.cluster] = ts
+        return rows
+
+    def _rows_for(self, scan: ScanColumns) -> np.ndarray:
+        # Most scans see exactly the same group-partitions as the previous one: reuse the rows.
+        previous = self._last_scan.get(scan.cluster)
+        if (
+            previous is not None
+            and previous[0] == scan.group
+            and previous[1] == scan.topic
+            and np.array_equal(previous[2], scan.partition)
+        ):
+            return previous[3]
+        cluster = scan.cluster
+        rows = np.empty(len(scan), dtype=np.int64)
+        row_of = self._row_of
+        for i, (group, topic, partition) in enumerate(
+            zip(scan.group, scan.topic, scan.partition.tolist())
+        ):
+            key = (cluster, group, topic, partition)
+            row = row_of.get(key)
+            rows[i] = self._new_row(key) if row is None else row
+        if np.unique(rows).size != rows.size:
+            raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
+        self._last_scan[cluster] = (scan.group, scan.topic, scan.partition, rows)
+        return rows
+
+    def _append_samples(self, rows: np.ndarray, scan: ScanColumns) -> None:
+        index = _as_index(rows)
+        for name, values in (
+            ("s_ts", scan.ts),
+            ("s_committed", scan.committed),
+            ("s_leo", scan.log_end),
+            ("s_log_start", scan.log_start),
+            ("s_state", scan.state),
+            ("s_members", scan.members),
+        ):
+            array = getattr(self, name)
+            if isinstance(index, slice):
+                array[index, :-1] = array[index, 1:]
+            else:
+                array[index, :-1] = array[index, 1:]
+            array[index, -1] = values
+        had_sample = self.s_count[index] > 0
+        changed = had_sample & (self.last_hash[index] != scan.member_hash)
+        self.s_member_changed[index, :-1] = self.s_member_changed[index, 1:]
+        self.s_member_changed[index, -1] = changed
+        self.last_hash[index] = scan.member_hash
+        self.s_count[index] = np.minimum(self.s_count[index] + 1, self.width)
+
+    def _record_commits(self, rows: np.ndarray, scan: ScanColumns) -> None:
+        committed = scan.committed
+        count = self.r_count[rows]
+        newest = self.r_offset[rows, -1]
+        moved = (committed != NULL) & ((count == 0) | (committed != newest))
+        if not moved.any():
+            return
+        self.add_commits(
+            rows[moved],
+            committed[moved],
+            np.full(int(moved.sum()), scan.ts, dtype=np.int64),
+            np.full(int(moved.sum()), scan.ts, dtype=np.int64),
+            scan.log_end[moved],
+        )
+
+    def add_commits(
+        self,
+        rows: np.ndarray,
+        offsets: np.ndarray,
+        orders: np.ndarray,
+        timestamps: np.ndarray,
+        broker_offsets: np.ndarray,
+    ) -> None:
+        """Burrow's commit-ring insertion for one commit per row (rows unique).
+
+        A commit newer (by ``order``) than the ring's newest is appended with its lag, or,
+        when it comes less than ``min-distance`` after the newest, replaces it and keeps the
+        newest's timestamp. An older commit is inserted in order with no lag, merged into its
+        predecessor under ``min-distance``, and dropped when the ring is full and it is older
+        than everything in it. Scans only ever append; insertion serves offsets replayed
+        out of order.
+        """
+        if rows.size == 0:
+            return
+        count = self.r_count[rows]
+        newest_order = self.r_order[rows, -1]
+        appending = (count == 0) | (orders > newest_order)
+        if appending.any():
+            self._append_commits(
+                rows[appending],
+                offsets[appending],
+                orders[appending],
+                timestamps[appending],
+                broker_offsets[appending],
+            )
+        for i in np.nonzero(~appending)[0]:
+            self._insert_commit(int(rows[i]), int(offsets[i]), int(orders[i]), int(timestamps[i]))
+
+    def _append_commits(self, rows, offsets, orders, timestamps, broker_offsets) -> None:
+        lag = np.maximum(0, broker_offsets - offsets)
+        count = self.r_count[rows]
+        merge = (count > 0) & (timestamps - self.r_ts[rows, -1] < self.min_distance_ms)
+        if merge.any():
+            target = rows[merge]
+            self.r_offset[target, -1] = offsets[merge]
+            self.r_order[target, -1] = orders[merge]
+            self.r_lag[target, -1] = lag[merge]
+        push = ~merge
+        if push.any():
+            target = _as_index(rows[push])
+            for name, values in (
+                ("r_offset", offsets[push]),
+                ("r_order", orders[push]),
+                ("r_ts", timestamps[push]),
+                ("r_lag", lag[push]),
+            ):
+                array = getattr(self, name)
+                array[target, :-1] = array[target, 1:]
+                array[target, -1] = values
+            self.r_count[target] = np.minimum(self.r_count[target] + 1, self.ring_size)
+
+    def _insert_commit(self, row: int, offset: int, order: int, timestamp: int) -> None:
+        size = self.ring_size
+        n = int(self.r_count[row])
+        entries = [
+            [int(self.r_offset[row, j]), int(self.r_order[row, j]), int(self.r_ts[row, j]),
+             int(self.r_lag[row, j])]
+            for j in range(size - n, size)
+        ]
+        if any(e[1] == order for e in entries):
+            return  # the same commit seen twice
+        position = sum(1 for e in entries if e[1] < order)
+        if position == 0 and n >= size:
+            return  # older than everything in a full ring
+        if position > 0 and timestamp - entries[position - 1][2] < self.min_distance_ms:
+            entries[position - 1][0] = offset
+            entries[position - 1][1] = order
+            entries[position - 1][3] = NULL
+        else:
+            entries.insert(position, [offset, order, timestamp, NULL])
+            if len(entries) > size:
+                entries.pop(0)
+        n = len(entries)
+        for name, column in (("r_offset", 0), ("r_order", 1), ("r_ts", 2), ("r_lag", 3)):
+            array = getattr(self, name)
+            array[row, :] = 0 if name == "r_ts" else NULL
+            array[row, size - n :] = [e[column] for e in entries]
+        self.r_count[row] = n
+
+    # ---------------------------------------------------------------- reading
+
+    def ring(self, row: int) -> list[CommitPoint]:
+        """The commit ring of one row, oldest first."""
+        n = int(self.r_count[row])
+        return [
+            CommitPoint(
+                offset=int(self.r_offset[row, j]),
+                timestamp=int(self.r_ts[row, j]),
+                lag=None if self.r_lag[row, j] == NULL else int(self.r_lag[row, j]),
+            )
+            for j in range(self.ring_size - n, self.ring_size)
+        ]
+
+    def ring_orders(self, row: int) -> list[int]:
+        n = int(self.r_count[row])
+        return [int(v) for v in self.r_order[row, self.ring_size - n :]]
+
+    def samples(self, row: int) -> list[dict]:
+        """The sample window of one row, oldest first (for the API and evidence)."""
+        from notifier.types import GROUP_STATES
+
+        n = int(self.s_count[row])
+        out = []
+        for j in range(self.width - n, self.width):
+            committed = int(self.s_committed[row, j])
+            log_start = int(self.s_log_start[row, j])
+            leo = int(self.s_leo[row, j])
+            out.append(
+                {
+                    "ts": int(self.s_ts[row, j]),
+                    "committed_offset": None if committed == NULL else committed,
+                    "log_end_offset": leo,
+                    "log_start_offset": None if log_start == NULL else log_start,
+                    "lag": None if committed == NULL else max(0, leo - committed),
+                    "group_state": GROUP_STATES[int(self.s_state[row, j])],
+                    "members": int(self.s_members[row, j]),
+                    "member_set_changed": bool(self.s_member_changed[row, j]),
+                }
+            )
+        return out
+
+    def leo_table(self, row: int) -> list[tuple[int, int]]:
+        table = int(self.row_table[row])
+        n = int(self.t_count[table])
+        return [
+            (int(self.t_leo[table, j]), int(self.t_time[table, j]))
+            for j in range(self.points - n, self.points)
+        ]
+
+    def lag_seconds(self, rows: np.ndarray, now_ms: int) -> np.ndarray:
+        """Seconds behind for each row's latest committed offset (NaN: unknown)."""
+        return lagtime.lag_seconds(
+            self.t_leo, self.t_time, self.t_count, self.row_table[rows],
+            self.s_committed[rows, -1], now_ms,
+        )
+
+    # ---------------------------------------------------------------- forgetting
+
+    def remove_rows(self, rows: Iterable[int]) -> None:
+        rows = np.asarray(sorted(set(int(r) for r in rows)), dtype=np.int64)
+        if rows.size == 0:
+            return
+        gids = set(int(g) for g in self.row_group[rows])
+        for row in rows.tolist():
+            key = self.row_key[row]
+            if key is None:
+                continue
+            del self._row_of[key]
+            self.row_key[row] = None
+            self._free_rows.append(row)
+            self._cluster_rows.pop(key[0], None)
+            self._last_scan.pop(key[0], None)
+        self._reset_rows(rows)
+        alive = self.alive_rows()
+        still_used = set(np.unique(self.row_group[alive]).tolist())
+        for gid in gids - still_used:
+            key = self.group_key[gid]
+            if key is not None:
+                del self._group_of[key]
+                self.group_key[gid] = None
+                self._free_groups.append(gid)
+
+    def remove_groups(self, keys: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Forget whole groups (gone from the cluster); returns the keys that were known."""
+        wanted = {k for k in keys if k in self._group_of}
+        if not wanted:
+            return []
+        gids = np.array([self._group_of[k] for k in wanted], dtype=np.int32)
+        alive = self.alive_rows()
+        self.remove_rows(alive[np.isin(self.row_group[alive], gids)])
+        return sorted(wanted)
+
+    def remove_missing(self, cluster: str, seen_rows: np.ndarray) -> list[tuple[str, str, str, int]]:
+        """Forget a cluster's group-partitions that the latest scan no longer lists."""
+        rows = self.cluster_rows(cluster)
+        gone = np.setdiff1d(rows, seen_rows)
+        keys = [self.row_key[r] for r in gone.tolist()]
+        self.remove_rows(gone)
+        return [k for k in keys if k is not None]
+
+    def expire(self, now_ms: int) -> list[tuple[str, str]]:
+        """Burrow's expire-group: drop groups whose offsets have not moved for ``expire_group``.
+
+        The "last commit" of a row is when the scan first saw its newest offset; a row that
+        never had a commit counts from its newest sample.
+        """
+        alive = self.alive_rows()
+        if alive.size == 0:
+            return []
+        last = np.where(self.r_count[alive] > 0, self.r_ts[alive, -1], self.s_ts[alive, -1])
+        limit = now_ms - int(self.settings.expire_group * 1000)
+        gids = self.row_group[alive]
+        n_groups = len(self.group_key)
+        fresh = np.bincount(gids, weights=(last >= limit), minlength=n_groups)
+        present = np.bincount(gids, minlength=n_groups)
+        expired = np.nonzero((present > 0) & (fresh == 0))[0]
+        keys = [self.group_key[g] for g in expired.tolist()]
+        return self.remove_groups(k for k in keys if k is not None)
+
+    def matching_groups(self, pattern: str) -> list[tuple[str, str]]:
+        regex = re.compile(pattern)
+        return [k for k in self.groups() if regex.search(k[1])]
+
+
+def _as_index(rows: np.ndarray) -> slice | np.ndarray:
+    """A slice when ``rows`` is a run of consecutive integers (a view, no fancy-index copy)."""
+    if rows.size and rows[-1] - rows[0] == rows.size - 1 and (
+        rows.size < 3 or bool(np.all(np.diff(rows) == 1))
+    ):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows

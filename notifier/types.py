@@ -1,0 +1,294 @@
+"""The data types every stage shares.
+
+Data flows one way: the collector produces :class:`Sample` rows (one per group-partition per
+successful scan), the window store keeps them, the evaluator turns windows into
+:class:`GroupResult` objects, the transition tracker turns changes of group status into
+:class:`Transition` objects, and the notifier turns those into :class:`Notification` objects.
+History files and the backtest use the very same sample columns (:data:`SAMPLE_SCHEMA`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+# --------------------------------------------------------------------------------------------
+# Samples
+
+
+GROUP_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead", "Unknown")
+"""Group states as DescribeGroups reports them; the index is the compact code the store keeps."""
+
+GROUP_STATE_CODE = {name: code for code, name in enumerate(GROUP_STATES)}
+REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Unknown"})
+MEMBERLESS_STATES = frozenset({"Empty", "Dead"})
+
+SAMPLE_SCHEMA = pa.schema(
+    [
+        pa.field("ts", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("cluster", pa.string(), nullable=False),
+        pa.field("group", pa.string(), nullable=False),
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("committed_offset", pa.int64(), nullable=True),
+        pa.field("log_end_offset", pa.int64(), nullable=False),
+        pa.field("log_start_offset", pa.int64(), nullable=True),
+        pa.field("group_state", pa.string(), nullable=False),
+        pa.field("members", pa.int32(), nullable=False),
+        pa.field("member_hash", pa.int64(), nullable=False),
+    ]
+)
+"""One schema for live samples, the Parquet history and the backtest input."""
+
+SAMPLE_COLUMNS = tuple(SAMPLE_SCHEMA.names)
+
+
+@dataclass(slots=True, frozen=True)
+class Sample:
+    """One scan's view of one group-partition. ``ts`` is the scan's observation time (ms, UTC)."""
+
+    ts: int
+    cluster: str
+    group: str
+    topic: str
+    partition: int
+    committed_offset: int | None
+    log_end_offset: int
+    log_start_offset: int | None = None
+    group_state: str = "Stable"
+    members: int = 1
+    member_hash: int = 0
+
+    @property
+    def lag(self) -> int | None:
+        """LEO minus committed, clamped at 0; ``None`` when the group has no commit."""
+        if self.committed_offset is None:
+            return None
+        return max(0, self.log_end_offset - self.committed_offset)
+
+
+def samples_to_table(samples: list[Sample]) -> pa.Table:
+    """Build an Arrow table in :data:`SAMPLE_SCHEMA` from sample objects."""
+    columns: dict[str, list[Any]] = {name: [] for name in SAMPLE_COLUMNS}
+    for sample in samples:
+        for name in SAMPLE_COLUMNS:
+            columns[name].append(getattr(sample, name))
+    return pa.Table.from_pydict(columns, schema=SAMPLE_SCHEMA)
+
+
+def table_to_samples(table: pa.Table) -> list[Sample]:
+    """The inverse of :func:`samples_to_table` (for tests and small tools, not hot paths)."""
+    table = table.select(list(SAMPLE_COLUMNS))
+    ts = table.column("ts").cast(pa.int64()).to_pylist()
+    rows = table.drop_columns(["ts"]).to_pylist()
+    return [Sample(ts=t, **row) for t, row in zip(ts, rows)]
+
+
+# --------------------------------------------------------------------------------------------
+# Statuses
+
+
+class PartitionStatus(enum.StrEnum):
+    """Burrow's per-partition statuses."""
+
+    OK = "OK"
+    WARN = "WARN"
+    STOP = "STOP"
+    STALL = "STALL"
+    REWIND = "REWIND"
+
+    @property
+    def group_status(self) -> GroupStatus:
+        if self is PartitionStatus.OK:
+            return GroupStatus.OK
+        if self is PartitionStatus.WARN:
+            return GroupStatus.WARN
+        return GroupStatus.ERR
+
+
+PARTITION_STATUS_CODES = tuple(PartitionStatus)
+"""Index = the compact code the vectorized evaluator uses (0 = OK … 4 = REWIND)."""
+
+
+class GroupStatus(enum.StrEnum):
+    """Burrow's group statuses; ``rank`` orders them by how bad they are."""
+
+    NOTFOUND = "NOTFOUND"
+    OK = "OK"
+    WARN = "WARN"
+    ERR = "ERR"
+
+    @property
+    def rank(self) -> int:
+        return _GROUP_RANK[self]
+
+    @classmethod
+    def from_rank(cls, rank: int) -> GroupStatus:
+        return _GROUP_BY_RANK[rank]
+
+
+_GROUP_RANK = {GroupStatus.NOTFOUND: -1, GroupStatus.OK: 0, GroupStatus.WARN: 1, GroupStatus.ERR: 2}
+_GROUP_BY_RANK = {rank: status for status, rank in _GROUP_RANK.items()}
+
+
+class Severity(enum.StrEnum):
+    WARN = "warn"
+    ERR = "err"
+
+    @property
+    def group_status(self) -> GroupStatus:
+        return GroupStatus.WARN if self is Severity.WARN else GroupStatus.ERR
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation results
+
+
+@dataclass(slots=True)
+class CommitPoint:
+    """An entry of Burrow's commit ring: an offset, when it was first seen, the lag then."""
+
+    offset: int
+    timestamp: int
+    lag: int | None
+
+
+@dataclass(slots=True)
+class Finding:
+    """Why a rule fired: enough for a notification to explain itself."""
+
+    rule: str
+    kind: str
+    severity: Severity
+    status: str
+    topic: str | None = None
+    partition: int | None = None
+    message: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    since: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    topic: str
+    partition: int
+    status: PartitionStatus
+    complete: float
+    burrow_complete: float
+    committed_offset: int | None
+    log_end_offset: int
+    log_start_offset: int | None
+    current_lag: int | None
+    lag_seconds: float | None
+    start: CommitPoint | None
+    end: CommitPoint | None
+    owner: str = ""
+    client_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class GroupResult:
+    """The score of one group at one evaluation."""
+
+    cluster: str
+    group: str
+    status: GroupStatus
+    complete: float
+    burrow_complete: float
+    partial: bool
+    evaluated_at: int
+    partitions: list[PartitionResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    total_lag: int = 0
+    max_lag: PartitionResult | None = None
+    max_lag_seconds: float | None = None
+    group_state: str = "Unknown"
+    members: int = 0
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["partition_count"] = self.partition_count
+        return data
+
+
+@dataclass(slots=True)
+class Transition:
+    """A gated change of a group's status (``gone`` when the group or its topics vanished)."""
+
+    cluster: str
+    group: str
+    previous: GroupStatus
+    current: GroupStatus
+    at: int
+    result: GroupResult | None
+    gone: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.cluster, self.group)
+
+
+# --------------------------------------------------------------------------------------------
+# Incidents and notifications
+
+
+class Event(enum.StrEnum):
+    OPEN = "open"
+    ESCALATE = "escalate"
+    REPEAT = "repeat"
+    RESOLVE = "resolve"
+
+
+@dataclass(slots=True)
+class Incident:
+    """One episode of a group being unhealthy, from the first gated non-OK to OK or gone."""
+
+    id: str
+    cluster: str
+    group: str
+    opened_at: int
+    status: GroupStatus
+    peak_status: GroupStatus
+    closed_at: int | None = None
+    close_reason: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    silenced: bool = False
+
+    @property
+    def open(self) -> bool:
+        return self.closed_at is None
+
+
+@dataclass(slots=True)
+class Alert:
+    """One incident's part in a notification."""
+
+    event: Event
+    incident: Incident
+    result: GroupResult | None
+
+
+@dataclass(slots=True)
+class Notification:
+    """What one receiver is sent at once: one or more alerts grouped by the route's ``group_by``."""
+
+    id: str
+    receiver: str
+    group_key: str
+    alerts: list[Alert]
+    created_at: int
+    status_page_url: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
