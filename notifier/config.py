@@ -250,7 +250,14 @@ Rule = Annotated[
     Field(discriminator="kind"),
 ]
 
-RULE_KINDS = ("lag", "lag_seconds", "stuck_rebalance", "rebalance_storm", "retention", "consumers_gone")
+RULE_KINDS = (
+    "lag",
+    "lag_seconds",
+    "stuck_rebalance",
+    "rebalance_storm",
+    "retention",
+    "consumers_gone",
+)
 
 
 class WindowSettings(_Strict):
@@ -284,6 +291,16 @@ class RulesConfig(_Strict):
                 raise ValueError(f"rule name {rule.name!r} is used twice; names must be unique")
             seen.add(rule.name)
         return rules
+
+    @model_validator(mode="after")
+    def _fits_the_window(self) -> RulesConfig:
+        for index, rule in enumerate(self.rules):
+            if isinstance(rule, StuckRebalanceRule) and rule.samples > self.window.intervals:
+                raise ValueError(
+                    f"rules[{index}] ({rule.name}): samples {rule.samples} exceeds "
+                    f"window.intervals {self.window.intervals}; it could never fire"
+                )
+        return self
 
     @property
     def minimum_complete(self) -> float:
@@ -346,7 +363,7 @@ def _describe(error: dict[str, Any]) -> str:
         msg = msg[len("Value error, ") :]
     if "input" in error and kind not in {"missing"}:
         shown = repr(error["input"])
-        if len(shown) < 60 and not isinstance(error["input"], dict | list):
+        if len(shown) < 60 and shown not in msg and not isinstance(error["input"], dict | list):
             msg += f" (got {shown})"
     return msg
 

@@ -1,0 +1,100 @@
+"""rules.yaml: the default is valid, and every mistake names the file, the field and what was
+expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from notifier.config import ConfigError, load_rules, parse_duration, with_parameters
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def problems(tmp_path: Path, text: str) -> list[tuple[str, str]]:
+    path = tmp_path / "rules.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_rules(path)
+    assert str(path) in str(caught.value)
+    return caught.value.problems
+
+
+def test_the_default_rules_file_is_valid():
+    config = load_rules(ROOT / "rules.yaml")
+    assert config.minimum_complete == 1.0
+    assert config.window.intervals == 10
+    assert {r.kind for r in config.rules} == {
+        "lag", "lag_seconds", "stuck_rebalance", "rebalance_storm", "retention", "consumers_gone"
+    }
+
+
+def test_unknown_rule_kind(tmp_path):
+    [(where, message)] = problems(tmp_path, "rules: [{name: a, kind: lagg}]")
+    assert where == "rules[0]"
+    assert "unknown rule kind" in message and "lag_seconds" in message
+
+
+def test_unknown_field(tmp_path):
+    [(where, message)] = problems(tmp_path, "burrow: {minimum_complet: 1}")
+    assert (where, message) == ("burrow.minimum_complet", "unknown field")
+
+
+def test_wrong_type_and_negative_threshold(tmp_path):
+    found = dict(problems(tmp_path, "rules: [{name: a, kind: lag, threshold: -1},"
+                                    " {name: b, kind: lag, threshold: lots}]"))
+    assert "greater than or equal to 0" in found["rules[0].threshold"]
+    assert "valid integer" in found["rules[1].threshold"]
+
+
+def test_bad_regex_and_bad_duration(tmp_path):
+    found = dict(problems(tmp_path, "rules: [{name: a, kind: lag_seconds, threshold: 5 minutes,"
+                                    " match: {group: '([a-z'}}]"))
+    assert "invalid regular expression" in found["rules[0].match.group"]
+    assert "expected a duration" in found["rules[0].threshold"]
+
+
+def test_override_of_a_parameter_the_rule_does_not_have(tmp_path):
+    [(where, message)] = problems(
+        tmp_path, "rules: [{name: a, kind: retention, overrides: [{match: {group: x}, threshold: 5}]}]"
+    )
+    assert where == "rules[0]" and "unknown parameter(s) threshold" in message
+
+
+def test_duplicate_names_and_impossible_samples(tmp_path):
+    [(_, message)] = problems(tmp_path, "rules: [{name: a, kind: lag, threshold: 1}, {name: a, kind: lag, threshold: 2}]")
+    assert "used twice" in message
+    [(_, message)] = problems(tmp_path, "rules: [{name: s, kind: stuck_rebalance, samples: 20}]")
+    assert "exceeds window.intervals" in message
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    [(where, message)] = problems(tmp_path, "rules: [\n")
+    assert where.startswith("line 2") and "invalid YAML" in message
+
+
+def test_missing_file():
+    with pytest.raises(ConfigError, match="file not found"):
+        load_rules("/nonexistent/rules.yaml")
+
+
+@pytest.mark.parametrize("text,seconds", [("90", 90), (90, 90), ("5m", 300), ("1h30m", 5400),
+                                          ("7d", 604800), ("250ms", 0.25)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+def test_parameters_by_dotted_path():
+    config = load_rules(ROOT / "rules.yaml")
+    changed = with_parameters(config, {"burrow.allowed_lag": 100, "window.intervals": 6,
+                                       "rules.partition-lag-high.threshold": 5})
+    assert changed.burrow.allowed_lag == 100 and changed.window.intervals == 6
+    assert changed.rule("partition-lag-high").threshold == 5
+    assert config.burrow.allowed_lag == 0  # the original is untouched
+    with pytest.raises(KeyError, match="no rule named"):
+        with_parameters(config, {"rules.nope.threshold": 1})
+    with pytest.raises(KeyError, match="not a parameter"):
+        with_parameters(config, {"burrow.threshold": 1})
+    with pytest.raises(ConfigError):
+        with_parameters(config, {"burrow.minimum_complete": 2})

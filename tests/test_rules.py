@@ -1,0 +1,274 @@
+"""Each rule firing and not firing, `for` and `keep_firing_for`, the gate, and transitions.
+
+Scenarios are written in the same series notation as `notifier test-rules` files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from notifier.config import parse_rules
+from notifier.evaluate import TransitionTracker
+from notifier.replay import replay_table
+from notifier.testrules import RuleTest, series_samples
+from notifier.types import GroupResult, GroupStatus, samples_to_table
+
+BURROW_ONLY: dict[str, Any] = {"burrow": {"minimum_complete": 1.0}}
+
+
+def evaluate(
+    rules: dict[str, Any], inputs: list[dict[str, Any]], at: int, interval: str = "60s"
+) -> GroupResult:
+    """The group result at ``at`` seconds for series inputs of one group."""
+    config = parse_rules(rules)
+    test = RuleTest.model_validate(
+        {"name": "t", "interval": interval, "input": inputs,
+         "expect": [{"at": at, "group": inputs[0]["group"], "status": "OK"}]}
+    )
+    samples = series_samples(test, "test")
+    at_ms = at * 1000
+    evaluations = replay_table(samples_to_table(samples), config, test.interval, [at_ms])
+    return evaluations[at_ms].result("local", inputs[0]["group"])
+
+
+def series(**fields: Any) -> dict[str, Any]:
+    return {"group": "g", "topic": "t", "partition": 0, **fields}
+
+
+def rule_names(result: GroupResult) -> set[str]:
+    return {f.rule for f in result.findings}
+
+
+# --------------------------------------------------------------------------------------------
+# Burrow's rules on scans: STALL vs STOP, rare committers, rewinds
+
+
+def test_offset_frozen_with_members_present_is_stall():
+    result = evaluate(BURROW_ONLY, [series(committed="10x9", log_end="11+1x9")], 540)
+    assert result.status is GroupStatus.ERR
+    assert result.partitions[0].status.value == "STALL"
+    (finding,) = result.findings
+    assert finding.rule == "burrow" and finding.status == "STALL"
+    assert finding.evidence["offsets"] == [10]
+    assert "not moving" in finding.message
+
+
+def test_offset_frozen_with_no_members_is_stop():
+    result = evaluate(
+        BURROW_ONLY,
+        [series(committed="10x9", log_end="11+1x9", group_state="Emptyx9", members="0x9")],
+        540,
+    )
+    assert result.partitions[0].status.value == "STOP"
+    assert result.status is GroupStatus.ERR
+
+
+def test_a_consumer_that_commits_once_a_minute_is_not_stalled_between_commits():
+    # Scans every 10 s; the consumer commits every 60 s and keeps up between commits.
+    committed = " ".join(str(100 * (i // 6)) for i in range(60))
+    log_end = " ".join(str(100 * (i // 6) + 15 * (i % 6)) for i in range(60))
+    result = evaluate(BURROW_ONLY, [series(committed=committed, log_end=log_end)], 590, "10s")
+    assert result.complete == 1.0
+    assert result.status is GroupStatus.OK
+
+
+def test_rewind_that_does_not_catch_up_is_err():
+    result = evaluate(
+        BURROW_ONLY,
+        [series(committed="100 200 300 400 500 600 700 300 350 400",
+                log_end="700 800 900 1000 1100 1200 1300 1400 1500 1600")],
+        540,
+    )
+    assert result.partitions[0].status.value == "REWIND"
+    assert result.status is GroupStatus.ERR
+
+
+def test_healthy_consumer_is_ok():
+    lag_jitters = "5 15 22 38 41 55 62 78 81 95"  # a constant lag would be Burrow's WARN
+    result = evaluate(BURROW_ONLY, [series(committed="0+10x9", log_end=lag_jitters)], 540)
+    assert result.status is GroupStatus.OK
+    assert result.findings == []
+    assert result.total_lag == 5
+
+
+def test_allowed_lag_override_per_group():
+    rules = {"burrow": {"overrides": [{"match": {"group": "batch-.*"}, "allowed_lag": 1000}]}}
+    frozen = {"committed": "10x9", "log_end": "100x9"}
+    assert evaluate(rules, [series(**frozen)], 540).status is GroupStatus.ERR
+    assert evaluate(rules, [series(**frozen, group="batch-nightly")], 540).status is GroupStatus.OK
+
+
+# --------------------------------------------------------------------------------------------
+# The complete-flag gate
+
+
+def test_a_new_group_is_partial_until_its_window_is_covered():
+    result = evaluate(BURROW_ONLY, [series(committed="10x4", log_end="11+1x4")], 240)
+    assert result.partial is True
+    assert result.complete == 0.0
+    assert result.partitions[0].complete == 0.5
+    assert result.partitions[0].status.value == "OK"  # Burrow's minimum_complete: no rules ran
+
+
+def test_a_scan_gap_makes_the_window_partial_then_complete_again():
+    inputs = [series(committed="10x3 _ 10x9", log_end="11x3 _ 12x9")]
+    assert evaluate(BURROW_ONLY, inputs, 480).partial is True
+    later = evaluate(BURROW_ONLY, inputs, 840)
+    assert later.partial is False and later.complete == 1.0
+
+
+def test_partial_results_never_become_transitions():
+    config = parse_rules(BURROW_ONLY)
+    test = RuleTest.model_validate(
+        {"name": "t", "input": [series(committed="10x14", log_end="11+1x14")],
+         "expect": [{"at": 0, "group": "g", "status": "OK"}]}
+    )
+    seen = []
+    replay_table(samples_to_table(series_samples(test, "t")), config, 60,
+                 on_transitions=seen.extend)
+    assert [(t.previous, t.current, t.at) for t in seen] == [
+        (GroupStatus.OK, GroupStatus.ERR, 540_000)  # the first complete window, not before
+    ]
+
+
+def test_minimum_complete_zero_behaves_like_burrow():
+    result = evaluate({"burrow": {"minimum_complete": 0.0}},
+                      [series(committed="10x3", log_end="11+1x3")], 180)
+    assert result.partial is False
+    assert result.status is GroupStatus.ERR
+
+
+# --------------------------------------------------------------------------------------------
+# The other rules
+
+
+def only(rule: dict[str, Any]) -> dict[str, Any]:
+    return {"burrow": {"enabled": False}, "rules": [{"name": "r", **rule}]}
+
+
+@pytest.mark.parametrize(
+    "scope,threshold,fires", [("partition", 40, True), ("partition", 60, False), ("group", 90, True)]
+)
+def test_lag_threshold(scope, threshold, fires):
+    inputs = [series(committed="0+10x9", log_end="50+10x9"),
+              series(partition=1, committed="0+10x9", log_end="50+10x9")]
+    result = evaluate(only({"kind": "lag", "scope": scope, "threshold": threshold}), inputs, 540)
+    assert (result.status is GroupStatus.WARN) == fires
+    if fires and scope == "group":
+        (finding,) = result.findings
+        assert finding.evidence["total_lag"] == 100 and finding.partition is None
+
+
+def test_lag_in_seconds_fires_on_time_behind_not_offsets():
+    # 60 offsets a minute; 300 behind = 5 minutes.
+    inputs = [series(committed="0+60x9", log_end="300+60x9")]
+    assert evaluate(only({"kind": "lag_seconds", "threshold": "4m"}), inputs, 540).status is GroupStatus.WARN
+    assert evaluate(only({"kind": "lag_seconds", "threshold": "6m"}), inputs, 540).status is GroupStatus.OK
+    result = evaluate(BURROW_ONLY, inputs, 540)
+    assert result.max_lag_seconds == pytest.approx(300.0)
+
+
+def test_lag_in_seconds_unknown_is_not_zero_and_never_fires():
+    result = evaluate(only({"kind": "lag_seconds", "threshold": "0s"}),
+                      [series(committed="_", log_end="500")], 0)
+    assert result.max_lag_seconds is None
+    assert result.partitions[0].lag_seconds is None
+    assert result.status is GroupStatus.OK
+
+
+def test_stuck_rebalance_needs_n_consecutive_samples():
+    rule = only({"kind": "stuck_rebalance", "samples": 4})
+    stuck = series(committed="10x9", log_end="10+5x9",
+                   group_state="Stablex5 PreparingRebalance CompletingRebalance Unknownx1")
+    assert evaluate(rule, [stuck], 540).status is GroupStatus.ERR
+    flapping = series(committed="10x9", log_end="10+5x9",
+                      group_state="Stablex5 PreparingRebalancex1 Stable Unknown")
+    assert evaluate(rule, [flapping], 540).status is GroupStatus.OK
+
+
+def test_rebalance_storm_counts_member_set_changes_in_the_window():
+    rule = only({"kind": "rebalance_storm", "max_changes": 2})
+    storm = series(committed="0+10x9", log_end="0+10x9", member_hash="1 1 2 3 3 4 4 4 4 4")
+    calm = series(committed="0+10x9", log_end="0+10x9", member_hash="1 1 2 2 2 2 2 2 2 2")
+    result = evaluate(rule, [storm], 540)
+    assert result.status is GroupStatus.WARN
+    assert result.findings[0].evidence["member_changes"] == 3
+    assert evaluate(rule, [calm], 540).status is GroupStatus.OK
+
+
+def test_retention_lost_is_err_and_near_the_edge_is_warn():
+    rule = only({"kind": "retention", "warn_fraction": 0.1})
+    lost = series(committed="100x9", log_end="1000x9", log_start="200x9")
+    near = series(committed="250x9", log_end="1000x9", log_start="200x9")
+    safe = series(committed="900x9", log_end="1000x9", log_start="200x9")
+    assert evaluate(rule, [lost], 540).status is GroupStatus.ERR
+    assert "deleted by retention" in evaluate(rule, [lost], 540).findings[0].message
+    assert evaluate(rule, [near], 540).status is GroupStatus.WARN
+    assert evaluate(rule, [safe], 540).status is GroupStatus.OK
+
+
+def test_consumers_gone_when_no_members_and_lag_grows():
+    rule = only({"kind": "consumers_gone"})
+    gone = series(committed="10x9", log_end="10+5x9", members="0x9", group_state="Emptyx9")
+    idle = series(committed="10x9", log_end="10x9", members="0x9", group_state="Emptyx9")
+    assert evaluate(rule, [gone], 540).status is GroupStatus.ERR
+    assert evaluate(rule, [idle], 540).status is GroupStatus.OK
+
+
+def test_selectors_limit_a_rule_to_matching_groups():
+    rules = only({"kind": "lag", "threshold": 1, "match": {"group": ["orders-.*"]},
+                  "exclude": {"topic": "audit"}})
+    behind = {"committed": "0x9", "log_end": "10x9"}
+    assert evaluate(rules, [series(group="orders-eu", **behind)], 540).status is GroupStatus.WARN
+    assert evaluate(rules, [series(group="billing", **behind)], 540).status is GroupStatus.OK
+    assert evaluate(rules, [series(group="orders-eu", topic="audit", **behind)], 540).status is GroupStatus.OK
+
+
+# --------------------------------------------------------------------------------------------
+# for and keep_firing_for
+
+
+def test_for_holds_a_condition_before_it_fires():
+    rule = only({"kind": "lag", "threshold": 5, "for": "3m"})
+    inputs = [series(committed="0x9", log_end="10x9")]
+    assert evaluate(rule, inputs, 120).status is GroupStatus.OK
+    fired = evaluate(rule, inputs, 180)
+    assert fired.status is GroupStatus.WARN
+    assert fired.findings[0].since == 0
+
+
+def test_for_restarts_when_the_condition_breaks():
+    rule = only({"kind": "lag", "threshold": 5, "for": "3m"})
+    inputs = [series(committed="0 0 0 10 10 10 10 10", log_end="10 10 10 10 20 20 20 20")]
+    assert evaluate(rule, inputs, 360).status is GroupStatus.OK
+    assert evaluate(rule, inputs, 420).status is GroupStatus.WARN
+
+
+def test_keep_firing_for_holds_an_alert_after_it_clears():
+    rule = only({"kind": "lag", "threshold": 5, "keep_firing_for": "2m"})
+    inputs = [series(committed="0 0 10 10 10 10", log_end="10 10 10 10 10 10")]
+    kept = evaluate(rule, inputs, 180)
+    assert kept.status is GroupStatus.WARN
+    assert "keep_firing_for" in kept.findings[0].message
+    assert evaluate(rule, inputs, 240).status is GroupStatus.OK
+
+
+# --------------------------------------------------------------------------------------------
+# Transitions
+
+
+def test_transitions_follow_status_changes_and_gone_groups_resolve():
+    config = parse_rules(only({"kind": "lag", "threshold": 5, "severity": "warn"}))
+    test = RuleTest.model_validate(
+        {"name": "t", "input": [series(committed="0x11 20x5", log_end="10x11 20x5")],
+         "expect": [{"at": 0, "group": "g", "status": "OK"}]}
+    )
+    seen = []
+    tracker = TransitionTracker()
+    replay_table(samples_to_table(series_samples(test, "t")), config, 60,
+                 on_evaluation=lambda e: seen.extend(tracker.update(e)))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN"), ("WARN", "OK")]
+    assert seen[0].result.findings[0].rule == "r"
+    assert tracker.gone([("local", "g")], 0) == []  # already OK: nothing to resolve
