@@ -14,8 +14,19 @@ from pathlib import Path
 START_MS = 1_795_219_200_000  # 2026-11-21T00:00:00Z
 SCANS = 60
 INTERVAL_MS = 10_000
-COLUMNS = ["ts", "cluster", "group", "topic", "partition", "committed_offset", "log_end_offset",
-           "log_start_offset", "group_state", "members", "member_hash"]
+COLUMNS = [
+    "ts",
+    "cluster",
+    "group",
+    "topic",
+    "partition",
+    "committed_offset",
+    "log_end_offset",
+    "log_start_offset",
+    "group_state",
+    "members",
+    "member_hash",
+]
 
 
 def scenario_rows(name: str, rng: random.Random) -> list[list]:
@@ -55,8 +66,21 @@ def scenario_rows(name: str, rng: random.Random) -> list[list]:
             elif name == "retention":
                 committed += 10
                 log_start = max(log_start, leo - 600)  # retention keeps ~20 scans of data
-            rows.append([ts, "demo", name, f"{name}-events", partition, committed, leo,
-                         log_start, state, members, member_hash])
+            rows.append(
+                [
+                    ts,
+                    "demo",
+                    name,
+                    f"{name}-events",
+                    partition,
+                    committed,
+                    leo,
+                    log_start,
+                    state,
+                    members,
+                    member_hash,
+                ]
+            )
     return rows
 
 

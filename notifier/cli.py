@@ -63,11 +63,23 @@ def test_rules(files: tuple[Path, ...]) -> None:
 
 
 @main.command()
-@click.option("--history", "history_path", required=True, type=click.Path(path_type=Path),
-              help="Samples in the sample schema: a CSV file, a Parquet file or a history dataset.")
-@click.option("--rules", "rules_path", default="rules.yaml", show_default=True,
-              type=click.Path(path_type=Path))
-@click.option("--interval", default="10s", show_default=True, help="The scan interval of the samples.")
+@click.option(
+    "--history",
+    "history_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Samples in the sample schema: a CSV file, a Parquet file or a history dataset.",
+)
+@click.option(
+    "--rules",
+    "rules_path",
+    default="rules.yaml",
+    show_default=True,
+    type=click.Path(path_type=Path),
+)
+@click.option(
+    "--interval", default="10s", show_default=True, help="The scan interval of the samples."
+)
 def replay(history_path: Path, rules_path: Path, interval: str) -> None:
     """Replay stored samples through the rule engine; print transitions and final statuses."""
     from notifier.replay import print_replay

@@ -340,10 +340,9 @@ def _format_loc(loc: Iterable[Any], data: Any) -> str:
             out += f"[{part}]"
             node = node[part] if isinstance(node, list) and part < len(node) else None
             continue
-        if isinstance(node, list | dict) or node is None:
-            # pydantic inserts the discriminator value ("lag", ...) as a location step
-            if isinstance(node, dict) and part not in node and part in RULE_KINDS:
-                continue
+        # pydantic inserts the discriminator value ("lag", ...) as a location step
+        if isinstance(node, dict) and part not in node and part in RULE_KINDS:
+            continue
         key = "for" if part == "for_" else str(part)
         out += f".{key}" if out else key
         node = node.get(key) if isinstance(node, dict) else None

@@ -117,7 +117,9 @@ class _Binding:
         rule = self.rule
         for selector, params in self.overrides:
             if selector.matches(cluster, group, topic):
-                rule = rule.model_copy(update={_attr(k): _coerce(rule, k, v) for k, v in params.items()})
+                rule = rule.model_copy(
+                    update={_attr(k): _coerce(rule, k, v) for k, v in params.items()}
+                )
                 break
         values = self._scalars(rule)
         if not self.rule.applies_to(cluster, group, topic):
@@ -185,8 +187,12 @@ class _RuleState:
         self.fired_severity[gids] = 0
 
     def step(
-        self, gids: np.ndarray, severity: np.ndarray, now: int,
-        for_ms: np.ndarray | float, keep_ms: np.ndarray | float,
+        self,
+        gids: np.ndarray,
+        severity: np.ndarray,
+        now: int,
+        for_ms: np.ndarray | float,
+        keep_ms: np.ndarray | float,
     ) -> np.ndarray:
         """Advance the state of ``gids`` with this evaluation's condition; return the severity
         each group fires with now (0 when pending or clear)."""
@@ -270,7 +276,9 @@ class Evaluation:
         store = ev.store
         cluster, group = store.group_key[gid]
         local = self._rows_of(gid)
-        local = local[np.lexsort((store.row_partition[self.rows[local]], _topics(store, self.rows[local])))]
+        local = local[
+            np.lexsort((store.row_partition[self.rows[local]], _topics(store, self.rows[local])))
+        ]
         partitions = [self._partition(i) for i in local.tolist()]
         findings: list[Finding] = []
         for binding in ev.bindings:
@@ -279,7 +287,9 @@ class Evaluation:
                 findings.extend(self._findings(binding, gid, local, fired))
         max_lag = None
         for p in partitions:
-            if p.current_lag is not None and (max_lag is None or p.current_lag > max_lag.current_lag):
+            if p.current_lag is not None and (
+                max_lag is None or p.current_lag > max_lag.current_lag
+            ):
                 max_lag = p
         newest = int(self.rows[local[-1]]) if local.size else None
         max_seconds = float(self.group_max_lag_seconds[gid])
@@ -296,7 +306,9 @@ class Evaluation:
             total_lag=int(self.group_total_lag[gid]),
             max_lag=max_lag,
             max_lag_seconds=None if math.isnan(max_seconds) else max_seconds,
-            group_state=GROUP_STATES[int(store.s_state[newest, -1])] if newest is not None else "Unknown",
+            group_state=GROUP_STATES[int(store.s_state[newest, -1])]
+            if newest is not None
+            else "Unknown",
             members=int(store.s_members[newest, -1]) if newest is not None else 0,
         )
 
@@ -324,7 +336,9 @@ class Evaluation:
             end=ring[-1] if ring else None,
         )
 
-    def _findings(self, binding: _Binding, gid: int, local: np.ndarray, fired: int) -> list[Finding]:
+    def _findings(
+        self, binding: _Binding, gid: int, local: np.ndarray, fired: int
+    ) -> list[Finding]:
         severity = Severity.WARN if fired == kernels.SEVERITY_WARN else Severity.ERR
         row_sev = self.row_severity[binding.name][local]
         state = self.evaluator.state[binding.name]
@@ -352,7 +366,9 @@ class Evaluation:
             return [self._group_finding(binding, gid, hits, severity, since)]
         return [self._partition_finding(binding, int(i), severity, since) for i in hits.tolist()]
 
-    def _partition_finding(self, binding: _Binding, i: int, severity: Severity, since: int) -> Finding:
+    def _partition_finding(
+        self, binding: _Binding, i: int, severity: Severity, since: int
+    ) -> Finding:
         store = self.evaluator.store
         row = int(self.rows[i])
         _, _, topic, partition = store.row_key[row]
@@ -415,7 +431,10 @@ class Evaluation:
         row = int(self.rows[hits[0]])
         window = store.samples(row)
         kind = binding.kind
-        partitions = [f"{store.row_key[int(self.rows[i])][2]}/{store.row_key[int(self.rows[i])][3]}" for i in hits.tolist()]
+        partitions = [
+            f"{store.row_key[int(self.rows[i])][2]}/{store.row_key[int(self.rows[i])][3]}"
+            for i in hits.tolist()
+        ]
         evidence: dict[str, Any] = {
             "timestamps": [s["ts"] for s in window],
             "partitions": partitions[:50],
@@ -431,7 +450,9 @@ class Evaluation:
             evidence.update(group_states=states, samples=binding.rule.samples)
         elif kind == "rebalance_storm":
             changes = sum(1 for s in window if s["member_set_changed"])
-            message = f"member set changed {changes} times in the window (> {binding.rule.max_changes})"
+            message = (
+                f"member set changed {changes} times in the window (> {binding.rule.max_changes})"
+            )
             evidence.update(member_changes=changes, members=[s["members"] for s in window])
         else:  # consumers_gone
             message = "no members while lag grows"
@@ -465,9 +486,15 @@ def _burrow_message(status: str, ring: list[CommitPoint], now: int, lag: int) ->
     quiet = (now - ring[-1].timestamp) / 1000
     span = (ring[-1].timestamp - ring[0].timestamp) / 1000
     if status == "STOP":
-        return f"no members and no progress: offset unchanged for {quiet:.0f}s (> ring span {span:.0f}s), lag {lag}"
+        return (
+            f"no members and no progress: offset unchanged for {quiet:.0f}s "
+            f"(> ring span {span:.0f}s), lag {lag}"
+        )
     if status == "STALL":
-        return f"members present but offset {ring[-1].offset} not moving for {quiet:.0f}s while lag is {lag}"
+        return (
+            f"members present but offset {ring[-1].offset} not moving for {quiet:.0f}s "
+            f"while lag is {lag}"
+        )
     if status == "REWIND":
         return "committed offset went backwards and has not caught up"
     if status == "WARN":
@@ -478,8 +505,13 @@ def _burrow_message(status: str, ring: list[CommitPoint], now: int, lag: int) ->
 def not_found(cluster: str, group: str, now: int) -> GroupResult:
     """Burrow's answer for an unknown group: NOTFOUND, complete 1.0, no partitions."""
     return GroupResult(
-        cluster=cluster, group=group, status=GroupStatus.NOTFOUND, complete=1.0,
-        burrow_complete=1.0, partial=False, evaluated_at=now,
+        cluster=cluster,
+        group=group,
+        status=GroupStatus.NOTFOUND,
+        complete=1.0,
+        burrow_complete=1.0,
+        partial=False,
+        evaluated_at=now,
     )
 
 
@@ -519,7 +551,8 @@ class Evaluator:
             st.grow(n_groups)
 
         lag = kernels.current_lag(committed[:, -1], log_end[:, -1])
-        complete = kernels.window_complete(store.s_ts[index], count, now, store.max_gap_ms)
+        valid = kernels.valid_mask(count, store.width)
+        complete = kernels.window_complete(store.s_ts[index], count, now, store.max_gap_ms, valid)
         r_count = store.r_count[index]
         burrow_complete = r_count / store.ring_size
         seconds = store.lag_seconds(rows, now)
@@ -527,9 +560,17 @@ class Evaluator:
         params = {b.name: b.values(store, rows) for b in self.bindings}
         burrow_params = params["burrow"]
         outcome = kernels.burrow_status(
-            store.r_offset[index], store.r_ts[index], store.r_lag[index], r_count,
-            log_end, kernels.valid_mask(count, store.width), lag, now,
-            _as_int(burrow_params["allowed_lag"]), complete, self.config.burrow.minimum_complete,
+            store.r_offset[index],
+            store.r_ts[index],
+            store.r_lag[index],
+            r_count,
+            log_end,
+            kernels.valid_mask(count, store.width),
+            lag,
+            now,
+            _as_int(burrow_params["allowed_lag"]),
+            complete,
+            self.config.burrow.minimum_complete,
         )
         status = kernels.split_stop_stall(
             outcome.status, kernels.members_present(state[:, -1], members[:, -1])
@@ -546,7 +587,11 @@ class Evaluator:
             if binding.kind == "lag":
                 values = total_lag[gids] if rule.scope == "group" else lag
                 if rule.scope == "group":
-                    values = np.where(np.bincount(gids, weights=lag >= 0, minlength=n_groups)[gids] > 0, values, -1)
+                    values = np.where(
+                        np.bincount(gids, weights=lag >= 0, minlength=n_groups)[gids] > 0,
+                        values,
+                        -1,
+                    )
                 out = kernels.lag_above(values, p["threshold"], sev)
             elif binding.kind == "lag_seconds":
                 out = kernels.lag_seconds_above(seconds, p["threshold"], sev)
@@ -558,8 +603,11 @@ class Evaluator:
                 )
             elif binding.kind == "retention":
                 out = kernels.retention_risk(
-                    committed[:, -1], log_end[:, -1], store.s_log_start[index, -1],
-                    p["warn_fraction"], sev,
+                    committed[:, -1],
+                    log_end[:, -1],
+                    store.s_log_start[index, -1],
+                    p["warn_fraction"],
+                    sev,
                 )
             else:
                 out = kernels.consumers_gone(committed, log_end, members, state, count, sev)
@@ -589,7 +637,9 @@ class Evaluator:
         )
         with np.errstate(invalid="ignore", divide="ignore"):
             group_complete = np.where(present > 0, fully / np.maximum(present, 1), 0.0)
-            group_burrow_complete = np.where(present > 0, burrow_fully / np.maximum(present, 1), 0.0)
+            group_burrow_complete = np.where(
+                present > 0, burrow_fully / np.maximum(present, 1), 0.0
+            )
         max_seconds = np.full(n_groups, np.nan)
         known = ~np.isnan(seconds)
         if known.any():
@@ -683,8 +733,12 @@ class TransitionTracker:
                 self.statuses[key] = current
             transitions.append(
                 Transition(
-                    cluster=key[0], group=key[1], previous=previous, current=current,
-                    at=evaluation.now, result=evaluation.result_for_gid(gid),
+                    cluster=key[0],
+                    group=key[1],
+                    previous=previous,
+                    current=current,
+                    at=evaluation.now,
+                    result=evaluation.result_for_gid(gid),
                 )
             )
         return transitions
@@ -697,8 +751,13 @@ class TransitionTracker:
             if previous is not None:
                 out.append(
                     Transition(
-                        cluster=key[0], group=key[1], previous=previous,
-                        current=GroupStatus.NOTFOUND, at=at, result=None, gone=True,
+                        cluster=key[0],
+                        group=key[1],
+                        previous=previous,
+                        current=GroupStatus.NOTFOUND,
+                        at=at,
+                        result=None,
+                        gone=True,
                     )
                 )
         return out
@@ -712,6 +771,11 @@ def group_without_partitions(cluster: str, group: str, now: int) -> GroupResult:
     """A group the cluster lists with no partitions (its topics were deleted): Burrow answers
     OK with complete 0."""
     return GroupResult(
-        cluster=cluster, group=group, status=GroupStatus.OK, complete=0.0,
-        burrow_complete=0.0, partial=False, evaluated_at=now,
+        cluster=cluster,
+        group=group,
+        status=GroupStatus.OK,
+        complete=0.0,
+        burrow_complete=0.0,
+        partial=False,
+        evaluated_at=now,
     )

@@ -86,20 +86,26 @@ def lag_seconds(
     idx = np.nonzero(todo)[0]
     o = committed[idx]
     b = base[idx]
-    lo = (width - n[idx]).astype(np.int64)
-    hi = np.full(idx.size, width, dtype=np.int64)
-    # count of points <= o (right-aligned, sorted ascending): binary search
-    while True:
-        active = lo < hi
-        if not active.any():
-            break
-        mid = (lo + hi) // 2
-        mid_safe = np.minimum(mid, width - 1)
-        go_right = flat_leo[b + mid_safe] <= o
-        lo = np.where(active & go_right, mid + 1, lo)
-        hi = np.where(active & ~go_right, mid, hi)
-    below = lo - 1  # last point with LEO <= o; < oldest index when o is older than the table
     oldest = width - n[idx]
+    # Most consumers are less than one scan behind: their offset sits in the newest segment.
+    below = np.where(flat_leo[b + width - 2] <= o, width - 2, -1)
+    search = np.nonzero(below < 0)[0]
+    if search.size:
+        ob = o[search]
+        bb = b[search]
+        lo = oldest[search].astype(np.int64)
+        hi = np.full(search.size, width - 2, dtype=np.int64)
+        # count of points <= o (ascending within the table): binary search
+        while True:
+            active = lo < hi
+            if not active.any():
+                break
+            mid = (lo + hi) // 2
+            go_right = flat_leo[bb + np.minimum(mid, width - 1)] <= ob
+            lo = np.where(active & go_right, mid + 1, lo)
+            hi = np.where(active & ~go_right, mid, hi)
+        below[search] = lo - 1
+    # below: the last point with LEO <= o; before the oldest when o is older than the table
     older = below < oldest
     # interpolation segment: (below, below + 1); extrapolation: (oldest, newest)
     left = np.where(older, oldest, below)

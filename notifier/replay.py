@@ -27,10 +27,7 @@ def read_samples(path: Path) -> pa.Table:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError("no such file or directory")
-    if path.suffix == ".csv":
-        table = pacsv.read_csv(path)
-    else:
-        table = pq.read_table(path)
+    table = pacsv.read_csv(path) if path.suffix == ".csv" else pq.read_table(path)
     missing = [n for n in SAMPLE_SCHEMA.names if n not in table.column_names]
     if missing:
         raise ValueError(f"missing column(s): {', '.join(missing)}")
@@ -38,7 +35,9 @@ def read_samples(path: Path) -> pa.Table:
     if pa.types.is_integer(ts.type):
         ts = pc.cast(ts, pa.timestamp("ms", tz="UTC"))
     elif pa.types.is_string(ts.type):
-        ts = pc.cast(pc.strptime(ts, format="%Y-%m-%dT%H:%M:%S", unit="ms"), pa.timestamp("ms", tz="UTC"))
+        ts = pc.cast(
+            pc.strptime(ts, format="%Y-%m-%dT%H:%M:%S", unit="ms"), pa.timestamp("ms", tz="UTC")
+        )
     table = table.set_column(table.schema.get_field_index("ts"), "ts", ts)
     return table.select(SAMPLE_SCHEMA.names).cast(SAMPLE_SCHEMA)
 
@@ -57,7 +56,9 @@ def scans(table: pa.Table) -> Iterable[ScanColumns]:
     starts = np.nonzero(change)[0]
     ends = np.append(starts[1:], table.num_rows)
     for start, end in zip(starts.tolist(), ends.tolist()):
-        yield ScanColumns.from_table(table.slice(start, end - start), clusters[start], int(ts_values[start]))
+        yield ScanColumns.from_table(
+            table.slice(start, end - start), clusters[start], int(ts_values[start])
+        )
 
 
 def replay_table(
@@ -119,7 +120,9 @@ def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def print_replay(path: Path, rules: RulesConfig, scan_interval_s: float, echo: Callable[[str], None]) -> None:
+def print_replay(
+    path: Path, rules: RulesConfig, scan_interval_s: float, echo: Callable[[str], None]
+) -> None:
     """``notifier replay``: transitions as they happen, then every group's final status."""
     table = read_samples(path)
     last: list[Evaluation] = []
@@ -144,7 +147,8 @@ def print_replay(path: Path, rules: RulesConfig, scan_interval_s: float, echo: C
         return
     final = last[-1]
     echo("")
-    echo(f"{'cluster/group':<32} {'status':<7} {'complete':>8} {'total lag':>10} {'behind':>9}  findings")
+    header = f"{'cluster/group':<32} {'status':<7} {'complete':>8} {'total lag':>10}"
+    echo(f"{header} {'behind':>9}  findings")
     for result in sorted(final.results(), key=lambda r: (r.cluster, r.group)):
         behind = "-" if result.max_lag_seconds is None else f"{result.max_lag_seconds:.0f}s"
         rules_fired = ", ".join(sorted({f"{f.rule}:{f.status}" for f in result.findings})) or "-"

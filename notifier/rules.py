@@ -72,6 +72,7 @@ def burrow_status(
     allowed_lag: int | np.ndarray,
     complete: np.ndarray | None = None,
     minimum_complete: float | np.ndarray = 0.0,
+    valid: np.ndarray | None = None,
 ) -> BurrowOutcome:
     """Burrow's rules over rings of commits ``(offset, timestamp ms, lag or -1)``.
 
@@ -80,7 +81,9 @@ def burrow_status(
     for ``minimum_complete`` (Burrow's ring fill when not given).
     """
     n, width = ring_offset.shape
-    valid = valid_mask(ring_count, width)
+    if valid is None:
+        valid = valid_mask(ring_count, width)
+    pairs = valid[:, :-1]  # right-aligned: slot j-1 valid implies slot j valid
     has_ring = ring_count > 0
     rows = np.arange(n)
     first = np.clip(width - ring_count.astype(np.int64), 0, width - 1)
@@ -93,14 +96,20 @@ def burrow_status(
     # ... unless the consumer was caught up with some stored LEO.
     recent_lag_zero = np.any(broker_valid & (broker_offsets <= last_offset[:, None]), axis=1)
 
-    # Rule 5: an offset below its predecessor that no later offset got back to.
-    offsets_or_min = np.where(valid, ring_offset, _I64_MIN)
-    suffix_max = np.maximum.accumulate(offsets_or_min[:, ::-1], axis=1)[:, ::-1]
-    unrecovered = np.any(suffix_max[:, 1:] < offsets_or_min[:, :-1], axis=1)
-    drops = valid[:, 1:] & valid[:, :-1] & (ring_offset[:, 1:] < ring_offset[:, :-1])
+    step = np.diff(ring_offset, axis=1)
+    # Rule 5: an offset below its predecessor that no later offset got back to. Drops are
+    # rare, so the suffix maximum is computed only for the rows that have one.
+    drops = pairs & (step < 0)
     any_drop = drops.any(axis=1)
-    last_drop = width - 1 - np.argmax(drops[:, ::-1], axis=1)
-    rewind_index = np.where(any_drop, last_drop - first, -1)
+    rewind_index = np.full(n, -1, dtype=np.int64)
+    unrecovered = np.zeros(n, dtype=np.bool_)
+    if any_drop.any():
+        hit = np.nonzero(any_drop)[0]
+        d = drops[hit]
+        rewind_index[hit] = width - 1 - np.argmax(d[:, ::-1], axis=1) - first[hit]
+        offsets_or_min = np.where(valid[hit], ring_offset[hit], _I64_MIN)
+        suffix_max = np.maximum.accumulate(offsets_or_min[:, ::-1], axis=1)[:, ::-1]
+        unrecovered[hit] = np.any(suffix_max[:, 1:] < offsets_or_min[:, :-1], axis=1)
 
     # Rule 6: some lag in the ring within the allowance (no lag known: not within).
     lag_known = valid & (ring_lag >= 0)
@@ -109,20 +118,26 @@ def burrow_status(
     lag_always_not_zero = ~np.any(lag_known & (ring_lag <= allowed_2d), axis=1)
 
     # Rule 7: every offset the same.
-    offsets_or_max = np.where(valid, ring_offset, _I64_MAX)
-    stalled = has_ring & (offsets_or_max.min(axis=1) == np.where(valid, ring_offset, _I64_MIN).max(axis=1))
+    stalled = has_ring & ~np.any(pairs & (step != 0), axis=1)
 
-    # Rule 8: lag never decreases (entries with no lag are skipped).
-    index = np.where(lag_known, np.arange(width)[None, :], -1)
-    previous_known = np.maximum.accumulate(index, axis=1)
-    prev_idx = previous_known[:, :-1]
-    prev_lag = np.take_along_axis(ring_lag, np.maximum(prev_idx, 0), axis=1)
-    decreases = lag_known[:, 1:] & (prev_idx >= 0) & (ring_lag[:, 1:] < prev_lag)
-    lag_not_decreasing = ~decreases.any(axis=1)
+    # Rule 8: lag never decreases. Entries with no lag (Burrow's inserted commits; scans
+    # never make them) are skipped, which needs a forward fill only on rows that have one.
+    lag_not_decreasing = ~np.any(pairs & (np.diff(ring_lag, axis=1) < 0), axis=1)
+    gaps = np.any(valid & (ring_lag < 0), axis=1)
+    if gaps.any():
+        hit = np.nonzero(gaps)[0]
+        known = lag_known[hit]
+        index = np.where(known, np.arange(width)[None, :], -1)
+        prev_idx = np.maximum.accumulate(index, axis=1)[:, :-1]
+        prev_lag = np.take_along_axis(ring_lag[hit], np.maximum(prev_idx, 0), axis=1)
+        decreases = known[:, 1:] & (prev_idx >= 0) & (ring_lag[hit][:, 1:] < prev_lag)
+        lag_not_decreasing[hit] = ~decreases.any(axis=1)
 
     if complete is None:
         complete = ring_count / width
-    behind = has_ring & (complete >= minimum_complete) & (current_lag >= 0) & (current_lag > allowed)
+    behind = (
+        has_ring & (complete >= minimum_complete) & (current_lag >= 0) & (current_lag > allowed)
+    )
     status = np.full(n, OK, dtype=np.int8)
     undecided = behind.copy()
     for code, condition in (
@@ -163,7 +178,11 @@ def members_present(state: np.ndarray, members: np.ndarray) -> np.ndarray:
 
 
 def window_complete(
-    ts: np.ndarray, count: np.ndarray, now_ms: int | np.ndarray, max_gap_ms: int
+    ts: np.ndarray,
+    count: np.ndarray,
+    now_ms: int | np.ndarray,
+    max_gap_ms: int,
+    valid: np.ndarray | None = None,
 ) -> np.ndarray:
     """How much of the window unbroken scans cover, up to ``now`` (1.0: watched long enough).
 
@@ -172,14 +191,12 @@ def window_complete(
     (the partition was not in the latest scan) gives 0.
     """
     width = ts.shape[1]
-    valid = valid_mask(count, width)
-    close = valid[:, 1:] & valid[:, :-1] & ((ts[:, 1:] - ts[:, :-1]) <= max_gap_ms)
-    broken = ~close
-    any_broken = broken.any(axis=1)
-    trailing = np.where(any_broken, np.argmax(broken[:, ::-1], axis=1), width - 1)
-    run = np.where(count > 0, trailing + 1, 0)
+    if valid is None:
+        valid = valid_mask(count, width)
+    broken = ~(valid[:, :-1] & (np.diff(ts, axis=1) <= max_gap_ms))
+    trailing = np.where(broken.any(axis=1), np.argmax(broken[:, ::-1], axis=1), width - 1)
     fresh = (count > 0) & ((now_ms - ts[:, -1]) <= max_gap_ms)
-    return np.where(fresh, run / width, 0.0)
+    return np.where(fresh, (trailing + 1) / width, 0.0)
 
 
 def current_lag(committed: np.ndarray, log_end: np.ndarray) -> np.ndarray:
@@ -191,7 +208,9 @@ def current_lag(committed: np.ndarray, log_end: np.ndarray) -> np.ndarray:
 # The other windowed rules. Each returns a severity code per row (0 none, 1 warn, 2 err).
 
 
-def lag_above(lag: np.ndarray, threshold: np.ndarray | int, severity: np.ndarray | int) -> np.ndarray:
+def lag_above(
+    lag: np.ndarray, threshold: np.ndarray | int, severity: np.ndarray | int
+) -> np.ndarray:
     """Lag (offsets) above the threshold; unknown lag never fires."""
     return np.where((lag >= 0) & (lag > threshold), severity, SEVERITY_NONE).astype(np.int8)
 
@@ -209,21 +228,33 @@ def stuck_rebalance(
     state: np.ndarray, count: np.ndarray, samples: np.ndarray | int, severity: np.ndarray | int
 ) -> np.ndarray:
     """The group has been rebalancing (or broker-reported Unknown) for the last N samples."""
+    out = np.zeros(state.shape[0], dtype=np.int8)
+    hit = np.nonzero(np.isin(state[:, -1], _REBALANCING))[0]  # only these can qualify
+    if hit.size == 0:
+        return out
     width = state.shape[1]
-    rebalancing = np.isin(state, _REBALANCING) & valid_mask(count, width)
+    rebalancing = np.isin(state[hit], _REBALANCING) & valid_mask(count[hit], width)
     not_rebalancing = ~rebalancing
     trailing = np.where(
         not_rebalancing.any(axis=1), np.argmax(not_rebalancing[:, ::-1], axis=1), width
     )
-    return np.where(trailing >= samples, severity, SEVERITY_NONE).astype(np.int8)
+    out[hit] = np.where(trailing >= _pick(samples, hit), _pick(severity, hit), 0)
+    return out
+
+
+def _pick(value: np.ndarray | float, rows: np.ndarray) -> np.ndarray | float:
+    return value[rows] if isinstance(value, np.ndarray) else value
 
 
 def rebalance_storm(
-    member_changed: np.ndarray, count: np.ndarray, max_changes: np.ndarray | int,
+    member_changed: np.ndarray,
+    count: np.ndarray,
+    max_changes: np.ndarray | int,
     severity: np.ndarray | int,
 ) -> np.ndarray:
-    """The member set changed more than ``max_changes`` times within the window."""
-    changes = np.count_nonzero(member_changed & valid_mask(count, member_changed.shape[1]), axis=1)
+    """The member set changed more than ``max_changes`` times within the window (slots
+    before the first sample never hold a change)."""
+    changes = np.count_nonzero(member_changed, axis=1)
     return np.where(changes > max_changes, severity, SEVERITY_NONE).astype(np.int8)
 
 
@@ -255,14 +286,18 @@ def consumers_gone(
 ) -> np.ndarray:
     """No members through the whole window while the lag grew from its first to its last
     sample."""
+    out = np.zeros(committed.shape[0], dtype=np.int8)
+    hit = np.nonzero((members[:, -1] == 0) | np.isin(state[:, -1], _MEMBERLESS))[0]
+    if hit.size == 0:
+        return out
     width = committed.shape[1]
-    valid = valid_mask(count, width)
-    memberless = (members == 0) | np.isin(state, _MEMBERLESS)
-    always_gone = np.all(~valid | memberless, axis=1) & (count >= 2)
-    first = np.clip(width - count.astype(np.int64), 0, width - 1)
-    rows = np.arange(committed.shape[0])
-    first_committed = committed[rows, first]
-    first_lag = np.where(first_committed >= 0, np.maximum(0, log_end[rows, first] - first_committed), -1)
-    last_lag = np.where(committed[:, -1] >= 0, np.maximum(0, log_end[:, -1] - committed[:, -1]), -1)
+    n = count[hit]
+    valid = valid_mask(n, width)
+    memberless = (members[hit] == 0) | np.isin(state[hit], _MEMBERLESS)
+    always_gone = np.all(~valid | memberless, axis=1) & (n >= 2)
+    first = np.clip(width - n.astype(np.int64), 0, width - 1)
+    first_lag = current_lag(committed[hit, first], log_end[hit, first])
+    last_lag = current_lag(committed[hit, -1], log_end[hit, -1])
     growing = (first_lag >= 0) & (last_lag > first_lag)
-    return np.where(always_gone & growing, severity, SEVERITY_NONE).astype(np.int8)
+    out[hit] = np.where(always_gone & growing, _pick(severity, hit), 0)
+    return out

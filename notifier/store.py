@@ -120,9 +120,9 @@ class WindowStore:
         self.width = self.settings.intervals
         self.ring_size = self.settings.intervals
         self.points = self.settings.lag_time_points
-        self.scan_interval_ms = int(round(scan_interval_s * 1000))
+        self.scan_interval_ms = round(scan_interval_s * 1000)
         self.max_gap_ms = int(self.settings.max_gap_factor * self.scan_interval_ms)
-        self.min_distance_ms = int(round(self.settings.min_distance * 1000))
+        self.min_distance_ms = round(self.settings.min_distance * 1000)
 
         self._row_of: dict[tuple[str, str, str, int], int] = {}
         self.row_key: list[tuple[str, str, str, int] | None] = []
@@ -448,8 +448,12 @@ class WindowStore:
         size = self.ring_size
         n = int(self.r_count[row])
         entries = [
-            [int(self.r_offset[row, j]), int(self.r_order[row, j]), int(self.r_ts[row, j]),
-             int(self.r_lag[row, j])]
+            [
+                int(self.r_offset[row, j]),
+                int(self.r_order[row, j]),
+                int(self.r_ts[row, j]),
+                int(self.r_lag[row, j]),
+            ]
             for j in range(size - n, size)
         ]
         if any(e[1] == order for e in entries):
@@ -525,8 +529,12 @@ class WindowStore:
     def lag_seconds(self, rows: np.ndarray, now_ms: int) -> np.ndarray:
         """Seconds behind for each row's latest committed offset (NaN: unknown)."""
         return lagtime.lag_seconds(
-            self.t_leo, self.t_time, self.t_count, self.row_table[rows],
-            self.s_committed[rows, -1], now_ms,
+            self.t_leo,
+            self.t_time,
+            self.t_count,
+            self.row_table[rows],
+            self.s_committed[rows, -1],
+            now_ms,
         )
 
     # ---------------------------------------------------------------- forgetting
@@ -565,7 +573,9 @@ class WindowStore:
         self.remove_rows(alive[np.isin(self.row_group[alive], gids)])
         return sorted(wanted)
 
-    def remove_missing(self, cluster: str, seen_rows: np.ndarray) -> list[tuple[str, str, str, int]]:
+    def remove_missing(
+        self, cluster: str, seen_rows: np.ndarray
+    ) -> list[tuple[str, str, str, int]]:
         """Forget a cluster's group-partitions that the latest scan no longer lists."""
         rows = self.cluster_rows(cluster)
         gone = np.setdiff1d(rows, seen_rows)
@@ -599,8 +609,10 @@ class WindowStore:
 
 def _as_index(rows: np.ndarray) -> slice | np.ndarray:
     """A slice when ``rows`` is a run of consecutive integers (a view, no fancy-index copy)."""
-    if rows.size and rows[-1] - rows[0] == rows.size - 1 and (
-        rows.size < 3 or bool(np.all(np.diff(rows) == 1))
+    if (
+        rows.size
+        and rows[-1] - rows[0] == rows.size - 1
+        and (rows.size < 3 or bool(np.all(np.diff(rows) == 1)))
     ):
         return slice(int(rows[0]), int(rows[-1]) + 1)
     return rows

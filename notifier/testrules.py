@@ -58,7 +58,9 @@ def expand_series(text: str | int | None, kind: type = int) -> list[Any]:
                 raise ValueError(f"bad series token {token!r}: expected Name or NamexN")
             values.extend([match["value"]] * (int(match["times"] or 0) + 1))
             continue
-        match = re.fullmatch(r"(?P<base>-?\d+)(?:(?P<sign>[+-])(?P<step>\d+))?(?:x(?P<times>\d+))?", token)
+        match = re.fullmatch(
+            r"(?P<base>-?\d+)(?:(?P<sign>[+-])(?P<step>\d+))?(?:x(?P<times>\d+))?", token
+        )
         if not match:
             raise ValueError(f"bad series token {token!r}: expected N, NxK, N+SxK or N-SxK")
         base = int(match["base"])
@@ -96,7 +98,9 @@ class InputSeries(_Strict):
         if value is not None:
             for state in expand_series(value, str):
                 if state is not None and state not in GROUP_STATES:
-                    raise ValueError(f"unknown group state {state!r}; expected one of {GROUP_STATES}")
+                    raise ValueError(
+                        f"unknown group state {state!r}; expected one of {GROUP_STATES}"
+                    )
         return value
 
 
@@ -185,7 +189,9 @@ def series_samples(test: RuleTest, source: str) -> list[Sample]:
             )
         for name, values in columns.items():
             if values and len(values) != length:
-                raise ConfigError(where, [(name, f"has {len(values)} samples but log_end has {length}")])
+                raise ConfigError(
+                    where, [(name, f"has {len(values)} samples but log_end has {length}")]
+                )
         for i in range(length):
             if log_end[i] is None:
                 continue  # a scan gap for this partition

@@ -23,7 +23,9 @@ def load_vectors(name: str) -> list[dict[str, Any]]:
     path = CONFORMANCE_DIR / name
     if not path.exists():
         if os.environ.get("CI"):
-            raise FileNotFoundError(f"{path}: CI must have ../shared/conformance beside the checkout")
+            raise FileNotFoundError(
+                f"{path}: CI must have ../shared/conformance beside the checkout"
+            )
         pytest.skip(
             f"Burrow conformance vectors not found at {path} (set NOTIFIER_CONFORMANCE_DIR)",
             allow_module_level=True,

@@ -8,6 +8,7 @@ vectorized kernels in ``notifier.rules`` must agree with it on every window (see
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Unknown"}
 MEMBERLESS = {"Empty", "Dead"}
@@ -49,7 +50,7 @@ def burrow(
     lags = [c.lag for c in ring if c.lag is not None]
     rules["lag_always_not_zero"] = not any(lag <= allowed_lag for lag in lags)
     rules["stalled"] = bool(ring) and all(c.offset == ring[0].offset for c in ring)
-    rules["lag_not_decreasing"] = all(b >= a for a, b in zip(lags, lags[1:]))
+    rules["lag_not_decreasing"] = all(b >= a for a, b in pairwise(lags))
 
     if not ring or complete < minimum_complete:
         return "OK", rules
@@ -116,7 +117,7 @@ def rebalance_storm(window: list[Point], max_changes: int) -> bool:
 
 
 def retention(point: Point, warn_fraction: float) -> str | None:
-    """"lost", "near" or None."""
+    """ "lost", "near" or None."""
     if point.committed is None or point.log_start is None or point.log_end <= point.committed:
         return None
     if point.committed < point.log_start:
@@ -150,10 +151,7 @@ def lag_seconds(table: list[tuple[int, int]], committed: int | None, now_ms: int
         (l0, t0), (l1, t1) = table[i], table[i + 1]
     else:
         (l0, t0), (l1, t1) = table[0], table[-1]
-    if l1 == l0:
-        at = table[0][1]
-    else:
-        at = t0 + (committed - l0) * (t1 - t0) / (l1 - l0)
+    at = table[0][1] if l1 == l0 else t0 + (committed - l0) * (t1 - t0) / (l1 - l0)
     return max(0.0, (now_ms - at) / 1000)
 
 

@@ -30,16 +30,26 @@ def run_kernel(offsets, broker_offsets, current_lag, now_ms, allowed_lag):
     lag = np.array([[-1 if c["lag"] is None else c["lag"] for c in offsets]], dtype=np.int64)
     brokers = np.array([broker_offsets], dtype=np.int64)
     return kernels.burrow_status(
-        ring, ts, lag, np.array([len(offsets)], dtype=np.int16), brokers,
-        np.ones_like(brokers, dtype=bool), np.array([current_lag]), now_ms, allowed_lag,
+        ring,
+        ts,
+        lag,
+        np.array([len(offsets)], dtype=np.int16),
+        brokers,
+        np.ones_like(brokers, dtype=bool),
+        np.array([current_lag]),
+        now_ms,
+        allowed_lag,
     )
 
 
 @pytest.mark.parametrize("case", PARTITION_CASES, ids=[c["name"] for c in PARTITION_CASES])
 def test_partition_status_and_every_intermediate_rule_match_burrow(case):
     out = run_kernel(
-        case["offsets"], case["broker_offsets_history"], case["current_lag"],
-        case["time_now_s"] * 1000, case["allowed_lag"],
+        case["offsets"],
+        case["broker_offsets_history"],
+        case["current_lag"],
+        case["time_now_s"] * 1000,
+        case["allowed_lag"],
     )
     assert PARTITION_STATUS_CODES[out.status[0]].value == case["expected_status"]
     assert {
@@ -58,15 +68,24 @@ def _group_store(case) -> tuple[WindowStore, Evaluator]:
     rules = RulesConfig.model_validate(
         {
             "window": {"intervals": case["ring_size"], "min_distance": config["min-distance"]},
-            "burrow": {"allowed_lag": config["allowed-lag"], "minimum_complete": config["minimum-complete"]},
+            "burrow": {
+                "allowed_lag": config["allowed-lag"],
+                "minimum_complete": config["minimum-complete"],
+            },
         }
     )
     store = WindowStore(rules.window, scan_interval_s=10)
     for commit in case["offsets"]:
         sample = Sample(
-            ts=commit["timestamp_ms"], cluster="local", group="testgroup", topic="testtopic",
-            partition=0, committed_offset=commit["offset"], log_end_offset=case["broker_offset"],
-            group_state="Empty", members=0,
+            ts=commit["timestamp_ms"],
+            cluster="local",
+            group="testgroup",
+            topic="testtopic",
+            partition=0,
+            committed_offset=commit["offset"],
+            log_end_offset=case["broker_offset"],
+            group_state="Empty",
+            members=0,
         )
         store.ingest_scan(ScanColumns.from_samples([sample]))
     return store, Evaluator(rules, store)
@@ -74,7 +93,7 @@ def _group_store(case) -> tuple[WindowStore, Evaluator]:
 
 @pytest.mark.parametrize("case", [c for c in GROUP_CASES if c["offsets"]], ids=lambda c: c["name"])
 def test_group_status_complete_and_lag_match_burrow(case):
-    store, evaluator = _group_store(case)
+    _, evaluator = _group_store(case)
     result = evaluator.evaluate(case["now_ms"]).result("local", "testgroup")
     assert result.status.value == case["expected_status"]
     assert result.burrow_complete == case["expected_complete"]
@@ -108,12 +127,17 @@ def test_group_without_partitions_is_ok_with_complete_zero():
 
 @pytest.mark.parametrize("case", STORAGE, ids=[c["name"] for c in STORAGE])
 def test_commit_ring_insertion_and_min_distance_match_burrow(case):
-    store = WindowStore(WindowSettings(intervals=case["ring_size"], min_distance=case["min_distance_s"]))
+    store = WindowStore(
+        WindowSettings(intervals=case["ring_size"], min_distance=case["min_distance_s"])
+    )
     row = store._new_row(("local", "group", "topic", 0))
     for commit in case["inputs"]:
         store.add_commits(
-            np.array([row]), np.array([commit["offset"]]), np.array([commit["order"]]),
-            np.array([commit["timestamp_ms_rel"]]), np.array([case["broker_offset"]]),
+            np.array([row]),
+            np.array([commit["offset"]]),
+            np.array([commit["order"]]),
+            np.array([commit["timestamp_ms_rel"]]),
+            np.array([case["broker_offset"]]),
         )
     ring = [
         {"offset": c.offset, "order": order, "timestamp_ms_rel": c.timestamp, "lag": c.lag}
@@ -126,12 +150,26 @@ def test_commit_ring_insertion_and_min_distance_match_burrow(case):
 WALKTHROUGH = [
     ("zero lag in the window", list(range(10, 101, 10)), [0, 0, 0, 0, 0, 0, 1, 3, 5, 5], 540, "OK"),
     ("committing, not moving", [10] * 10, [1, 1, 1, 1, 1, 2, 2, 2, 3, 3], 540, "STALL"),
-    ("moving, lag never decreases", list(range(10, 101, 10)), [1, 1, 1, 1, 1, 2, 2, 2, 3, 3], 540, "WARN"),
-    ("quiet longer than the window", list(range(10, 101, 10)), [5, 3, 5, 2, 1, 1, 2, 1, 4, 6], 1200, "STOP"),
+    (
+        "moving, lag never decreases",
+        list(range(10, 101, 10)),
+        [1, 1, 1, 1, 1, 2, 2, 2, 3, 3],
+        540,
+        "WARN",
+    ),
+    (
+        "quiet longer than the window",
+        list(range(10, 101, 10)),
+        [5, 3, 5, 2, 1, 1, 2, 1, 4, 6],
+        1200,
+        "STOP",
+    ),
 ]
 
 
-@pytest.mark.parametrize("name,offsets,lags,now_s,expected", WALKTHROUGH, ids=[w[0] for w in WALKTHROUGH])
+@pytest.mark.parametrize(
+    "name,offsets,lags,now_s,expected", WALKTHROUGH, ids=[w[0] for w in WALKTHROUGH]
+)
 def test_walkthrough_windows(name, offsets, lags, now_s, expected):
     commits = [
         {"offset": o, "timestamp_ms": i * 60_000, "lag": lag}
@@ -141,5 +179,10 @@ def test_walkthrough_windows(name, offsets, lags, now_s, expected):
     out = run_kernel(commits, [latest_leo], lags[-1], now_s * 1000, 0)
     status = PARTITION_STATUS_CODES[out.status[0]]
     assert status.value == expected
-    assert status.group_status == (GroupStatus.OK if expected == "OK" else
-                                   GroupStatus.WARN if expected == "WARN" else GroupStatus.ERR)
+    assert status.group_status == (
+        GroupStatus.OK
+        if expected == "OK"
+        else GroupStatus.WARN
+        if expected == "WARN"
+        else GroupStatus.ERR
+    )

@@ -75,8 +75,13 @@ def test_test_rules_reports_a_bad_series(tmp_path):
 
 
 def test_replay_prints_transitions_and_a_final_table():
-    result = run("replay", "--history", str(ROOT / "examples" / "sample-history.csv"),
-                 "--rules", str(ROOT / "rules.yaml"))
+    result = run(
+        "replay",
+        "--history",
+        str(ROOT / "examples" / "sample-history.csv"),
+        "--rules",
+        str(ROOT / "rules.yaml"),
+    )
     assert result.exit_code == 0, result.output
     assert "-> ERR" in result.output
     assert "demo/stalled" in result.output

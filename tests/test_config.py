@@ -26,7 +26,12 @@ def test_the_default_rules_file_is_valid():
     assert config.minimum_complete == 1.0
     assert config.window.intervals == 10
     assert {r.kind for r in config.rules} == {
-        "lag", "lag_seconds", "stuck_rebalance", "rebalance_storm", "retention", "consumers_gone"
+        "lag",
+        "lag_seconds",
+        "stuck_rebalance",
+        "rebalance_storm",
+        "retention",
+        "consumers_gone",
     }
 
 
@@ -42,28 +47,39 @@ def test_unknown_field(tmp_path):
 
 
 def test_wrong_type_and_negative_threshold(tmp_path):
-    found = dict(problems(tmp_path, "rules: [{name: a, kind: lag, threshold: -1},"
-                                    " {name: b, kind: lag, threshold: lots}]"))
+    found = dict(
+        problems(
+            tmp_path,
+            "rules: [{name: a, kind: lag, threshold: -1}, {name: b, kind: lag, threshold: lots}]",
+        )
+    )
     assert "greater than or equal to 0" in found["rules[0].threshold"]
     assert "valid integer" in found["rules[1].threshold"]
 
 
 def test_bad_regex_and_bad_duration(tmp_path):
-    found = dict(problems(tmp_path, "rules: [{name: a, kind: lag_seconds, threshold: 5 minutes,"
-                                    " match: {group: '([a-z'}}]"))
+    found = dict(
+        problems(
+            tmp_path,
+            "rules: [{name: a, kind: lag_seconds, threshold: 5 minutes, match: {group: '([a-z'}}]",
+        )
+    )
     assert "invalid regular expression" in found["rules[0].match.group"]
     assert "expected a duration" in found["rules[0].threshold"]
 
 
 def test_override_of_a_parameter_the_rule_does_not_have(tmp_path):
     [(where, message)] = problems(
-        tmp_path, "rules: [{name: a, kind: retention, overrides: [{match: {group: x}, threshold: 5}]}]"
+        tmp_path,
+        "rules: [{name: a, kind: retention, overrides: [{match: {group: x}, threshold: 5}]}]",
     )
     assert where == "rules[0]" and "unknown parameter(s) threshold" in message
 
 
 def test_duplicate_names_and_impossible_samples(tmp_path):
-    [(_, message)] = problems(tmp_path, "rules: [{name: a, kind: lag, threshold: 1}, {name: a, kind: lag, threshold: 2}]")
+    [(_, message)] = problems(
+        tmp_path, "rules: [{name: a, kind: lag, threshold: 1}, {name: a, kind: lag, threshold: 2}]"
+    )
     assert "used twice" in message
     [(_, message)] = problems(tmp_path, "rules: [{name: s, kind: stuck_rebalance, samples: 20}]")
     assert "exceeds window.intervals" in message
@@ -79,16 +95,20 @@ def test_missing_file():
         load_rules("/nonexistent/rules.yaml")
 
 
-@pytest.mark.parametrize("text,seconds", [("90", 90), (90, 90), ("5m", 300), ("1h30m", 5400),
-                                          ("7d", 604800), ("250ms", 0.25)])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [("90", 90), (90, 90), ("5m", 300), ("1h30m", 5400), ("7d", 604800), ("250ms", 0.25)],
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
 def test_parameters_by_dotted_path():
     config = load_rules(ROOT / "rules.yaml")
-    changed = with_parameters(config, {"burrow.allowed_lag": 100, "window.intervals": 6,
-                                       "rules.partition-lag-high.threshold": 5})
+    changed = with_parameters(
+        config,
+        {"burrow.allowed_lag": 100, "window.intervals": 6, "rules.partition-lag-high.threshold": 5},
+    )
     assert changed.burrow.allowed_lag == 100 and changed.window.intervals == 6
     assert changed.rule("partition-lag-high").threshold == 5
     assert config.burrow.allowed_lag == 0  # the original is untouched

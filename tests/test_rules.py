@@ -24,8 +24,12 @@ def evaluate(
     """The group result at ``at`` seconds for series inputs of one group."""
     config = parse_rules(rules)
     test = RuleTest.model_validate(
-        {"name": "t", "interval": interval, "input": inputs,
-         "expect": [{"at": at, "group": inputs[0]["group"], "status": "OK"}]}
+        {
+            "name": "t",
+            "interval": interval,
+            "input": inputs,
+            "expect": [{"at": at, "group": inputs[0]["group"], "status": "OK"}],
+        }
     )
     samples = series_samples(test, "test")
     at_ms = at * 1000
@@ -77,8 +81,12 @@ def test_a_consumer_that_commits_once_a_minute_is_not_stalled_between_commits():
 def test_rewind_that_does_not_catch_up_is_err():
     result = evaluate(
         BURROW_ONLY,
-        [series(committed="100 200 300 400 500 600 700 300 350 400",
-                log_end="700 800 900 1000 1100 1200 1300 1400 1500 1600")],
+        [
+            series(
+                committed="100 200 300 400 500 600 700 300 350 400",
+                log_end="700 800 900 1000 1100 1200 1300 1400 1500 1600",
+            )
+        ],
         540,
     )
     assert result.partitions[0].status.value == "REWIND"
@@ -122,20 +130,25 @@ def test_a_scan_gap_makes_the_window_partial_then_complete_again():
 def test_partial_results_never_become_transitions():
     config = parse_rules(BURROW_ONLY)
     test = RuleTest.model_validate(
-        {"name": "t", "input": [series(committed="10x14", log_end="11+1x14")],
-         "expect": [{"at": 0, "group": "g", "status": "OK"}]}
+        {
+            "name": "t",
+            "input": [series(committed="10x14", log_end="11+1x14")],
+            "expect": [{"at": 0, "group": "g", "status": "OK"}],
+        }
     )
     seen = []
-    replay_table(samples_to_table(series_samples(test, "t")), config, 60,
-                 on_transitions=seen.extend)
+    replay_table(
+        samples_to_table(series_samples(test, "t")), config, 60, on_transitions=seen.extend
+    )
     assert [(t.previous, t.current, t.at) for t in seen] == [
         (GroupStatus.OK, GroupStatus.ERR, 540_000)  # the first complete window, not before
     ]
 
 
 def test_minimum_complete_zero_behaves_like_burrow():
-    result = evaluate({"burrow": {"minimum_complete": 0.0}},
-                      [series(committed="10x3", log_end="11+1x3")], 180)
+    result = evaluate(
+        {"burrow": {"minimum_complete": 0.0}}, [series(committed="10x3", log_end="11+1x3")], 180
+    )
     assert result.partial is False
     assert result.status is GroupStatus.ERR
 
@@ -149,11 +162,14 @@ def only(rule: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "scope,threshold,fires", [("partition", 40, True), ("partition", 60, False), ("group", 90, True)]
+    "scope,threshold,fires",
+    [("partition", 40, True), ("partition", 60, False), ("group", 90, True)],
 )
 def test_lag_threshold(scope, threshold, fires):
-    inputs = [series(committed="0+10x9", log_end="50+10x9"),
-              series(partition=1, committed="0+10x9", log_end="50+10x9")]
+    inputs = [
+        series(committed="0+10x9", log_end="50+10x9"),
+        series(partition=1, committed="0+10x9", log_end="50+10x9"),
+    ]
     result = evaluate(only({"kind": "lag", "scope": scope, "threshold": threshold}), inputs, 540)
     assert (result.status is GroupStatus.WARN) == fires
     if fires and scope == "group":
@@ -164,15 +180,22 @@ def test_lag_threshold(scope, threshold, fires):
 def test_lag_in_seconds_fires_on_time_behind_not_offsets():
     # 60 offsets a minute; 300 behind = 5 minutes.
     inputs = [series(committed="0+60x9", log_end="300+60x9")]
-    assert evaluate(only({"kind": "lag_seconds", "threshold": "4m"}), inputs, 540).status is GroupStatus.WARN
-    assert evaluate(only({"kind": "lag_seconds", "threshold": "6m"}), inputs, 540).status is GroupStatus.OK
+    assert (
+        evaluate(only({"kind": "lag_seconds", "threshold": "4m"}), inputs, 540).status
+        is GroupStatus.WARN
+    )
+    assert (
+        evaluate(only({"kind": "lag_seconds", "threshold": "6m"}), inputs, 540).status
+        is GroupStatus.OK
+    )
     result = evaluate(BURROW_ONLY, inputs, 540)
     assert result.max_lag_seconds == pytest.approx(300.0)
 
 
 def test_lag_in_seconds_unknown_is_not_zero_and_never_fires():
-    result = evaluate(only({"kind": "lag_seconds", "threshold": "0s"}),
-                      [series(committed="_", log_end="500")], 0)
+    result = evaluate(
+        only({"kind": "lag_seconds", "threshold": "0s"}), [series(committed="_", log_end="500")], 0
+    )
     assert result.max_lag_seconds is None
     assert result.partitions[0].lag_seconds is None
     assert result.status is GroupStatus.OK
@@ -180,11 +203,17 @@ def test_lag_in_seconds_unknown_is_not_zero_and_never_fires():
 
 def test_stuck_rebalance_needs_n_consecutive_samples():
     rule = only({"kind": "stuck_rebalance", "samples": 4})
-    stuck = series(committed="10x9", log_end="10+5x9",
-                   group_state="Stablex5 PreparingRebalance CompletingRebalance Unknownx1")
+    stuck = series(
+        committed="10x9",
+        log_end="10+5x9",
+        group_state="Stablex5 PreparingRebalance CompletingRebalance Unknownx1",
+    )
     assert evaluate(rule, [stuck], 540).status is GroupStatus.ERR
-    flapping = series(committed="10x9", log_end="10+5x9",
-                      group_state="Stablex5 PreparingRebalancex1 Stable Unknown")
+    flapping = series(
+        committed="10x9",
+        log_end="10+5x9",
+        group_state="Stablex5 PreparingRebalancex1 Stable Unknown",
+    )
     assert evaluate(rule, [flapping], 540).status is GroupStatus.OK
 
 
@@ -218,12 +247,21 @@ def test_consumers_gone_when_no_members_and_lag_grows():
 
 
 def test_selectors_limit_a_rule_to_matching_groups():
-    rules = only({"kind": "lag", "threshold": 1, "match": {"group": ["orders-.*"]},
-                  "exclude": {"topic": "audit"}})
+    rules = only(
+        {
+            "kind": "lag",
+            "threshold": 1,
+            "match": {"group": ["orders-.*"]},
+            "exclude": {"topic": "audit"},
+        }
+    )
     behind = {"committed": "0x9", "log_end": "10x9"}
     assert evaluate(rules, [series(group="orders-eu", **behind)], 540).status is GroupStatus.WARN
     assert evaluate(rules, [series(group="billing", **behind)], 540).status is GroupStatus.OK
-    assert evaluate(rules, [series(group="orders-eu", topic="audit", **behind)], 540).status is GroupStatus.OK
+    assert (
+        evaluate(rules, [series(group="orders-eu", topic="audit", **behind)], 540).status
+        is GroupStatus.OK
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,13 +300,20 @@ def test_keep_firing_for_holds_an_alert_after_it_clears():
 def test_transitions_follow_status_changes_and_gone_groups_resolve():
     config = parse_rules(only({"kind": "lag", "threshold": 5, "severity": "warn"}))
     test = RuleTest.model_validate(
-        {"name": "t", "input": [series(committed="0x11 20x5", log_end="10x11 20x5")],
-         "expect": [{"at": 0, "group": "g", "status": "OK"}]}
+        {
+            "name": "t",
+            "input": [series(committed="0x11 20x5", log_end="10x11 20x5")],
+            "expect": [{"at": 0, "group": "g", "status": "OK"}],
+        }
     )
     seen = []
     tracker = TransitionTracker()
-    replay_table(samples_to_table(series_samples(test, "t")), config, 60,
-                 on_evaluation=lambda e: seen.extend(tracker.update(e)))
+    replay_table(
+        samples_to_table(series_samples(test, "t")),
+        config,
+        60,
+        on_evaluation=lambda e: seen.extend(tracker.update(e)),
+    )
     assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN"), ("WARN", "OK")]
     assert seen[0].result.findings[0].rule == "r"
     assert tracker.gone([("local", "g")], 0) == []  # already OK: nothing to resolve

@@ -19,17 +19,17 @@ from . import reference as ref
 RING = 6
 
 commit = st.tuples(
-    st.integers(0, 60),          # offset
-    st.integers(1, 50_000),      # time step to the next commit
+    st.integers(0, 60),  # offset
+    st.integers(1, 50_000),  # time step to the next commit
     st.one_of(st.none(), st.integers(0, 30)),  # lag, or none (Burrow's inserted commits)
 )
 ring_case = st.tuples(
     st.lists(commit, min_size=0, max_size=RING),
     st.lists(st.integers(0, 80), min_size=1, max_size=RING),  # stored broker offsets
     st.one_of(st.just(-1), st.integers(0, 30)),  # current lag (-1: unknown)
-    st.integers(0, 200_000),     # now, after the last commit
-    st.integers(0, 5),           # allowed lag
-    st.floats(0, 1),             # complete
+    st.integers(0, 200_000),  # now, after the last commit
+    st.integers(0, 5),  # allowed lag
+    st.floats(0, 1),  # complete
     st.sampled_from([0.0, 0.5, 1.0]),  # minimum complete
 )
 
@@ -62,8 +62,8 @@ def test_burrow_kernel_matches_reference_on_a_batch_of_rings(cases):
             offsets[i, RING - k + j] = c.offset
             ts[i, RING - k + j] = c.timestamp
             lags[i, RING - k + j] = -1 if c.lag is None else c.lag
-        brokers[i, RING - len(broker):] = broker
-        broker_valid[i, RING - len(broker):] = True
+        brokers[i, RING - len(broker) :] = broker
+        broker_valid[i, RING - len(broker) :] = True
         current[i] = cur
         now[i] = (ring[-1].timestamp if ring else 1_000_000) + after
         allowed[i] = allow
@@ -94,13 +94,13 @@ INTERVAL_MS = 10_000
 MAX_GAP_MS = 15_000
 
 scan_point = st.tuples(
-    st.booleans(),                                  # scan gap before this sample
-    st.one_of(st.none(), st.integers(0, 40)),       # committed
-    st.integers(0, 15),                             # LEO growth since the last sample
-    st.one_of(st.none(), st.integers(0, 30)),       # log start
+    st.booleans(),  # scan gap before this sample
+    st.one_of(st.none(), st.integers(0, 40)),  # committed
+    st.integers(0, 15),  # LEO growth since the last sample
+    st.one_of(st.none(), st.integers(0, 30)),  # log start
     st.sampled_from(GROUP_STATES),
-    st.integers(0, 2),                              # members
-    st.integers(0, 2),                              # member hash
+    st.integers(0, 2),  # members
+    st.integers(0, 2),  # member hash
 )
 partition_series = st.lists(scan_point, min_size=1, max_size=12)
 
@@ -130,9 +130,17 @@ def _samples(series_list):
             leo += growth
             out.append(
                 Sample(
-                    ts=t, cluster="c", group=f"g{p % 2}", topic="t", partition=p,
-                    committed_offset=committed, log_end_offset=leo, log_start_offset=log_start,
-                    group_state=state, members=members, member_hash=mhash,
+                    ts=t,
+                    cluster="c",
+                    group=f"g{p % 2}",
+                    topic="t",
+                    partition=p,
+                    committed_offset=committed,
+                    log_end_offset=leo,
+                    log_start_offset=log_start,
+                    group_state=state,
+                    members=members,
+                    member_hash=mhash,
                 )
             )
     return out
@@ -145,10 +153,21 @@ def _reference_partition(samples, now):
     for s in samples:
         changed = last_hash is not None and s.member_hash != last_hash
         last_hash = s.member_hash
-        points.append(ref.Point(s.ts, s.committed_offset, s.log_end_offset, s.log_start_offset,
-                                s.group_state, s.members, changed))
+        points.append(
+            ref.Point(
+                s.ts,
+                s.committed_offset,
+                s.log_end_offset,
+                s.log_start_offset,
+                s.group_state,
+                s.members,
+                changed,
+            )
+        )
         if s.committed_offset is not None and (not ring or ring[-1].offset != s.committed_offset):
-            ring.append(ref.Commit(s.committed_offset, s.ts, max(0, s.log_end_offset - s.committed_offset)))
+            ring.append(
+                ref.Commit(s.committed_offset, s.ts, max(0, s.log_end_offset - s.committed_offset))
+            )
             ring = ring[-WIDTH:]
         ref.add_leo_point(table, s.log_end_offset, s.ts, 4)
     window = points[-WIDTH:]
@@ -186,7 +205,9 @@ def test_store_and_evaluator_match_reference(series_list):
         i = int(np.nonzero(evaluation.rows == row)[0][0])
         assert PARTITION_STATUS_CODES[evaluation.status[i]].value == expected["status"]
         assert math.isclose(evaluation.complete[i], expected["complete"])
-        assert (None if evaluation.current_lag[i] < 0 else int(evaluation.current_lag[i])) == expected["lag"]
+        assert (
+            None if evaluation.current_lag[i] < 0 else int(evaluation.current_lag[i])
+        ) == expected["lag"]
         seconds = float(evaluation.lag_seconds[i])
         if expected["seconds"] is None:
             assert math.isnan(seconds)
@@ -198,4 +219,6 @@ def test_store_and_evaluator_match_reference(series_list):
         assert bool(sev["storm"][i]) == expected["storm"]
         assert int(sev["retention"][i]) == {None: 0, "near": 1, "lost": 2}[expected["retention"]]
         assert bool(sev["gone"][i]) == expected["gone"]
-        assert bool(sev["seconds"][i]) == (expected["seconds"] is not None and expected["seconds"] > 20)
+        assert bool(sev["seconds"][i]) == (
+            expected["seconds"] is not None and expected["seconds"] > 20
+        )

@@ -1,0 +1,37 @@
+# Two commands a new user runs first (see README): `make demo` and `make test`.
+# Each bootstraps its own virtualenv in .venv from pyproject.toml.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench bench-full clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/notifier replay --history examples/sample-history.csv --rules rules.yaml
+
+test: $(STAMP)
+	$(BIN)/ruff check notifier tests benchmarks examples
+	$(BIN)/notifier check rules.yaml
+	$(BIN)/notifier test-rules examples/*.test.yaml
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check notifier tests benchmarks examples
+	$(BIN)/ruff format --check notifier tests benchmarks examples
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/evaluate.py
+
+bench-full: $(STAMP)
+	$(BIN)/python benchmarks/evaluate.py --full
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
