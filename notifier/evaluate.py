@@ -550,9 +550,12 @@ class Evaluator:
         for st in self.state.values():
             st.grow(n_groups)
 
-        lag = kernels.current_lag(committed[:, -1], log_end[:, -1])
+        latest_committed = store.latest_committed[index]
+        latest_leo = store.latest_leo[index]
+        latest_state = store.latest_state[index]
+        lag = kernels.current_lag(latest_committed, latest_leo)
         valid = kernels.valid_mask(count, store.width)
-        complete = kernels.window_complete(store.s_ts[index], count, now, store.max_gap_ms, valid)
+        complete = kernels.window_complete(store.s_ts[index], count, now, store.max_gap_ms)
         r_count = store.r_count[index]
         burrow_complete = r_count / store.ring_size
         seconds = store.lag_seconds(rows, now)
@@ -573,7 +576,7 @@ class Evaluator:
             self.config.burrow.minimum_complete,
         )
         status = kernels.split_stop_stall(
-            outcome.status, kernels.members_present(state[:, -1], members[:, -1])
+            outcome.status, kernels.members_present(latest_state, store.latest_members[index])
         )
 
         row_severity: dict[str, np.ndarray] = {}
@@ -603,9 +606,9 @@ class Evaluator:
                 )
             elif binding.kind == "retention":
                 out = kernels.retention_risk(
-                    committed[:, -1],
-                    log_end[:, -1],
-                    store.s_log_start[index, -1],
+                    latest_committed,
+                    latest_leo,
+                    store.latest_log_start[index],
                     p["warn_fraction"],
                     sev,
                 )

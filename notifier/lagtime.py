@@ -86,38 +86,60 @@ def lag_seconds(
     idx = np.nonzero(todo)[0]
     o = committed[idx]
     b = base[idx]
-    oldest = width - n[idx]
-    # Most consumers are less than one scan behind: their offset sits in the newest segment.
-    below = np.where(flat_leo[b + width - 2] <= o, width - 2, -1)
-    search = np.nonzero(below < 0)[0]
-    if search.size:
-        ob = o[search]
-        bb = b[search]
-        lo = oldest[search].astype(np.int64)
-        hi = np.full(search.size, width - 2, dtype=np.int64)
-        # count of points <= o (ascending within the table): binary search
-        while True:
-            active = lo < hi
-            if not active.any():
-                break
-            mid = (lo + hi) // 2
-            go_right = flat_leo[bb + np.minimum(mid, width - 1)] <= ob
-            lo = np.where(active & go_right, mid + 1, lo)
-            hi = np.where(active & ~go_right, mid, hi)
-        below[search] = lo - 1
-    # below: the last point with LEO <= o; before the oldest when o is older than the table
+    now = now_ms if np.isscalar(now_ms) else np.asarray(now_ms)[idx]
+    # Most consumers are less than one scan behind: their offset sits in the newest segment,
+    # whose ends we can read without a search.
+    prev_leo = flat_leo[b + width - 2]
+    newest = prev_leo <= o
+    at = np.empty(idx.size)
+    if newest.any():
+        bn = b[newest]
+        left_leo = prev_leo[newest].astype(np.float64)
+        right_leo = newest_leo[idx][newest].astype(np.float64)
+        left_time = flat_time[bn + width - 2].astype(np.float64)
+        right_time = flat_time[bn + width - 1].astype(np.float64)
+        at[newest] = left_time + (o[newest].astype(np.float64) - left_leo) * (
+            right_time - left_time
+        ) / (right_leo - left_leo)
+    rest = np.nonzero(~newest)[0]
+    if rest.size:
+        at[rest] = _interpolate_older(flat_leo, flat_time, b[rest], o[rest], n[idx][rest], width)
+    result[idx] = np.maximum(0.0, (now - at) / 1000.0)
+    return result
+
+
+def _interpolate_older(
+    flat_leo: np.ndarray,
+    flat_time: np.ndarray,
+    base: np.ndarray,
+    offsets: np.ndarray,
+    counts: np.ndarray,
+    width: int,
+) -> np.ndarray:
+    """When the LEO was each offset, for offsets older than the newest segment: a batched
+    binary search for the last point <= the offset, then interpolation (or extrapolation from
+    the oldest and newest points when the offset is older than the table)."""
+    oldest = width - counts
+    lo = oldest.astype(np.int64)
+    hi = np.full(base.size, width - 2, dtype=np.int64)
+    while True:
+        active = lo < hi
+        if not active.any():
+            break
+        mid = (lo + hi) // 2
+        go_right = flat_leo[base + np.minimum(mid, width - 1)] <= offsets
+        lo = np.where(active & go_right, mid + 1, lo)
+        hi = np.where(active & ~go_right, mid, hi)
+    below = lo - 1
     older = below < oldest
-    # interpolation segment: (below, below + 1); extrapolation: (oldest, newest)
     left = np.where(older, oldest, below)
     right = np.where(older, width - 1, below + 1)
-    l_leo = flat_leo[b + left].astype(np.float64)
-    r_leo = flat_leo[b + right].astype(np.float64)
-    l_time = flat_time[b + left].astype(np.float64)
-    r_time = flat_time[b + right].astype(np.float64)
-    span = r_leo - l_leo
+    left_leo = flat_leo[base + left].astype(np.float64)
+    right_leo = flat_leo[base + right].astype(np.float64)
+    left_time = flat_time[base + left].astype(np.float64)
+    right_time = flat_time[base + right].astype(np.float64)
+    span = right_leo - left_leo
     with np.errstate(divide="ignore", invalid="ignore"):
-        t_at = l_time + (o - l_leo) * (r_time - l_time) / span
-    t_at = np.where(span > 0, t_at, flat_time[b + oldest].astype(np.float64))
-    now = now_ms if np.isscalar(now_ms) else np.asarray(now_ms)[idx]
-    result[idx] = np.maximum(0.0, (now - t_at) / 1000.0)
-    return result
+        at = left_time + (offsets.astype(np.float64) - left_leo) * (right_time - left_time) / span
+    # A flat table has no slope: the records were produced before its oldest point.
+    return np.where(span > 0, at, flat_time[base + oldest].astype(np.float64))

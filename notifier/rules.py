@@ -123,7 +123,7 @@ def burrow_status(
     # Rule 8: lag never decreases. Entries with no lag (Burrow's inserted commits; scans
     # never make them) are skipped, which needs a forward fill only on rows that have one.
     lag_not_decreasing = ~np.any(pairs & (np.diff(ring_lag, axis=1) < 0), axis=1)
-    gaps = np.any(valid & (ring_lag < 0), axis=1)
+    gaps = np.any(valid & ~lag_known, axis=1)
     if gaps.any():
         hit = np.nonzero(gaps)[0]
         known = lag_known[hit]
@@ -182,7 +182,6 @@ def window_complete(
     count: np.ndarray,
     now_ms: int | np.ndarray,
     max_gap_ms: int,
-    valid: np.ndarray | None = None,
 ) -> np.ndarray:
     """How much of the window unbroken scans cover, up to ``now`` (1.0: watched long enough).
 
@@ -191,9 +190,9 @@ def window_complete(
     (the partition was not in the latest scan) gives 0.
     """
     width = ts.shape[1]
-    if valid is None:
-        valid = valid_mask(count, width)
-    broken = ~(valid[:, :-1] & (np.diff(ts, axis=1) <= max_gap_ms))
+    # Unset slots hold a time far in the past (store.UNSET_TS), so the step from the last
+    # unset slot to the first sample is always a gap: no validity mask needed.
+    broken = np.diff(ts, axis=1) > max_gap_ms
     trailing = np.where(broken.any(axis=1), np.argmax(broken[:, ::-1], axis=1), width - 1)
     fresh = (count > 0) & ((now_ms - ts[:, -1]) <= max_gap_ms)
     return np.where(fresh, (trailing + 1) / width, 0.0)

@@ -35,6 +35,10 @@ from notifier.types import GROUP_STATE_CODE, CommitPoint, Sample
 NULL = -1
 """Stored for a missing offset (no commit, no log-start) and for an unset slot."""
 
+UNSET_TS = -(2**62)
+"""The time of a sample slot not yet filled: so far in the past that the step to the first
+real sample is always a gap."""
+
 _INITIAL_ROWS = 1024
 
 
@@ -152,7 +156,7 @@ class WindowStore:
                 new[: old.shape[0]] = old
             setattr(self, name, new)
 
-        grow("s_ts", (capacity, w), np.int64, 0)
+        grow("s_ts", (capacity, w), np.int64, UNSET_TS)
         grow("s_committed", (capacity, w), np.int64, NULL)
         grow("s_leo", (capacity, w), np.int64, NULL)
         grow("s_log_start", (capacity, w), np.int64, NULL)
@@ -160,6 +164,13 @@ class WindowStore:
         grow("s_members", (capacity, w), np.int32, 0)
         grow("s_member_changed", (capacity, w), np.bool_, 0)
         grow("s_count", (capacity,), np.int16, 0)
+        # The newest sample again, contiguous: the evaluator reads it for every window, and a
+        # column of a row-major (N, W) array costs as much memory traffic as the whole array.
+        grow("latest_committed", (capacity,), np.int64, NULL)
+        grow("latest_leo", (capacity,), np.int64, NULL)
+        grow("latest_log_start", (capacity,), np.int64, NULL)
+        grow("latest_state", (capacity,), np.int8, NULL)
+        grow("latest_members", (capacity,), np.int32, 0)
         grow("last_hash", (capacity,), np.int64, 0)
         grow("r_offset", (capacity, r), np.int64, NULL)
         grow("r_ts", (capacity, r), np.int64, 0)
@@ -229,7 +240,7 @@ class WindowStore:
         return row
 
     def _reset_rows(self, rows: np.ndarray) -> None:
-        self.s_ts[rows] = 0
+        self.s_ts[rows] = UNSET_TS
         self.s_committed[rows] = NULL
         self.s_leo[rows] = NULL
         self.s_log_start[rows] = NULL
@@ -237,6 +248,11 @@ class WindowStore:
         self.s_members[rows] = 0
         self.s_member_changed[rows] = False
         self.s_count[rows] = 0
+        self.latest_committed[rows] = NULL
+        self.latest_leo[rows] = NULL
+        self.latest_log_start[rows] = NULL
+        self.latest_state[rows] = NULL
+        self.latest_members[rows] = 0
         self.last_hash[rows] = 0
         self.r_offset[rows] = NULL
         self.r_ts[rows] = 0
@@ -361,11 +377,13 @@ class WindowStore:
             ("s_members", scan.members),
         ):
             array = getattr(self, name)
-            if isinstance(index, slice):
-                array[index, :-1] = array[index, 1:]
-            else:
-                array[index, :-1] = array[index, 1:]
+            array[index, :-1] = array[index, 1:]
             array[index, -1] = values
+        self.latest_committed[index] = scan.committed
+        self.latest_leo[index] = scan.log_end
+        self.latest_log_start[index] = scan.log_start
+        self.latest_state[index] = scan.state
+        self.latest_members[index] = scan.members
         had_sample = self.s_count[index] > 0
         changed = had_sample & (self.last_hash[index] != scan.member_hash)
         self.s_member_changed[index, :-1] = self.s_member_changed[index, 1:]
@@ -528,12 +546,13 @@ class WindowStore:
 
     def lag_seconds(self, rows: np.ndarray, now_ms: int) -> np.ndarray:
         """Seconds behind for each row's latest committed offset (NaN: unknown)."""
+        index = _as_index(rows)
         return lagtime.lag_seconds(
             self.t_leo,
             self.t_time,
             self.t_count,
-            self.row_table[rows],
-            self.s_committed[rows, -1],
+            self.row_table[index],
+            self.latest_committed[index],
             now_ms,
         )
 
