@@ -568,7 +568,7 @@ class Evaluator:
             store.r_lag[index],
             r_count,
             log_end,
-            kernels.valid_mask(count, store.width),
+            valid,
             lag,
             now,
             _as_int(burrow_params["allowed_lag"]),
