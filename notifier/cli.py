@@ -18,9 +18,25 @@ def main() -> None:
 
 @main.command()
 @click.argument("rules_files", nargs=-1, type=click.Path(path_type=Path))
-def check(rules_files: tuple[Path, ...]) -> None:
-    """Validate rules files (default: ./rules.yaml); exit non-zero on the first problem."""
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="Also check a service config and the rules file it names.",
+)
+def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
+    """Validate rules files (default: ./rules.yaml) and a service config; exit 1 on problems."""
     failed = False
+    if config_path is not None:
+        from notifier.settings import load_service_config
+
+        try:
+            service = load_service_config(config_path)
+            click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
+            rules_files = (*rules_files, service.rules_path(config_path.parent))
+        except ConfigError as exc:
+            click.echo(str(exc), err=True)
+            sys.exit(1)
     for path in rules_files or (Path("rules.yaml"),):
         try:
             config = load_rules(path)
@@ -33,6 +49,43 @@ def check(rules_files: tuple[Path, ...]) -> None:
             f"{config.window.intervals} samples, minimum_complete {config.minimum_complete:g})"
         )
     sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The service config (YAML).",
+)
+def run(config_path: Path) -> None:
+    """Watch the configured clusters until SIGINT/SIGTERM (SIGHUP reloads the rules)."""
+    import asyncio
+
+    from notifier import logs
+    from notifier.coordinate import Coordinator
+    from notifier.settings import load_service_config
+
+    try:
+        service = load_service_config(config_path)
+        rules_path = service.rules_path(config_path.parent)
+        rules = load_rules(rules_path)
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    logs.configure(service.logging.level, service.logging.format)
+    data_dir = service.data_path(config_path.parent)
+    sink = build_sink(service, data_dir)
+    coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
+    asyncio.run(coordinator.run_until_signalled())
+
+
+def build_sink(service, data_dir: Path):
+    """The notification pipeline when one is configured, else structured transition logs."""
+    from notifier.coordinate import LogSink
+
+    return LogSink(data_dir / "transitions.jsonl")
 
 
 @main.command("test-rules")

@@ -530,6 +530,19 @@ class Evaluator:
         self.state: dict[str, _RuleState] = {b.name: _RuleState.empty(1024) for b in self.bindings}
         self._group_epoch = np.zeros(0, dtype=np.int64)
 
+    def reconfigure(self, config: RulesConfig) -> None:
+        """Swap in new rules (same window settings); rules that keep their name keep their
+        ``for``/``keep_firing_for`` state."""
+        if config.window != self.config.window:
+            raise ValueError("window settings changed; they apply on restart")
+        old_state = self.state
+        self.config = config
+        self.bindings = [_Binding(config.burrow, "burrow", "burrow")]
+        self.bindings += [_Binding(rule, rule.name, rule.kind) for rule in config.rules]
+        self.state = {
+            b.name: old_state.get(b.name) or _RuleState.empty(1024) for b in self.bindings
+        }
+
     def forget_groups(self, gids: np.ndarray) -> None:
         for state in self.state.values():
             state.grow(int(gids.max()) + 1 if gids.size else 0)

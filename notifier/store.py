@@ -592,16 +592,6 @@ class WindowStore:
         self.remove_rows(alive[np.isin(self.row_group[alive], gids)])
         return sorted(wanted)
 
-    def remove_missing(
-        self, cluster: str, seen_rows: np.ndarray
-    ) -> list[tuple[str, str, str, int]]:
-        """Forget a cluster's group-partitions that the latest scan no longer lists."""
-        rows = self.cluster_rows(cluster)
-        gone = np.setdiff1d(rows, seen_rows)
-        keys = [self.row_key[r] for r in gone.tolist()]
-        self.remove_rows(gone)
-        return [k for k in keys if k is not None]
-
     def expire(self, now_ms: int) -> list[tuple[str, str]]:
         """Burrow's expire-group: drop groups whose offsets have not moved for ``expire_group``.
 

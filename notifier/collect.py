@@ -1,0 +1,1026 @@
+"""The collector: one scan of a Kafka cluster turned into a table of samples.
+
+A scan reads, for every consumer group the allow/deny regexes let through, its state and
+members, its committed offsets, and the log-end and log-start offsets of the partitions it
+commits to or is assigned. Tools that send a request per partition or per group-partition fall
+over at a few thousand groups (DOMAIN.md §6), so the request pattern here is fixed:
+
+* ``ListGroups`` once per broker;
+* ``DescribeGroups`` in batches per group coordinator (the batch size shrinks, and stays shrunk,
+  when a broker drops or times out a batch: it is split in halves until the halves go through);
+* ``OffsetFetch`` once per group, all of the group's partitions in one request, with bounded
+  concurrency, sent to the group's coordinator;
+* ``ListOffsets`` twice per partition leader (latest and earliest: a partition may appear only
+  once per request), whatever the number of partitions;
+* ``Metadata`` only when the cached copy is older than ``metadata_max_age_ms``, a request
+  failed, a leader refused a partition as not its own, or a partition's leader is unknown
+  (at most every 5 s for that reason, so a commit left on a deleted topic costs nothing).
+
+:attr:`ScanResult.requests` counts what a scan sent, by API name, so tests and the metrics can
+check that the number of requests does not grow with partitions.
+
+Connections are aiokafka's (``aiokafka.conn.create_conn``: version negotiation, SSL and SASL)
+but pooled here rather than through ``AIOKafkaClient``, whose background metadata task sends
+requests on its own schedule and refreshes on every broken connection: neither would show up
+in the per-scan count, and the offset-fetch probe below breaks a connection on purpose.
+
+Brokers that lack parts of the protocol are handled by behaviour, never by name:
+
+* a broker that drops the connection on ``OffsetFetch`` with no topic list ("all partitions of
+  the group", KIP-88) is asked once; from then on this collector names the partitions: those of
+  the topics the group is assigned or subscribed to, those it committed to in earlier scans,
+  and every topic in the metadata when it knows none of those or the metadata was just
+  refreshed (so a known group's commits to a new topic are found within
+  ``metadata_max_age_ms``; a group id not seen before refreshes the metadata at once);
+* DescribeGroups batches that fail are split, as above.
+
+aiokafka 0.14 decodes a DescribeGroups v3 answer with the v2 layout (it ignores the trailing
+``authorized_operations`` of each group), which garbles any answer with more than one group;
+this module sends its own DescribeGroups request whose v3 answer is decoded with the v3 layout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import ssl
+import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+from aiokafka.conn import AIOKafkaConnection, CloseReason, create_conn
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
+from aiokafka.errors import (
+    CorrelationIdError,
+    IncompatibleBrokerVersion,
+    KafkaConnectionError,
+    KafkaError,
+)
+from aiokafka.helpers import create_ssl_context
+from aiokafka.protocol.admin import (
+    DescribeGroupsRequest_v0,
+    DescribeGroupsRequest_v1,
+    DescribeGroupsRequest_v2,
+    DescribeGroupsRequest_v3,
+    DescribeGroupsResponse_v3,
+    ListGroupsRequest,
+)
+from aiokafka.protocol.api import Request
+from aiokafka.protocol.commit import OffsetFetchRequest
+from aiokafka.protocol.coordination import FindCoordinatorRequest
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.protocol.offset import OffsetRequest
+
+from notifier.types import GROUP_STATES, SAMPLE_SCHEMA
+
+__all__ = [
+    "ClusterCollector",
+    "ScanError",
+    "ScanResult",
+    "member_hash",
+    "normalize_group_state",
+]
+
+log = logging.getLogger(__name__)
+
+API_NAMES: Mapping[int, str] = {
+    2: "ListOffsets",
+    3: "Metadata",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    15: "DescribeGroups",
+    16: "ListGroups",
+}
+"""Names used as keys of :attr:`ScanResult.requests`."""
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+_LATEST = -1
+_EARLIEST = -2
+_READ_UNCOMMITTED = 0
+
+# Kafka error codes this module reacts to.
+_NONE = 0
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_LEADER_NOT_AVAILABLE = 5
+_NOT_LEADER = 6
+_COORDINATOR_LOAD_IN_PROGRESS = 14
+_COORDINATOR_NOT_AVAILABLE = 15
+_NOT_COORDINATOR = 16
+_GROUP_AUTHORIZATION_FAILED = 30
+_KAFKA_STORAGE_ERROR = 56
+_GROUP_ID_NOT_FOUND = 69
+_COORDINATOR_ERRORS = frozenset(
+    {_COORDINATOR_LOAD_IN_PROGRESS, _COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR}
+)
+_LEADER_ERRORS = frozenset(
+    {_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE, _NOT_LEADER, _KAFKA_STORAGE_ERROR}
+)
+_RETRY_BACKOFF_S = 0.1
+_LEADER_REFRESH_MIN_S = 5.0
+
+TopicPartition = tuple[str, int]
+
+
+# --------------------------------------------------------------------------------------------
+# Public helpers and results
+
+
+class ScanError(RuntimeError):
+    """A scan failed or timed out; it returned nothing (the coordinator records a gap)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """One successful scan of one cluster.
+
+    ``ts`` is the scan's observation time in ms since the epoch (UTC), the moment the log-end
+    offsets were requested (commits are read before it, so lag is never understated); every
+    row of ``samples`` carries it. ``samples`` is a table in :data:`SAMPLE_SCHEMA`, one row per
+    group-partition that has a committed offset or is assigned to a member.
+    """
+
+    cluster: str
+    ts: int
+    samples: pa.Table
+    requests: Mapping[str, int]
+    """Kafka requests the scan sent, by API name (see :data:`API_NAMES`); the handshake of a
+    new connection (ApiVersions, SASL) is not counted here but in ``connections_opened``."""
+    group_states: Mapping[str, str] = field(default_factory=dict)
+    """Every scanned group's state, including groups that produced no rows."""
+    skipped_groups: Mapping[str, str] = field(default_factory=dict)
+    """Groups left out and why (e.g. not authorized to describe them)."""
+    unavailable_partitions: tuple[TopicPartition, ...] = ()
+    """Partitions with a commit or assignment but no log-end offset (no leader known or none
+    answered for them, even after a metadata refresh): left out of ``samples``."""
+    connections_opened: int = 0
+    duration_s: float = 0.0
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+
+def member_hash(member_ids: Iterable[str]) -> int:
+    """A stable signed 64-bit fingerprint of a member set; 0 for no members.
+
+    Equal for the same set in any order and across processes (unlike ``hash()``), so the
+    evaluator can tell "the members changed" from one sample to the next without storing ids.
+    """
+    ids = sorted(member_ids)
+    if not ids:
+        return 0
+    digest = hashlib.blake2b("\x00".join(ids).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def normalize_group_state(state: str | None) -> str:
+    """The broker's state name if it is one of :data:`GROUP_STATES`, else ``"Unknown"``."""
+    return state if state in GROUP_STATES else "Unknown"
+
+
+# --------------------------------------------------------------------------------------------
+# Protocol pieces aiokafka gets wrong
+
+
+class _DescribeGroupsRequestV3(DescribeGroupsRequest_v3):
+    """DescribeGroups v3 decoded with the v3 answer layout (aiokafka 0.14 maps it to v2)."""
+
+    RESPONSE_TYPE = DescribeGroupsResponse_v3
+
+
+class _DescribeGroups(
+    Request[
+        DescribeGroupsRequest_v0
+        | DescribeGroupsRequest_v1
+        | DescribeGroupsRequest_v2
+        | _DescribeGroupsRequestV3
+    ]
+):
+    API_KEY = 15
+
+    def __init__(self, groups: Sequence[str]) -> None:
+        self._groups = list(groups)
+
+    def build(self, request_struct_class: type[Any]) -> Any:
+        if request_struct_class.API_VERSION >= 3:
+            return request_struct_class(self._groups, False)
+        return request_struct_class(self._groups)
+
+
+# --------------------------------------------------------------------------------------------
+# Internal state
+
+
+class _TransportError(Exception):
+    """A request got no usable answer: connection refused or dropped, timeout, undecodable."""
+
+
+class _CoordinatorMoved(Exception):
+    """The node asked is not (or not yet) the group's coordinator."""
+
+
+@dataclass(slots=True)
+class _Metadata:
+    brokers: dict[int, tuple[str, int]]
+    leaders: dict[str, dict[int, int]]
+    internal: frozenset[str]
+    fetched_at: float
+
+    def leader(self, tp: TopicPartition) -> int:
+        return self.leaders.get(tp[0], {}).get(tp[1], -1)
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(self.leaders.get(topic, {}))
+
+    def user_topics(self) -> list[str]:
+        return sorted(t for t in self.leaders if t not in self.internal)
+
+
+@dataclass(slots=True)
+class _Group:
+    name: str
+    state: str
+    protocol_type: str
+    member_ids: list[str]
+    assigned: set[TopicPartition]
+    subscribed: set[str]
+
+    @property
+    def topics_of_interest(self) -> set[str]:
+        return {topic for topic, _ in self.assigned} | self.subscribed
+
+
+def _compile(patterns: str | Sequence[str] | None) -> list[re.Pattern[str]]:
+    if patterns is None:
+        return []
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    return [re.compile(p) for p in patterns]
+
+
+async def _run_all(aws: Iterable[Awaitable[Any]]) -> None:
+    """Run awaitables concurrently; the first failure cancels the rest and is re-raised as is."""
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for aw in aws:
+                tg.create_task(aw)  # type: ignore[arg-type]
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0] from None
+
+
+def _chunks(items: Sequence[str], size: int) -> list[list[str]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def _decode_member(
+    protocol_type: str, metadata: bytes, assignment: bytes
+) -> tuple[set[TopicPartition], set[str]]:
+    """Assigned partitions and subscribed topics of a consumer-protocol member.
+
+    Only the version-0 prefix of the consumer protocol is read (later versions append fields),
+    and anything undecodable counts as unknown: some brokers leave both empty.
+    """
+    assigned: set[TopicPartition] = set()
+    subscribed: set[str] = set()
+    if protocol_type != "consumer":
+        return assigned, subscribed
+    if assignment:
+        try:
+            decoded = ConsumerProtocolMemberAssignment.decode(assignment)
+            assigned = {(t, p) for t, parts in decoded.assignment for p in parts}
+        except Exception:  # foreign bytes: unknown is the honest answer
+            assigned = set()
+    if metadata:
+        try:
+            subscribed = set(ConsumerProtocolMemberMetadata.decode(metadata).subscription)
+        except Exception:
+            subscribed = set()
+    return assigned, subscribed
+
+
+def _build_samples(
+    *,
+    ts: int,
+    cluster: str,
+    groups: Mapping[str, _Group],
+    commits: Mapping[str, Mapping[TopicPartition, int]],
+    log_end: Mapping[TopicPartition, int],
+    log_start: Mapping[TopicPartition, int | None],
+) -> pa.Table:
+    """One row per group-partition with a commit or an assignment and a known log-end offset."""
+    columns: dict[str, list[Any]] = {name: [] for name in SAMPLE_SCHEMA.names}
+    for name in sorted(groups):
+        group = groups[name]
+        group_commits = commits.get(name, {})
+        state = normalize_group_state(group.state)
+        members = len(group.member_ids)
+        fingerprint = member_hash(group.member_ids)
+        for tp in sorted(set(group_commits) | group.assigned):
+            leo = log_end.get(tp)
+            if leo is None:
+                continue
+            columns["ts"].append(ts)
+            columns["cluster"].append(cluster)
+            columns["group"].append(name)
+            columns["topic"].append(tp[0])
+            columns["partition"].append(tp[1])
+            columns["committed_offset"].append(group_commits.get(tp))
+            columns["log_end_offset"].append(leo)
+            columns["log_start_offset"].append(log_start.get(tp))
+            columns["group_state"].append(state)
+            columns["members"].append(members)
+            columns["member_hash"].append(fingerprint)
+    return pa.Table.from_pydict(columns, schema=SAMPLE_SCHEMA)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# --------------------------------------------------------------------------------------------
+# The collector
+
+
+class ClusterCollector:
+    """Scans one Kafka cluster; keeps what it learns about the cluster between scans.
+
+    ``group_allow``/``group_deny`` are regexes matched anywhere in the group id (``re.search``,
+    as Burrow does); a group is scanned when it matches an allow pattern (or there are none)
+    and no deny pattern. Everything else is connection settings passed to aiokafka; SSL
+    settings build a context with :func:`aiokafka.helpers.create_ssl_context` unless
+    ``ssl_context`` is given.
+
+    One scan runs at a time per collector. What a collector learns (coordinators, a working
+    DescribeGroups batch size, whether the cluster answers "all partitions" offset fetches,
+    the topics each group committed to) lives as long as the object.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        cluster: str = "default",
+        client_id: str = "notifier",
+        request_timeout_ms: int = 10_000,
+        scan_timeout_ms: int = 60_000,
+        metadata_max_age_ms: int = 300_000,
+        connections_max_idle_ms: int = 540_000,
+        group_allow: str | Sequence[str] | None = None,
+        group_deny: str | Sequence[str] | None = None,
+        describe_batch_size: int = 32,
+        offset_fetch_concurrency: int = 16,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        sasl_mechanism: str = "PLAIN",
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+    ) -> None:
+        if isinstance(bootstrap_servers, str):
+            bootstrap_servers = [s for s in bootstrap_servers.split(",") if s.strip()]
+        self._bootstrap = [_parse_address(s) for s in bootstrap_servers]
+        if not self._bootstrap:
+            raise ValueError("bootstrap_servers is empty")
+        if describe_batch_size < 1:
+            raise ValueError("describe_batch_size must be at least 1")
+        if offset_fetch_concurrency < 1:
+            raise ValueError("offset_fetch_concurrency must be at least 1")
+        if security_protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"security_protocol must be one of {SECURITY_PROTOCOLS}")
+        uses_sasl = security_protocol.startswith("SASL_")
+        if uses_sasl:
+            if sasl_mechanism not in SASL_MECHANISMS:
+                raise ValueError(f"sasl_mechanism must be one of {SASL_MECHANISMS}")
+            if sasl_username is None or sasl_password is None:
+                raise ValueError(f"{sasl_mechanism} needs sasl_username and sasl_password")
+        if security_protocol in ("SSL", "SASL_SSL") and ssl_context is None:
+            ssl_context = create_ssl_context(
+                cafile=ssl_cafile,
+                certfile=ssl_certfile,
+                keyfile=ssl_keyfile,
+                password=ssl_password,
+            )
+        self._cluster = cluster
+        self._conn_settings: dict[str, Any] = {
+            "client_id": client_id,
+            "request_timeout_ms": request_timeout_ms,
+            "ssl_context": ssl_context if security_protocol in ("SSL", "SASL_SSL") else None,
+            "security_protocol": security_protocol,
+            "max_idle_ms": connections_max_idle_ms,
+            "sasl_mechanism": sasl_mechanism if uses_sasl else None,
+            "sasl_plain_username": sasl_username if uses_sasl else None,
+            "sasl_plain_password": sasl_password if uses_sasl else None,
+        }
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._scan_timeout_s = scan_timeout_ms / 1000
+        self._metadata_max_age_s = metadata_max_age_ms / 1000
+        self._leader_refresh_min_s = min(self._metadata_max_age_s, _LEADER_REFRESH_MIN_S)
+        self._allow = _compile(group_allow)
+        self._deny = _compile(group_deny)
+        self._describe_batch = describe_batch_size
+        self._concurrency = offset_fetch_concurrency
+
+        self._conns: dict[tuple[str, int], AIOKafkaConnection] = {}
+        self._conn_locks: defaultdict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._metadata: _Metadata | None = None
+        self._metadata_stale = True
+        self._coordinators: dict[str, int] = {}
+        self._fetch_all: bool | None = None
+        self._group_topics: dict[str, set[str]] = {}
+        self._seen_groups: set[str] = set()
+        self._scan_lock = asyncio.Lock()
+        self._requests: Counter[str] = Counter()
+        self._connects = 0
+        self._closed = False
+
+    # ----------------------------------------------------------------------------------------
+    # Public surface
+
+    @property
+    def cluster(self) -> str:
+        return self._cluster
+
+    @property
+    def describe_batch_size(self) -> int:
+        """The DescribeGroups batch size in use (shrinks when a broker rejects a batch)."""
+        return self._describe_batch
+
+    @property
+    def offset_fetch_all_partitions(self) -> bool | None:
+        """Whether the cluster answers "all partitions" OffsetFetch (None: not tried yet)."""
+        return self._fetch_all
+
+    def matches(self, group: str) -> bool:
+        """Whether the allow/deny regexes let ``group`` through."""
+        if self._allow and not any(p.search(group) for p in self._allow):
+            return False
+        return not any(p.search(group) for p in self._deny)
+
+    async def scan(self) -> ScanResult:
+        """Scan the cluster once; raises :class:`ScanError` on any failure or timeout."""
+        if self._closed:
+            raise ScanError(f"collector for cluster {self._cluster!r} is closed")
+        async with self._scan_lock:
+            self._requests = Counter()
+            self._connects = 0
+            started = time.monotonic()
+            deadline = asyncio.timeout(self._scan_timeout_s)
+            try:
+                async with deadline:
+                    result = await self._scan(started)
+            except Exception as exc:
+                self._metadata_stale = True
+                if isinstance(exc, TimeoutError) and deadline.expired():
+                    raise ScanError(
+                        f"scan of cluster {self._cluster!r} timed out after "
+                        f"{self._scan_timeout_s:g}s"
+                    ) from exc
+                raise ScanError(
+                    f"scan of cluster {self._cluster!r} failed: {exc or type(exc).__name__}"
+                ) from exc
+            return result
+
+    async def close(self) -> None:
+        """Close every connection; the collector cannot scan afterwards."""
+        self._closed = True
+        conns, self._conns = list(self._conns.values()), {}
+        waiters = [conn.close(reason=CloseReason.SHUTDOWN) for conn in conns]
+        if waiters:
+            await asyncio.wait(waiters, timeout=self._request_timeout_s)
+
+    async def __aenter__(self) -> ClusterCollector:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ----------------------------------------------------------------------------------------
+    # The scan
+
+    async def _scan(self, started: float) -> ScanResult:
+        metadata, refreshed = await self._current_metadata()
+        listed = await self._list_groups(metadata)
+        selected = {g: node for g, node in listed.items() if self.matches(g)}
+        groups, skipped = await self._describe(selected)
+        commits = await self._fetch_commits(groups, rediscover=refreshed)
+
+        wanted: set[TopicPartition] = set()
+        for name, group in groups.items():
+            wanted.update(commits.get(name, {}))
+            wanted.update(group.assigned)
+        ts, log_end, log_start, unavailable = await self._list_offsets(wanted)
+
+        samples = _build_samples(
+            ts=ts,
+            cluster=self._cluster,
+            groups=groups,
+            commits=commits,
+            log_end=log_end,
+            log_start=log_start,
+        )
+        return ScanResult(
+            cluster=self._cluster,
+            ts=ts,
+            samples=samples,
+            requests=dict(self._requests),
+            group_states={n: normalize_group_state(g.state) for n, g in sorted(groups.items())},
+            skipped_groups=skipped,
+            unavailable_partitions=tuple(sorted(unavailable)),
+            connections_opened=self._connects,
+            duration_s=time.monotonic() - started,
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # Connections
+
+    async def _connection(self, address: tuple[str, int]) -> AIOKafkaConnection:
+        conn = self._conns.get(address)
+        if conn is not None and conn.connected():
+            return conn
+        async with self._conn_locks[address]:
+            conn = self._conns.get(address)
+            if conn is not None and conn.connected():
+                return conn
+            host, port = address
+            try:
+                conn = await create_conn(host, port, **self._conn_settings)
+            except (OSError, TimeoutError, KafkaError) as exc:
+                self._metadata_stale = True
+                raise _TransportError(f"cannot connect to {host}:{port}: {exc!r}") from exc
+            self._conns[address] = conn
+            self._connects += 1
+            return conn
+
+    async def _send(
+        self, address: tuple[str, int], request: Request[Any], *, probing: bool = False
+    ) -> Any:
+        """Send one request (counted) and return its decoded answer, or raise _TransportError.
+
+        A failed request marks the metadata stale (a broker may be gone) unless ``probing``:
+        then the caller expects some brokers to fail it and handles that itself.
+        """
+        api = API_NAMES.get(request.API_KEY, f"api{request.API_KEY}")
+        conn = await self._connection(address)
+        try:
+            answer = conn.send(request)  # encodes now: an unsupported version raises here
+            self._requests[api] += 1
+            return await answer
+        except (KafkaConnectionError, CorrelationIdError, TimeoutError, OSError) as exc:
+            conn.close(reason=CloseReason.CONNECTION_BROKEN)
+            self._conns.pop(address, None)
+            if not probing:
+                self._metadata_stale = True
+            cause = exc.__cause__
+            detail = f"{exc!r}" + (f" (cause: {cause!r})" if cause is not None else "")
+            if isinstance(exc, TimeoutError):
+                detail = f"no answer within {self._request_timeout_s:g}s"
+            raise _TransportError(f"{api} to {address[0]}:{address[1]}: {detail}") from exc
+
+    def _address(self, node_id: int) -> tuple[str, int]:
+        assert self._metadata is not None
+        try:
+            return self._metadata.brokers[node_id]
+        except KeyError:
+            self._metadata_stale = True
+            raise ScanError(f"broker {node_id} is not in the cluster metadata") from None
+
+    async def _send_to_node(
+        self, node_id: int, request: Request[Any], *, probing: bool = False
+    ) -> Any:
+        return await self._send(self._address(node_id), request, probing=probing)
+
+    # ----------------------------------------------------------------------------------------
+    # Metadata
+
+    async def _current_metadata(self) -> tuple[_Metadata, bool]:
+        md = self._metadata
+        if (
+            md is None
+            or self._metadata_stale
+            or time.monotonic() - md.fetched_at >= self._metadata_max_age_s
+        ):
+            return await self._refresh_metadata(), True
+        return md, False
+
+    async def _refresh_metadata(self) -> _Metadata:
+        candidates: list[tuple[str, int]] = []
+        if self._metadata is not None:
+            candidates.extend(self._metadata.brokers[n] for n in sorted(self._metadata.brokers))
+        candidates.extend(a for a in self._bootstrap if a not in candidates)
+        errors: list[str] = []
+        for address in candidates:
+            try:
+                response = await self._send(address, MetadataRequest(None))
+            except _TransportError as exc:
+                errors.append(str(exc))
+                continue
+            md = _parse_metadata(response)
+            if not md.brokers:
+                errors.append(f"{address[0]}:{address[1]} returned metadata without brokers")
+                continue
+            self._metadata = md
+            self._metadata_stale = False
+            self._forget_dead_connections(md)
+            return md
+        raise ScanError("cannot fetch cluster metadata: " + "; ".join(errors))
+
+    def _forget_dead_connections(self, md: _Metadata) -> None:
+        live = set(md.brokers.values()) | set(self._bootstrap)
+        for address in [a for a in self._conns if a not in live]:
+            self._conns.pop(address).close(reason=CloseReason.SHUTDOWN)
+
+    # ----------------------------------------------------------------------------------------
+    # Groups
+
+    async def _list_groups(self, md: _Metadata) -> dict[str, int]:
+        """Every group id, mapped to the broker that listed it (its coordinator)."""
+        listed: dict[str, int] = {}
+
+        async def one(node_id: int) -> None:
+            for attempt in range(2):
+                response = await self._send_to_node(node_id, ListGroupsRequest())
+                if response.error_code == _NONE:
+                    for group_id, _protocol_type in response.groups:
+                        listed[group_id] = node_id
+                    return
+                if response.error_code != _COORDINATOR_LOAD_IN_PROGRESS or attempt:
+                    raise ScanError(
+                        f"ListGroups on broker {node_id} failed with error code "
+                        f"{response.error_code}"
+                    )
+                await asyncio.sleep(_RETRY_BACKOFF_S)
+
+        await _run_all(one(node) for node in sorted(md.brokers))
+        self._coordinators.update(listed)
+        for gone in set(self._coordinators) - set(listed):
+            del self._coordinators[gone]
+        for gone in set(self._group_topics) - set(listed):
+            del self._group_topics[gone]
+        return listed
+
+    async def _find_coordinator(self, group: str) -> int:
+        md = self._metadata
+        assert md is not None
+        response = await self._send_to_node(min(md.brokers), FindCoordinatorRequest(group, 0))
+        if response.error_code != _NONE:
+            raise _CoordinatorMoved(f"FindCoordinator({group!r}): error {response.error_code}")
+        node_id = int(response.coordinator_id)
+        if node_id not in md.brokers:
+            await self._refresh_metadata()
+        self._coordinators[group] = node_id
+        return node_id
+
+    async def _describe(
+        self, selected: Mapping[str, int]
+    ) -> tuple[dict[str, _Group], dict[str, str]]:
+        raw: dict[str, tuple[Any, ...]] = {}
+        by_node: defaultdict[int, list[str]] = defaultdict(list)
+        for group, node_id in selected.items():
+            by_node[node_id].append(group)
+        await _run_all(
+            self._describe_on(node, sorted(names), raw) for node, names in by_node.items()
+        )
+
+        # Groups whose coordinator moved between ListGroups and DescribeGroups: ask again once.
+        moved = sorted(g for g, entry in raw.items() if entry[0] in _COORDINATOR_ERRORS)
+        if moved:
+            await asyncio.sleep(_RETRY_BACKOFF_S)
+            by_node = defaultdict(list)
+            for group in moved:
+                by_node[await self._find_coordinator(group)].append(group)
+            await _run_all(self._describe_on(n, names, raw) for n, names in by_node.items())
+
+        groups: dict[str, _Group] = {}
+        skipped: dict[str, str] = {}
+        for name in sorted(raw):
+            error_code, _, state, protocol_type, _protocol, members = raw[name][:6]
+            if error_code == _GROUP_ID_NOT_FOUND:
+                groups[name] = _Group(name, "Dead", protocol_type or "", [], set(), set())
+                continue
+            if error_code == _GROUP_AUTHORIZATION_FAILED:
+                skipped[name] = "GROUP_AUTHORIZATION_FAILED"
+                continue
+            if error_code != _NONE:
+                raise ScanError(f"DescribeGroups({name!r}) failed with error code {error_code}")
+            assigned: set[TopicPartition] = set()
+            subscribed: set[str] = set()
+            member_ids: list[str] = []
+            for member in members:
+                member_id, _client_id, _host, metadata, assignment = member[:5]
+                member_ids.append(member_id)
+                parts, topics = _decode_member(protocol_type or "", metadata, assignment)
+                assigned |= parts
+                subscribed |= topics
+            groups[name] = _Group(
+                name, state or "Unknown", protocol_type or "", member_ids, assigned, subscribed
+            )
+        return groups, skipped
+
+    async def _describe_on(
+        self, node_id: int, names: list[str], out: dict[str, tuple[Any, ...]]
+    ) -> None:
+        """Describe ``names`` on one coordinator in batches of the learned size.
+
+        The first batch goes alone, so a broker that drops oversized batches is found out (and
+        the size learned) before anything else is in flight on that connection. The rest go
+        concurrently; a batch that fails among them is retried alone with splitting, so a
+        failure caused by a sibling's dropped connection does not shrink the size.
+        """
+        if not names:
+            return
+        first = names[: self._describe_batch]
+        await self._describe_split(node_id, first, out)
+        rest = _chunks(names[len(first) :], self._describe_batch)
+        failed: list[list[str]] = []
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def one(batch: list[str]) -> None:
+            async with gate:
+                try:
+                    await self._describe_batch_once(node_id, batch, out)
+                except _TransportError:
+                    failed.append(batch)
+
+        await _run_all(one(batch) for batch in rest)
+        for batch in failed:
+            await self._describe_split(node_id, batch, out)
+
+    async def _describe_split(
+        self, node_id: int, batch: list[str], out: dict[str, tuple[Any, ...]]
+    ) -> None:
+        try:
+            await self._describe_batch_once(node_id, batch, out)
+            return
+        except _TransportError as exc:
+            if len(batch) == 1:
+                raise ScanError(f"DescribeGroups({batch[0]!r}) failed: {exc}") from exc
+            log.info(
+                "cluster %s: DescribeGroups of %d groups failed (%s); splitting",
+                self._cluster,
+                len(batch),
+                exc,
+            )
+        half = (len(batch) + 1) // 2
+        await self._describe_split(node_id, batch[:half], out)
+        await self._describe_split(node_id, batch[half:], out)
+        if half < self._describe_batch:
+            log.warning(
+                "cluster %s: DescribeGroups batch size lowered from %d to %d",
+                self._cluster,
+                self._describe_batch,
+                half,
+            )
+            self._describe_batch = half
+
+    async def _describe_batch_once(
+        self, node_id: int, batch: list[str], out: dict[str, tuple[Any, ...]]
+    ) -> None:
+        response = await self._send_to_node(node_id, _DescribeGroups(batch), probing=len(batch) > 1)
+        answered = {entry[1]: tuple(entry) for entry in response.groups}
+        missing = [g for g in batch if g not in answered]
+        if missing:
+            raise ScanError(f"DescribeGroups on broker {node_id} did not answer for {missing}")
+        for group in batch:
+            out[group] = answered[group]
+
+    # ----------------------------------------------------------------------------------------
+    # Committed offsets
+
+    async def _fetch_commits(
+        self, groups: Mapping[str, _Group], *, rediscover: bool
+    ) -> dict[str, dict[TopicPartition, int]]:
+        commits: dict[str, dict[TopicPartition, int]] = {}
+        pending = [groups[name] for name in sorted(groups)]
+        if self._fetch_all is None and pending:
+            # Learn alone whether "all partitions" works: a broker that cannot answer it may
+            # drop the connection, which would fail every other request in flight on it.
+            probed = await self._fetch_group(pending[0], rediscover, probe=True)
+            if probed is not None:
+                commits[pending.pop(0).name] = probed
+        # A group not seen before may commit to topics created after the metadata was read;
+        # when partitions must be named, only fresh metadata can show them.
+        new_group = any(group.name not in self._seen_groups for group in pending)
+        if self._fetch_all is False and not rediscover and new_group:
+            await self._refresh_metadata()
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def one(group: _Group) -> None:
+            async with gate:
+                result = await self._fetch_group(group, rediscover)
+                assert result is not None
+                commits[group.name] = result
+
+        await _run_all(one(group) for group in pending)
+        self._seen_groups = set(groups)
+        return commits
+
+    async def _fetch_group(
+        self, group: _Group, rediscover: bool, *, probe: bool = False
+    ) -> dict[TopicPartition, int] | None:
+        for attempt in range(2):
+            node_id = self._coordinators.get(group.name)
+            try:
+                if node_id is None:
+                    node_id = await self._find_coordinator(group.name)
+                result = await self._fetch_group_from(node_id, group, rediscover, probe)
+            except _CoordinatorMoved as exc:
+                self._coordinators.pop(group.name, None)
+                if attempt:
+                    raise ScanError(f"OffsetFetch({group.name!r}): {exc}") from exc
+                await asyncio.sleep(_RETRY_BACKOFF_S)
+                continue
+            if result is not None:
+                self._group_topics[group.name] = {topic for topic, _ in result}
+            return result
+        raise AssertionError("unreachable")
+
+    async def _fetch_group_from(
+        self, node_id: int, group: _Group, rediscover: bool, probe: bool
+    ) -> dict[TopicPartition, int] | None:
+        """One OffsetFetch for the whole group; ``None`` when a probe found "all" unsupported."""
+        if self._fetch_all is not False:
+            try:
+                response = await self._send_to_node(
+                    node_id, OffsetFetchRequest(group.name, None), probing=probe
+                )
+            except (_TransportError, IncompatibleBrokerVersion) as exc:
+                if not probe:
+                    raise
+                log.warning(
+                    "cluster %s: OffsetFetch for all partitions of a group is not answered "
+                    "(%s); naming partitions from now on",
+                    self._cluster,
+                    exc,
+                )
+                self._fetch_all = False
+                return None
+            self._fetch_all = True
+            return _parse_offset_fetch(group.name, response)
+
+        request_topics = self._named_partitions(group, rediscover)
+        if not request_topics:
+            return {}
+        response = await self._send_to_node(node_id, OffsetFetchRequest(group.name, request_topics))
+        return _parse_offset_fetch(group.name, response)
+
+    def _named_partitions(self, group: _Group, rediscover: bool) -> list[tuple[str, list[int]]]:
+        """Every partition a group may have committed to, for brokers without "all partitions".
+
+        Topics the group is assigned or subscribed to and topics it committed to before, each
+        with every partition the metadata knows; all topics when none of those is known or the
+        metadata was just refreshed (how commits to a topic new to the group are found).
+        """
+        md = self._metadata
+        assert md is not None
+        topics = group.topics_of_interest | self._group_topics.get(group.name, set())
+        if rediscover or not topics:
+            topics |= set(md.user_topics())
+        wanted: defaultdict[str, set[int]] = defaultdict(set)
+        for topic in topics:
+            wanted[topic].update(md.partitions(topic))
+        for topic, partition in group.assigned:
+            wanted[topic].add(partition)
+        return [(topic, sorted(parts)) for topic, parts in sorted(wanted.items()) if parts]
+
+    # ----------------------------------------------------------------------------------------
+    # Log offsets
+
+    async def _list_offsets(
+        self, wanted: set[TopicPartition]
+    ) -> tuple[
+        int, dict[TopicPartition, int], dict[TopicPartition, int | None], set[TopicPartition]
+    ]:
+        md = self._metadata
+        assert md is not None
+        leaderless = any(md.leader(tp) not in md.brokers for tp in wanted)
+        if leaderless and time.monotonic() - md.fetched_at >= self._leader_refresh_min_s:
+            # New topics or moved leaders; rate-limited so that a commit left on a deleted
+            # topic does not cost a metadata request every scan.
+            md = await self._refresh_metadata()
+        ts = _now_ms()
+        log_end: dict[TopicPartition, int] = {}
+        log_start: dict[TopicPartition, int | None] = {}
+        failed = await self._list_offsets_round(md, wanted, log_end, log_start)
+        if failed:
+            # NOT_LEADER and friends: a leader moved since the metadata was read.
+            md = await self._refresh_metadata()
+            await self._list_offsets_round(md, failed, log_end, log_start)
+        unavailable = {tp for tp in wanted if tp not in log_end}
+        if unavailable:
+            log.warning(
+                "cluster %s: no log-end offset for %d partitions (e.g. %s)",
+                self._cluster,
+                len(unavailable),
+                min(unavailable),
+            )
+        return ts, log_end, log_start, unavailable
+
+    async def _list_offsets_round(
+        self,
+        md: _Metadata,
+        wanted: Iterable[TopicPartition],
+        log_end: dict[TopicPartition, int],
+        log_start: dict[TopicPartition, int | None],
+    ) -> set[TopicPartition]:
+        """One ListOffsets per leader and timestamp for the partitions with a known leader.
+
+        Returns the partitions a leader refused as not (or no longer) its own.
+        """
+        by_leader: defaultdict[int, list[TopicPartition]] = defaultdict(list)
+        retry: set[TopicPartition] = set()
+        for tp in wanted:
+            leader = md.leader(tp)
+            if leader in md.brokers:
+                by_leader[leader].append(tp)
+
+        async def one(leader: int, tps: list[TopicPartition], timestamp: int) -> None:
+            by_topic: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+            for topic, partition in sorted(tps):
+                by_topic[topic].append((partition, timestamp))
+            request = OffsetRequest(-1, _READ_UNCOMMITTED, sorted(by_topic.items()))
+            response = await self._send_to_node(leader, request)
+            target = log_end if timestamp == _LATEST else log_start
+            for topic, partitions in response.topics:
+                for entry in partitions:
+                    partition, error_code = entry[0], entry[1]
+                    tp = (topic, partition)
+                    if error_code == _NONE:
+                        offset = entry[2][0] if response.API_VERSION == 0 else entry[3]
+                        target[tp] = int(offset)
+                    elif error_code in _LEADER_ERRORS:
+                        retry.add(tp)
+                    elif timestamp == _LATEST:
+                        raise ScanError(
+                            f"ListOffsets({topic}/{partition}) failed with error code {error_code}"
+                        )
+
+        await _run_all(
+            one(leader, tps, timestamp)
+            for leader, tps in by_leader.items()
+            for timestamp in (_LATEST, _EARLIEST)
+        )
+        return retry
+
+
+def _parse_address(server: str) -> tuple[str, int]:
+    server = server.strip()
+    host, sep, port = server.rpartition(":")
+    if not sep or not port.isdigit():
+        return server.strip("[]"), 9092
+    return host.strip("[]"), int(port)
+
+
+def _parse_metadata(response: Any) -> _Metadata:
+    data = response.to_object()
+    brokers = {int(b["node_id"]): (str(b["host"]), int(b["port"])) for b in data["brokers"]}
+    leaders: dict[str, dict[int, int]] = {}
+    internal: set[str] = set()
+    for topic in data["topics"]:
+        if not topic["partitions"]:
+            continue
+        name = topic["topic"]
+        leaders[name] = {int(p["partition"]): int(p["leader"]) for p in topic["partitions"]}
+        if topic.get("is_internal") or name.startswith("__"):
+            internal.add(name)
+    return _Metadata(brokers, leaders, frozenset(internal), time.monotonic())
+
+
+def _parse_offset_fetch(group: str, response: Any) -> dict[TopicPartition, int]:
+    top_error = getattr(response, "error_code", _NONE)
+    if top_error in _COORDINATOR_ERRORS:
+        raise _CoordinatorMoved(f"error code {top_error}")
+    if top_error != _NONE:
+        raise ScanError(f"OffsetFetch({group!r}) failed with error code {top_error}")
+    commits: dict[TopicPartition, int] = {}
+    for topic, partitions in response.topics:
+        for partition, offset, _metadata, error_code in partitions:
+            if error_code == _NONE:
+                if offset >= 0:
+                    commits[(topic, partition)] = int(offset)
+            elif error_code in _COORDINATOR_ERRORS:
+                raise _CoordinatorMoved(f"error code {error_code}")
+            elif error_code != _UNKNOWN_TOPIC_OR_PARTITION:
+                raise ScanError(
+                    f"OffsetFetch({group!r}) for {topic}/{partition} failed with error code "
+                    f"{error_code}"
+                )
+    return commits

@@ -1,0 +1,435 @@
+"""The coordinator: scans every cluster on a schedule and runs the one-way pipeline.
+
+    scan → window store → evaluate → transitions → sink (the notifier, or structured logs)
+
+Each cluster has its own store, evaluator and transition tracker (clusters may scan at
+different intervals), its own collector and its own checkpoint. APScheduler runs one scan job
+per cluster (never two at once for the same cluster), a checkpoint job, a history-retention job
+and a group-expiry job, all in the service's event loop.
+
+A scan that fails is a gap: nothing is ingested, nothing is evaluated, so it can never become
+an alert. It is logged and counted; the next tries back off exponentially; after
+``down_after_failures`` failures in a row the cluster is reported down to the sink (which mutes
+its groups and raises one cluster alert) until a scan succeeds again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from notifier import checkpoint
+from notifier.collect import ClusterCollector, ScanError, ScanResult
+from notifier.config import RulesConfig
+from notifier.evaluate import Evaluation, Evaluator, TransitionTracker
+from notifier.history import HistoryWriter
+from notifier.settings import ClusterConfig, ServiceConfig
+from notifier.store import ScanColumns, WindowStore
+from notifier.types import Transition
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 300.0
+
+
+class TransitionSink(Protocol):
+    """The narrow interface between the coordinator and the notification pipeline."""
+
+    def handle(self, transitions: list[Transition], now: int) -> None: ...
+
+    def cluster_down(self, cluster: str, now: int, reason: str) -> None: ...
+
+    def cluster_up(self, cluster: str, now: int) -> None: ...
+
+
+class LogSink:
+    """Transitions as structured log lines, and optionally as JSON lines in a file."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path
+        self.count = 0
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self.count += 1
+        log.info("transition", extra={"event": "transition", **record})
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as handle:
+                handle.write(json.dumps(record, default=str) + "\n")
+
+    def handle(self, transitions: list[Transition], now: int) -> None:
+        for t in transitions:
+            self._write(transition_record(t))
+
+    def cluster_down(self, cluster: str, now: int, reason: str) -> None:
+        self._write({"kind": "cluster_down", "cluster": cluster, "at": now, "reason": reason})
+
+    def cluster_up(self, cluster: str, now: int) -> None:
+        self._write({"kind": "cluster_up", "cluster": cluster, "at": now})
+
+
+def transition_record(t: Transition) -> dict[str, Any]:
+    """A transition as a flat JSON-able record (logs, the demo's JSON-lines file)."""
+    result = t.result
+    return {
+        "kind": "transition",
+        "cluster": t.cluster,
+        "group": t.group,
+        "previous": t.previous.value,
+        "current": t.current.value,
+        "gone": t.gone,
+        "at": t.at,
+        "total_lag": result.total_lag if result else None,
+        "max_lag_seconds": result.max_lag_seconds if result else None,
+        "findings": [
+            {
+                "rule": f.rule,
+                "status": f.status,
+                "severity": f.severity.value,
+                "topic": f.topic,
+                "partition": f.partition,
+                "message": f.message,
+            }
+            for f in (result.findings if result else [])
+        ],
+    }
+
+
+@dataclass
+class ScanMetrics:
+    scans: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    last_success_ms: int | None = None
+    last_error: str | None = None
+    last_duration_s: float = 0.0
+    last_requests: dict[str, int] = field(default_factory=dict)
+    last_evaluate_s: float = 0.0
+    down: bool = False
+
+
+@dataclass
+class ClusterState:
+    """Everything the coordinator keeps for one cluster."""
+
+    config: ClusterConfig
+    store: WindowStore
+    evaluator: Evaluator
+    tracker: TransitionTracker
+    collector: Any
+    metrics: ScanMetrics = field(default_factory=ScanMetrics)
+    evaluation: Evaluation | None = None
+    groups: dict[str, str] = field(default_factory=dict)
+    """Every group the last scan listed, with its state (groups without partitions too)."""
+    retry_at: float = 0.0
+
+
+class Coordinator:
+    """Runs the service: scans, evaluation, transitions, history, checkpoints."""
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        rules: RulesConfig,
+        data_dir: Path,
+        sink: TransitionSink,
+        collector_factory: Callable[[ClusterConfig], Any] | None = None,
+        rules_path: Path | None = None,
+    ):
+        self.rules_path = rules_path
+        self.config = config
+        self.rules = rules
+        self.data_dir = Path(data_dir)
+        self.sink = sink
+        self._make_collector = collector_factory or make_collector
+        self.clusters: dict[str, ClusterState] = {}
+        for cluster in config.clusters:
+            store = WindowStore(rules.window, cluster.scan_interval)
+            self.clusters[cluster.name] = ClusterState(
+                config=cluster,
+                store=store,
+                evaluator=Evaluator(rules, store),
+                tracker=TransitionTracker(),
+                collector=None,
+            )
+        self.history: HistoryWriter | None = None
+        self.scheduler: AsyncIOScheduler | None = None
+        self.started_at = time.time()
+        self._stopping = asyncio.Event()
+        self._scans_in_flight: set[asyncio.Task] = set()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def checkpoint_path(self, cluster: str) -> Path:
+        return self.data_dir / "state" / f"{cluster}.sqlite"
+
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for name, state in self.clusters.items():
+            restored = checkpoint.load(
+                self.checkpoint_path(name), state.store, state.evaluator, state.tracker
+            )
+            log.info("cluster ready", extra={"event": "cluster_ready", "cluster": name,
+                                              "warm_restart": restored})  # fmt: skip
+            state.collector = self._make_collector(state.config)
+        if self.config.history.enabled:
+            self.history = HistoryWriter(
+                self.data_dir / "history",
+                self.config.history.roll_interval,
+                self.config.history.retention_days,
+            )
+        self.scheduler = AsyncIOScheduler(timezone="UTC")
+        for name, state in self.clusters.items():
+            self.scheduler.add_job(
+                self._scan_job, "interval", seconds=state.config.scan_interval, args=[name],
+                id=f"scan:{name}", max_instances=1, coalesce=True,
+                next_run_time=_now_datetime(), misfire_grace_time=None,
+            )  # fmt: skip
+        self.scheduler.add_job(
+            self.save_checkpoints, "interval", seconds=self.config.checkpoint_interval,
+            id="checkpoint", max_instances=1, coalesce=True,
+        )  # fmt: skip
+        self.scheduler.add_job(self._expire, "interval", seconds=60, id="expire", coalesce=True)
+        if self.history is not None:
+            self.scheduler.add_job(
+                self.history.prune, "interval", hours=1, id="history-retention", coalesce=True
+            )
+        self.scheduler.start()
+
+    async def stop(self) -> None:
+        """Finish or cancel the scans under way, flush history, checkpoint, close."""
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+            self.scheduler = None
+        if self._scans_in_flight:
+            _, pending = await asyncio.wait(self._scans_in_flight, timeout=5)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self.history is not None:
+            await asyncio.to_thread(self.history.close)
+            self.history = None
+        self.save_checkpoints()
+        for state in self.clusters.values():
+            if state.collector is not None:
+                await state.collector.close()
+                state.collector = None
+
+    async def run_until_signalled(self) -> None:
+        """``notifier run``: start, wait for SIGINT/SIGTERM, stop cleanly."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._stopping.set)
+        if self.rules_path is not None:
+            loop.add_signal_handler(signal.SIGHUP, self.reload_rules)
+        await self.start()
+        try:
+            await self._stopping.wait()
+        finally:
+            log.info("shutting down", extra={"event": "shutdown"})
+            await self.stop()
+
+    def reload_rules(self) -> bool:
+        """Re-read the rules file (SIGHUP). A bad file is reported and the running rules stay:
+        a typo never takes the service down."""
+        from notifier.config import ConfigError, load_rules
+
+        try:
+            rules = load_rules(self.rules_path)
+            for state in self.clusters.values():
+                state.evaluator.reconfigure(rules)
+        except (ConfigError, ValueError) as exc:
+            log.error("rules not reloaded; keeping the running rules",
+                      extra={"event": "rules_reload_failed", "error": str(exc)})  # fmt: skip
+            return False
+        self.rules = rules
+        log.info("rules reloaded", extra={"event": "rules_reloaded", "path": str(self.rules_path)})
+        return True
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    def save_checkpoints(self) -> None:
+        for name, state in self.clusters.items():
+            try:
+                seconds = checkpoint.save(
+                    self.checkpoint_path(name), state.store, state.evaluator, state.tracker
+                )
+                log.debug("checkpoint saved", extra={"cluster": name, "seconds": round(seconds, 3)})
+            except Exception:
+                log.exception(
+                    "checkpoint failed", extra={"event": "checkpoint_failed", "cluster": name}
+                )
+
+    # ---------------------------------------------------------------- scanning
+
+    async def _scan_job(self, cluster: str) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._scans_in_flight.add(task)
+        try:
+            await self.scan_once(cluster)
+        finally:
+            if task is not None:
+                self._scans_in_flight.discard(task)
+
+    async def scan_once(self, cluster: str) -> list[Transition]:
+        """One scan of one cluster and everything downstream of it; returns the transitions."""
+        state = self.clusters[cluster]
+        if time.monotonic() < state.retry_at:
+            return []  # backing off after failures
+        try:
+            result = await state.collector.scan()
+        except ScanError as exc:
+            self._scan_failed(state, str(exc))
+            return []
+        return self.process(state, result)
+
+    def _scan_failed(self, state: ClusterState, error: str) -> None:
+        m = state.metrics
+        m.failures += 1
+        m.consecutive_failures += 1
+        m.last_error = error
+        backoff = min(MAX_BACKOFF_S, state.config.scan_interval * 2 ** (m.consecutive_failures - 1))
+        state.retry_at = time.monotonic() + backoff - state.config.scan_interval
+        name = state.config.name
+        log.warning(
+            "scan failed", extra={"event": "scan_failed", "cluster": name, "error": error,
+                                  "consecutive_failures": m.consecutive_failures,
+                                  "next_try_s": round(backoff, 1)},
+        )  # fmt: skip
+        if not m.down and m.consecutive_failures >= state.config.down_after_failures:
+            m.down = True
+            self.sink.cluster_down(name, _now_ms(), error)
+
+    def process(self, state: ClusterState, result: ScanResult) -> list[Transition]:
+        """Ingest a successful scan, evaluate, and hand transitions to the sink."""
+        name = state.config.name
+        m = state.metrics
+        m.scans += 1
+        m.consecutive_failures = 0
+        m.last_success_ms = result.ts
+        m.last_duration_s = result.duration_s
+        m.last_requests = dict(result.requests)
+        state.retry_at = 0.0
+        if m.down:
+            m.down = False
+            self.sink.cluster_up(name, result.ts)
+
+        store = state.store
+        started = time.perf_counter()
+        touched = store.ingest_scan(ScanColumns.from_table(result.samples, name, result.ts))
+        gone_groups = self._forget_vanished(state, result, touched)
+        transitions = state.tracker.gone(gone_groups, result.ts)
+        if store.rows_in_use and len(store.alive_rows()):
+            evaluation = state.evaluator.evaluate(result.ts)
+            state.evaluation = evaluation
+            transitions += state.tracker.update(evaluation)
+        else:
+            state.evaluation = None
+        m.last_evaluate_s = time.perf_counter() - started
+        state.groups = dict(result.group_states)
+        if transitions:
+            self.sink.handle(transitions, result.ts)
+        if self.history is not None and result.samples.num_rows:
+            self.history.append(result.samples)
+        log.debug(
+            "scan", extra={"event": "scan", "cluster": name, "rows": result.samples.num_rows,
+                           "duration_s": round(result.duration_s, 3),
+                           "requests": result.total_requests, "transitions": len(transitions)},
+        )  # fmt: skip
+        return transitions
+
+    def _forget_vanished(
+        self, state: ClusterState, result: ScanResult, touched: np.ndarray
+    ) -> list[tuple[str, str]]:
+        """Drop partitions the scan no longer lists (deleted topics, groups gone), except those
+        only unavailable for the moment; return the groups that are gone entirely or lost
+        every partition, so their open alerts resolve as gone."""
+        store = state.store
+        name = state.config.name
+        before = set(store.groups(name))
+        alive = store.alive_rows()
+        missing = np.setdiff1d(alive, touched)
+        if missing.size:
+            unavailable = set(result.unavailable_partitions)
+            drop = [
+                int(r) for r in missing
+                if (store.row_key[int(r)][2], store.row_key[int(r)][3]) not in unavailable
+            ]  # fmt: skip
+            store.remove_rows(drop)
+        listed = set(result.group_states)
+        vanished = [k for k in store.groups(name) if k[1] not in listed]
+        store.remove_groups(vanished)
+        after = set(store.groups(name))
+        gone = sorted(before - after)
+        if gone:
+            gids = [g for g, k in enumerate(store.group_key) if k is None]
+            state.evaluator.forget_groups(np.asarray(gids, dtype=np.int64))
+        return gone
+
+    def _expire(self) -> None:
+        now = _now_ms()
+        for name, state in self.clusters.items():
+            expired = state.store.expire(now)
+            if expired:
+                log.info("groups expired", extra={"event": "expire", "cluster": name,
+                                                   "groups": [g for _, g in expired]})  # fmt: skip
+                transitions = state.tracker.gone(expired, now)
+                if transitions:
+                    self.sink.handle(transitions, now)
+
+    # ---------------------------------------------------------------- reading (API, demo)
+
+    def ready(self, now_ms: int | None = None) -> bool:
+        """Every cluster scanned successfully within the last three intervals."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        return all(
+            s.metrics.last_success_ms is not None
+            and now_ms - s.metrics.last_success_ms <= 3 * s.config.scan_interval * 1000
+            for s in self.clusters.values()
+        )
+
+
+def make_collector(cluster: ClusterConfig) -> ClusterCollector:
+    security = cluster.security
+    return ClusterCollector(
+        cluster.bootstrap_servers,
+        cluster=cluster.name,
+        client_id=cluster.client_id,
+        request_timeout_ms=int(cluster.request_timeout * 1000),
+        scan_timeout_ms=int(cluster.scan_timeout * 1000),
+        metadata_max_age_ms=int(cluster.metadata_max_age * 1000),
+        group_allow=cluster.group_allow or None,
+        group_deny=cluster.group_deny or None,
+        describe_batch_size=cluster.describe_batch_size,
+        offset_fetch_concurrency=cluster.offset_fetch_concurrency,
+        security_protocol=security.protocol,
+        ssl_cafile=security.ssl_cafile,
+        ssl_certfile=security.ssl_certfile,
+        ssl_keyfile=security.ssl_keyfile,
+        ssl_password=security.ssl_password,
+        sasl_mechanism=security.sasl_mechanism,
+        sasl_username=security.sasl_username,
+        sasl_password=security.sasl_password,
+    )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _now_datetime():
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)

@@ -1,0 +1,193 @@
+"""The service config (``notifier run --config FILE``): clusters, rules, data dir, history, API
+and notifications, validated with pydantic. ``${ENV_VAR}`` anywhere in a string is replaced by
+the variable's value (``${VAR:-default}`` gives a default), so secrets stay out of the file.
+
+Errors name the file, the field and what was expected, as for the rules file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from notifier.config import ConfigError, Duration, read_yaml, validation_problems
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SecurityConfig(_Strict):
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = Field(default=None, repr=False)
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: str | None = Field(default=None, repr=False)
+
+    @model_validator(mode="after")
+    def _sasl_needs_credentials(self) -> SecurityConfig:
+        if self.protocol.startswith("SASL_") and (not self.sasl_username or not self.sasl_password):
+            raise ValueError(f"{self.protocol} needs sasl_username and sasl_password")
+        return self
+
+
+class ClusterConfig(_Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")]
+    bootstrap_servers: list[str]
+    client_id: str = "notifier"
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
+    request_timeout: Duration = 10.0
+    scan_timeout: Duration = 60.0
+    scan_interval: Duration = 10.0
+    metadata_max_age: Duration = 300.0
+    describe_batch_size: Annotated[int, Field(ge=1)] = 32
+    offset_fetch_concurrency: Annotated[int, Field(ge=1)] = 16
+    group_allow: list[str] = Field(default_factory=list)
+    group_deny: list[str] = Field(default_factory=list)
+    down_after_failures: Annotated[int, Field(ge=1)] = 3
+    """Consecutive failed scans after which the cluster counts as down (its groups muted, one
+    cluster alert raised)."""
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [s.strip() for s in value.split(",") if s.strip()]
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _not_empty(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("needs at least one host:port")
+        for server in value:
+            if not re.fullmatch(r"[^\s:]+:\d+", server):
+                raise ValueError(f"expected host:port, got {server!r}")
+        return value
+
+    @field_validator("group_allow", "group_deny", mode="before")
+    @classmethod
+    def _regexes(cls, value: Any) -> Any:
+        patterns = [value] if isinstance(value, str) else value
+        for pattern in patterns or []:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return patterns
+
+    @field_validator("scan_interval", mode="before")
+    @classmethod
+    def _interval(cls, value: Any) -> Any:
+        from notifier.config import parse_duration
+
+        seconds = parse_duration(value)
+        if seconds <= 0:
+            raise ValueError("must be greater than 0")
+        return seconds
+
+
+class HistoryConfig(_Strict):
+    enabled: bool = True
+    roll_interval: Duration = 300.0
+    retention_days: Annotated[int, Field(ge=1)] = 14
+
+
+class ApiConfig(_Strict):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8000
+    token: str | None = Field(default=None, repr=False)
+    """Bearer token required by writing endpoints (silences); none: writes are open."""
+    public_url: str | None = None
+    """How people reach the status page (used in notification links)."""
+
+
+class LoggingConfig(_Strict):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["json", "keyvalue"] = "json"
+
+
+class ServiceConfig(_Strict):
+    clusters: list[ClusterConfig]
+    rules: str = "rules.yaml"
+    data_dir: str = "data"
+    checkpoint_interval: Duration = 60.0
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    notify: dict[str, Any] | None = None
+    """Receivers, routes and silences (see the README's notification section)."""
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique(cls, clusters: list[ClusterConfig]) -> list[ClusterConfig]:
+        if not clusters:
+            raise ValueError("needs at least one cluster")
+        names = [c.name for c in clusters]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"cluster names must be unique: {', '.join(duplicates)} repeated")
+        return clusters
+
+    def rules_path(self, base: Path) -> Path:
+        path = Path(self.rules)
+        return path if path.is_absolute() else base / path
+
+    def data_path(self, base: Path) -> Path:
+        path = Path(self.data_dir)
+        return path if path.is_absolute() else base / path
+
+
+def substitute_env(value: Any, environ: dict[str, str] | None = None, where: str = "") -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a parsed YAML document."""
+    environ = os.environ if environ is None else environ
+    if isinstance(value, dict):
+        return {
+            k: substitute_env(v, environ, f"{where}.{k}" if where else str(k))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [substitute_env(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in environ:
+                return environ[name]
+            if default is not None:
+                return default
+            raise KeyError(f"{where}: environment variable {name} is not set")
+
+        return _ENV.sub(replace, value)
+    return value
+
+
+def parse_service_config(
+    data: Any, source: str, environ: dict[str, str] | None = None
+) -> ServiceConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(source, [("", "expected a mapping with clusters, rules, data_dir, ...")])
+    try:
+        data = substitute_env(data, environ)
+    except KeyError as exc:
+        where, _, message = str(exc.args[0]).partition(": ")
+        raise ConfigError(source, [(where, message)]) from None
+    try:
+        return ServiceConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, validation_problems(exc, data)) from None
+
+
+def load_service_config(path: str | Path, environ: dict[str, str] | None = None) -> ServiceConfig:
+    path = Path(path)
+    return parse_service_config(read_yaml(path), str(path), environ)

