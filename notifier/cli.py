@@ -78,7 +78,13 @@ def run(config_path: Path) -> None:
     data_dir = service.data_path(config_path.parent)
     sink = build_sink(service, data_dir)
     coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
-    asyncio.run(coordinator.run_until_signalled())
+    companions = []
+    if service.api.enabled:
+        from notifier.api import ApiServer, create_app
+
+        app = create_app(coordinator, getattr(sink, "notifier", None), service.api.token)
+        companions.append(ApiServer(app, service.api.host, service.api.port))
+    asyncio.run(coordinator.run_until_signalled(companions))
 
 
 def build_sink(service, data_dir: Path):

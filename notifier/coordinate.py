@@ -225,18 +225,25 @@ class Coordinator:
                 await state.collector.close()
                 state.collector = None
 
-    async def run_until_signalled(self) -> None:
-        """``notifier run``: start, wait for SIGINT/SIGTERM, stop cleanly."""
+    async def run_until_signalled(self, companions: list[Any] = ()) -> None:
+        """``notifier run``: start, wait for SIGINT/SIGTERM, stop cleanly. ``companions`` (the
+        API server, the notifier) start after the coordinator and stop before it."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stopping.set)
         if self.rules_path is not None:
             loop.add_signal_handler(signal.SIGHUP, self.reload_rules)
         await self.start()
+        started = []
         try:
+            for companion in companions:
+                await companion.start()
+                started.append(companion)
             await self._stopping.wait()
         finally:
             log.info("shutting down", extra={"event": "shutdown"})
+            for companion in reversed(started):
+                await companion.stop()
             await self.stop()
 
     def reload_rules(self) -> bool:

@@ -14,45 +14,14 @@ import pytest
 
 from notifier.collect import ScanError, ScanResult
 from notifier.config import load_rules, parse_rules
-from notifier.coordinate import Coordinator, LogSink
 from notifier.settings import parse_service_config
 from notifier.types import GroupStatus, Sample, samples_to_table
+
+from .scripted import drive, service
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_800_000_000_000
 INTERVAL_S = 10
-
-
-class ScriptedCollector:
-    """Returns one prepared scan (or raises ScanError) per call."""
-
-    def __init__(self, script: list):
-        self.script = list(script)
-
-    async def scan(self) -> ScanResult:
-        step = self.script.pop(0)
-        if isinstance(step, Exception):
-            raise step
-        return step
-
-    async def close(self) -> None:
-        pass
-
-
-class RecordingSink(LogSink):
-    def __init__(self):
-        super().__init__()
-        self.transitions = []
-        self.events = []
-
-    def handle(self, transitions, now):
-        self.transitions.extend(transitions)
-
-    def cluster_down(self, cluster, now, reason):
-        self.events.append(("down", cluster))
-
-    def cluster_up(self, cluster, now):
-        self.events.append(("up", cluster))
 
 
 def scan(i: int, groups: dict[str, tuple[int, int, int]]) -> ScanResult:
@@ -70,27 +39,12 @@ def scan(i: int, groups: dict[str, tuple[int, int, int]]) -> ScanResult:
     )  # fmt: skip
 
 
-def coordinator(tmp_path: Path, script: list, rules=None) -> tuple[Coordinator, RecordingSink]:
-    config = parse_service_config(
-        {"clusters": [{"name": "c", "bootstrap_servers": "127.0.0.1:1", "scan_interval": INTERVAL_S,
-                       "down_after_failures": 2}],
-         "history": {"enabled": False}},
-        "test",
-    )  # fmt: skip
-    sink = RecordingSink()
-    coord = Coordinator(
-        config, rules or parse_rules({"burrow": {"minimum_complete": 1.0}}), tmp_path, sink,
-        collector_factory=lambda _: ScriptedCollector(script),
-    )  # fmt: skip
-    for state in coord.clusters.values():
-        state.collector = ScriptedCollector(script)
-    return coord, sink
+def coordinator(tmp_path: Path, script: list, rules=None):
+    return service(tmp_path, script, rules or parse_rules({"burrow": {"minimum_complete": 1.0}}))
 
 
-async def run_scans(coord: Coordinator, count: int) -> None:
-    for _ in range(count):
-        coord.clusters["c"].retry_at = 0  # the test drives time, not the backoff clock
-        await coord.scan_once("c")
+async def run_scans(coord, count: int) -> None:
+    await drive(coord, count)
 
 
 def stalled(i: int) -> dict:

@@ -1,0 +1,250 @@
+"""The HTTP API as its users see it: Burrow's v3 shapes, our /api, /metrics, readiness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from prometheus_client.parser import text_string_to_metric_families
+
+from notifier.api import create_app
+from notifier.config import RulesConfig, load_rules
+from notifier.types import Sample
+
+from .conformance import load_vectors
+from .scripted import drive, replayed_service, scan_result, service
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUP_CASES = [
+    c for c in load_vectors("burrow_evaluator_vectors.json") if c["kind"] == "group_evaluation"
+]
+
+
+async def burrow_vector_service(tmp_path: Path, case: dict):
+    """A service that saw the vector's commits as scans, evaluated at the vector's `now`."""
+    config = case.get("config", {"intervals": 10, "min-distance": 0, "minimum-complete": 0.0,
+                                 "allowed-lag": 0})  # fmt: skip
+    rules = RulesConfig.model_validate(
+        {"window": {"intervals": case.get("ring_size", 10), "min_distance": config["min-distance"]},
+         "burrow": {"allowed_lag": config["allowed-lag"],
+                    "minimum_complete": config["minimum-complete"]}}
+    )  # fmt: skip
+    script = [
+        scan_result(
+            [Sample(ts=c["timestamp_ms"], cluster="local", group="testgroup", topic="testtopic",
+                    partition=0, committed_offset=c["offset"],
+                    log_end_offset=case["broker_offset"], group_state="Empty", members=0)],
+            "local", c["timestamp_ms"],
+        )
+        for c in case["offsets"]
+    ]  # fmt: skip
+    coord, _ = service(tmp_path, script, rules, cluster="local")
+    await drive(coord, len(script), "local")
+    state = coord.clusters["local"]
+    if case["offsets"]:
+        state.evaluation = state.evaluator.evaluate(case["now_ms"])
+    return coord
+
+
+def client(coord, notifier=None) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=create_app(coord, notifier))
+    return httpx.AsyncClient(transport=transport, base_url="http://notifier")
+
+
+@pytest.mark.parametrize("case", [c for c in GROUP_CASES if c["offsets"]], ids=lambda c: c["name"])
+async def test_burrow_status_and_lag_bodies_match_the_group_vectors(tmp_path, case):
+    coord = await burrow_vector_service(tmp_path, case)
+    async with client(coord) as http:
+        status = (await http.get("/v3/kafka/local/consumer/testgroup/status")).json()
+        lag = (await http.get("/v3/kafka/local/consumer/testgroup/lag")).json()
+    for body in (status, lag):
+        assert body["error"] is False
+        assert body["message"] == "consumer status returned"
+        assert body["request"]["url"].startswith("/v3/kafka/local/consumer/testgroup/")
+        s = body["status"]
+        assert (s["cluster"], s["group"]) == ("local", "testgroup")
+        assert s["status"] == case["expected_status"]
+        assert s["complete"] == case["expected_complete"]
+        assert s["partition_count"] == case["expected_partition_count"]
+        assert s["totallag"] == case["expected_total_lag"]
+        assert s["maxlag"]["status"] == case["expected_partition_status"]
+        assert s["maxlag"]["complete"] == case["expected_partition_complete"]
+        assert set(s["maxlag"]) == {"topic", "partition", "owner", "client_id", "status", "start",
+                                    "end", "current_lag", "complete"}  # fmt: skip
+        assert set(s["maxlag"]["start"]) == {"offset", "timestamp", "lag"}
+    if "expected_partitions_len" in case:
+        expected = case["expected_partitions_len"]
+        assert len(status["status"]["partitions"]) == expected["status_endpoint_ShowAll_false"]
+        assert len(lag["status"]["partitions"]) == expected["lag_endpoint_ShowAll_true"]
+    if "expected_maxlag_start_offset" in case:
+        assert lag["status"]["maxlag"]["start"]["offset"] == case["expected_maxlag_start_offset"]
+        assert lag["status"]["maxlag"]["end"]["offset"] == case["expected_maxlag_end_offset"]
+
+
+async def test_unknown_group_and_cluster_get_burrows_404(tmp_path):
+    (case,) = [c for c in GROUP_CASES if c["expected_status"] == "NOTFOUND"]
+    coord = await burrow_vector_service(tmp_path, GROUP_CASES[0])
+    async with client(coord) as http:
+        missing = await http.get("/v3/kafka/local/consumer/nosuchgroup/status")
+        no_cluster = await http.get("/v3/kafka/nope/consumer")
+    assert missing.status_code == 404
+    body = missing.json()
+    assert body["error"] is True and body["status"]["status"] == case["expected_status"]
+    assert body["status"]["complete"] == case["expected_complete"]
+    assert body["status"]["partitions"] == [] and body["status"]["totallag"] == 0
+    assert no_cluster.status_code == 404
+    assert no_cluster.json() == {"error": True, "message": "cluster not found",
+                                 "request": no_cluster.json()["request"]}  # fmt: skip
+
+
+async def test_a_listed_group_without_partitions_is_ok_with_complete_zero(tmp_path):
+    (case,) = [c for c in GROUP_CASES if not c["offsets"] and c["expected_status"] == "OK"]
+    coord = await burrow_vector_service(tmp_path, GROUP_CASES[0])
+    coord.clusters["local"].groups["emptied"] = "Empty"
+    async with client(coord) as http:
+        body = (await http.get("/v3/kafka/local/consumer/emptied/status")).json()
+    assert body["status"]["status"] == case["expected_status"]
+    assert body["status"]["complete"] == case["expected_complete"]
+
+
+async def test_burrow_lists_clusters_consumers_topics_and_offsets(tmp_path):
+    coord = await burrow_vector_service(tmp_path, GROUP_CASES[0])
+    async with client(coord) as http:
+        assert (await http.get("/v3/kafka")).json()["clusters"] == ["local"]
+        assert (await http.get("/v3/kafka/local")).json()["module"]["class-name"] == "kafka"
+        assert (await http.get("/v3/kafka/local/consumer")).json()["consumers"] == ["testgroup"]
+        assert (await http.get("/v3/kafka/local/topic")).json()["topics"] == ["testtopic"]
+        assert (await http.get("/v3/kafka/local/topic/testtopic")).json()["offsets"] == [4321]
+        detail = (await http.get("/v3/kafka/local/consumer/testgroup")).json()
+        assert detail["topics"]["testtopic"][0]["current-lag"] == 2421
+        assert len(detail["topics"]["testtopic"][0]["offsets"]) == 10
+        assert (await http.get("/v3/kafka/local/topic/nope")).status_code == 404
+
+
+@pytest.fixture
+async def demo_service(tmp_path):
+    coord, script = replayed_service(tmp_path, ROOT / "examples" / "sample-history.csv",
+                                     load_rules(ROOT / "rules.yaml"))  # fmt: skip
+    await drive(coord, len(script), "demo")
+    return coord
+
+
+async def test_groups_overview_shows_every_scenario(demo_service):
+    async with client(demo_service) as http:
+        data = (await http.get("/api/groups")).json()
+    status = {g["group"]: g["status"] for g in data["groups"]}
+    assert status["healthy"] == "OK"
+    assert status["stalled"] == status["stopped"] == status["rebalancing"] == "ERR"
+    assert status["lagging"] == "WARN"
+    stalled = next(g for g in data["groups"] if g["group"] == "stalled")
+    assert stalled["rules"] == ["burrow"] and len(stalled["lag_history"]) == 10
+    assert stalled["partitions"] == 2 and stalled["max_lag_seconds"] > 0
+    assert data["clusters"][0]["cluster"] == "demo"
+
+
+async def test_group_detail_has_windows_and_evidence(demo_service):
+    async with client(demo_service) as http:
+        detail = (await http.get("/api/groups/demo/stalled")).json()
+        missing = await http.get("/api/groups/demo/nope")
+    assert detail["status"] == "ERR"
+    (finding, *_) = detail["findings"]
+    assert finding["rule"] == "burrow" and finding["status"] == "STALL"
+    assert finding["evidence"]["offsets"]
+    partition = detail["partitions"][0]
+    assert len(partition["window"]) == 10 and partition["commits"] and partition["leo_table"]
+    assert missing.status_code == 404
+
+
+async def test_metrics_parse_and_follow_exporter_names(demo_service):
+    async with client(demo_service) as http:
+        text = (await http.get("/metrics")).text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    lag = families["kafka_consumergroup_lag"]
+    sample = next(s for s in lag.samples if s.labels["consumergroup"] == "stalled")
+    assert set(sample.labels) == {"cluster", "consumergroup", "topic", "partition"}
+    status = {s.labels["consumergroup"]: s.value for s in families["notifier_group_status"].samples}
+    assert status["stalled"] == 2 and status["healthy"] == 0
+    for name in ("kafka_consumergroup_lag_seconds", "kafka_topic_partition_current_offset",
+                 "notifier_scans", "notifier_scan_duration_seconds", "notifier_evaluation_seconds",
+                 "notifier_group_complete"):  # fmt: skip
+        assert name in families, name
+
+
+async def test_readiness_follows_successful_scans(tmp_path, demo_service):
+    coord, _ = service(tmp_path, [], RulesConfig())
+    async with client(coord) as http:
+        assert (await http.get("/healthz")).json() == {"status": "ok"}
+        assert (await http.get("/readyz")).status_code == 503
+    # the demo service scanned, but long ago (the sample history is from 2026-11-21 00:00)
+    async with client(demo_service) as http:
+        assert (await http.get("/readyz")).status_code == 503
+    state = demo_service.clusters["demo"]
+    state.metrics.last_success_ms = int(__import__("time").time() * 1000)
+    async with client(demo_service) as http:
+        assert (await http.get("/readyz")).status_code == 200
+
+
+async def test_silences_without_notifications_configured_say_so(demo_service):
+    async with client(demo_service) as http:
+        response = await http.get("/api/silences")
+    assert response.status_code == 404
+    assert "notify" in response.json()["message"]
+
+
+async def test_status_page_and_assets_are_served(demo_service):
+    async with client(demo_service) as http:
+        index = await http.get("/")
+        group = await http.get("/groups/demo/stalled")
+        script = await http.get("/static/app.js")
+        escape = await http.get("/static/..%2F..%2Fapi.py")
+    assert "notifierIndex" in index.text and "notifierGroup" in group.text
+    assert script.status_code == 200 and "fetch(" in script.text
+    assert escape.status_code == 404
+    assert "http://" not in index.text.replace("http://www.w3.org", "")  # nothing from the internet
+
+
+# ---------------------------------------------------------------------------------------------
+# Robustness: generated requests against the OpenAPI document never get a 500.
+
+
+def _robust_app():
+    import asyncio
+    import tempfile
+
+    async def build():
+        history = ROOT / "examples" / "sample-history.csv"
+        rules = load_rules(ROOT / "rules.yaml")
+        coord, script = replayed_service(Path(tempfile.mkdtemp()), history, rules)
+        await drive(coord, len(script), "demo")
+        return coord
+
+    return create_app(asyncio.run(build()))
+
+
+ROBUST = schemathesis.openapi.from_asgi("/openapi.json", _robust_app())
+
+
+@ROBUST.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_generated_request_gets_a_server_error(case):
+    response = case.call()
+    if case.formatted_path == "/readyz" and case.method == "GET":  # 503: "not ready" for a probe
+        assert response.status_code in (200, 503)
+        return
+    assert response.status_code < 500, (case.method, case.formatted_path, response.text[:300])
+    if response.status_code >= 400:
+        content_type = response.headers.get("content-type")
+        content_type = content_type[0] if isinstance(content_type, list) else content_type
+        assert content_type.startswith("application/json")
+        assert response.json()["error"] is True
+
+
+async def test_unknown_paths_and_bad_parameters_get_json_4xx(demo_service):
+    async with client(demo_service) as http:
+        unknown = await http.get("/v3/nothing/here")
+        bad = await http.post("/api/silences", json={"matchers": "not a mapping"})
+    assert unknown.status_code == 404 and unknown.json()["error"] is True
+    assert bad.status_code in (404, 422) and bad.json()["error"] is True
