@@ -91,26 +91,27 @@ def replay_table(
             results[now] = evaluation
 
     at_times_set = set(pending)
+
+    def ingest_and_evaluate(batch: list[ScanColumns]) -> None:
+        """One moment: the scans of every cluster at that time, then one evaluation (with any
+        requested evaluation times that fall before it)."""
+        ts = batch[0].ts
+        while pending and pending[0] < ts:
+            evaluate(pending.pop(0))
+        for scan in batch:
+            store.ingest_scan(scan)
+        if pending and pending[0] == ts:
+            pending.pop(0)
+        evaluate(ts)
+
     batch: list[ScanColumns] = []
     for scan in scans(table):
         if batch and scan.ts != batch[0].ts:
-            while pending and pending[0] < batch[0].ts:
-                evaluate(pending.pop(0))
-            for item in batch:
-                store.ingest_scan(item)
-            if pending and pending[0] == batch[0].ts:
-                pending.pop(0)
-            evaluate(batch[0].ts)
+            ingest_and_evaluate(batch)
             batch = []
         batch.append(scan)
     if batch:
-        while pending and pending[0] < batch[0].ts:
-            evaluate(pending.pop(0))
-        for item in batch:
-            store.ingest_scan(item)
-        if pending and pending[0] == batch[0].ts:
-            pending.pop(0)
-        evaluate(batch[0].ts)
+        ingest_and_evaluate(batch)
     for now in pending:
         evaluate(now)
     return results
