@@ -382,7 +382,7 @@ class ServiceMetrics:
         age = GaugeMetricFamily(
             "notifier_outbox_oldest_pending_seconds", "Age of the oldest pending notification."
         )
-        age.add_metric([], snapshot.get("oldest_pending_s", 0) or 0)
+        age.add_metric([], snapshot.get("oldest_pending_age_seconds", 0) or 0)
         yield age
 
 
@@ -391,11 +391,30 @@ class ServiceMetrics:
 
 
 class SilenceIn(BaseModel):
-    matchers: dict[str, str] = Field(description="cluster, group, topic, rule or severity → regex")
-    starts_at: str | None = None
-    ends_at: str
+    matchers: list[str] | dict[str, str] = Field(
+        description='Alertmanager-style matchers: ["group=~\\"batch-.*\\"", "cluster=\\"prod\\""] '
+        "or a mapping of cluster, group, topic, rule or severity to a value (=~ prefix: regex)"
+    )
+    starts_at: str | int | None = Field(
+        default=None, description="ISO-8601 or epoch ms; default now"
+    )
+    ends_at: str | int = Field(description="ISO-8601 or epoch ms")
     author: str
-    comment: str = ""
+    comment: str = Field(description="why: required, as in Alertmanager")
+
+
+def _epoch_ms(value: str | int | None, field: str) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    from datetime import UTC, datetime
+
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise HTTPException(422, f"{field}: expected ISO-8601 or epoch ms, got {value!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,26 +565,41 @@ def create_app(coordinator: Any, notifier: Any = None, token: str | None = None)
     @app.get("/api/silences", tags=["notifier"])
     def api_silences() -> dict[str, Any]:
         n = _silences(app)
-        return {"silences": [_jsonable(s) for s in n.list_silences()]}
+        now = n.clock()
+        return {"silences": [s.to_dict(now) for s in n.list_silences()]}
 
     @app.post(
         "/api/silences", tags=["notifier"], status_code=201, dependencies=[Depends(require_token)]
     )
     def api_add_silence(silence: SilenceIn) -> dict[str, Any]:
+        from notifier.config import ConfigError
+
         n = _silences(app)
         try:
-            created = n.add_silence(**silence.model_dump())
-        except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
-        return {"silence": _jsonable(created)}
+            created = n.add_silence(
+                silence.matchers,
+                starts_at=_epoch_ms(silence.starts_at, "starts_at"),
+                ends_at=_epoch_ms(silence.ends_at, "ends_at"),
+                author=silence.author,
+                comment=silence.comment,
+            )
+        except ConfigError as exc:
+            raise HTTPException(422, "; ".join(f"{w}: {m}" for w, m in exc.problems)) from None
+        return {"silence": created.to_dict(n.clock())}
 
     @app.delete(
         "/api/silences/{silence_id}", tags=["notifier"], dependencies=[Depends(require_token)]
     )
     def api_delete_silence(silence_id: str) -> dict[str, Any]:
+        from notifier.config import ConfigError
+
         n = _silences(app)
-        if not n.delete_silence(silence_id):
+        if silence_id not in {s.id for s in n.list_silences()}:
             raise HTTPException(404, "no such silence")
+        try:
+            n.delete_silence(silence_id)
+        except ConfigError as exc:
+            raise HTTPException(409, "; ".join(m for _, m in exc.problems)) from None
         return {"deleted": silence_id}
 
     @app.get("/healthz", tags=["ops"])

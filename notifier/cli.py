@@ -76,22 +76,35 @@ def run(config_path: Path) -> None:
         sys.exit(2)
     logs.configure(service.logging.level, service.logging.format)
     data_dir = service.data_path(config_path.parent)
-    sink = build_sink(service, data_dir)
+    try:
+        sink = build_sink(service, data_dir, str(config_path))
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
     coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
-    companions = []
+    notifier = sink if hasattr(sink, "add_silence") else None
+    companions = [notifier] if notifier is not None else []
     if service.api.enabled:
         from notifier.api import ApiServer, create_app
 
-        app = create_app(coordinator, getattr(sink, "notifier", None), service.api.token)
+        app = create_app(coordinator, notifier, service.api.token)
         companions.append(ApiServer(app, service.api.host, service.api.port))
     asyncio.run(coordinator.run_until_signalled(companions))
 
 
-def build_sink(service, data_dir: Path):
+def build_sink(service, data_dir: Path, source: str):
     """The notification pipeline when one is configured, else structured transition logs."""
     from notifier.coordinate import LogSink
 
-    return LogSink(data_dir / "transitions.jsonl")
+    if not service.notify:
+        return LogSink(data_dir / "transitions.jsonl")
+    from notifier.notify import Notifier, parse_notify
+
+    config = parse_notify(service.notify, f"{source}: notify")
+    if service.api.public_url and not config.status_page_url:
+        config = config.model_copy(update={"status_page_url": service.api.public_url})
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return Notifier(config, data_dir / "notify.sqlite")
 
 
 @main.command("test-rules")
@@ -152,6 +165,188 @@ def replay(history_path: Path, rules_path: Path, interval: str) -> None:
     except (FileNotFoundError, ValueError) as exc:
         click.echo(f"{history_path}: {exc}", err=True)
         sys.exit(2)
+
+
+@main.command()
+@click.option(
+    "--duration",
+    default=None,
+    help="Run the scripted timeline this long (e.g. 120 or 2m), print the summary and exit "
+    "non-zero unless every scenario was detected and nothing else alerted. Default: until Ctrl-C.",
+)
+@click.option("--port", type=int, default=None, help="Port of the embedded broker (default: free).")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where transitions, checkpoint, history and logs go (default: a new temp directory). "
+    "A previous demo's checkpoint and transitions file there are replaced.",
+)
+@click.option(
+    "--scan-interval", default="2s", show_default=True, help="How often the service scans."
+)
+@click.option(
+    "--rules",
+    "rules_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Rules to run with demo timings (default: the bundled rules.yaml).",
+)
+def demo(
+    duration: str | None,
+    port: int | None,
+    data_dir: Path | None,
+    scan_interval: str,
+    rules_path: Path | None,
+) -> None:
+    """Watch scripted consumer groups on an embedded Kafka broker: each misbehaviour detected."""
+    from notifier import demo as demo_module
+
+    try:
+        seconds = parse_duration(duration) if duration is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--duration") from None
+    try:
+        interval = parse_duration(scan_interval)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--scan-interval") from None
+    if interval <= 0:
+        raise click.BadParameter("must be greater than 0", param_hint="--scan-interval")
+    settings = demo_module.DemoSettings(
+        duration=seconds,
+        port=port,
+        data_dir=data_dir,
+        scan_interval=interval,
+        rules_path=rules_path,
+    )
+    try:
+        code = demo_module.main(settings, out=click.echo)
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    sys.exit(code)
+
+
+@main.command()
+@click.option(
+    "--history",
+    required=True,
+    help="The sample history: a dataset directory (date=* partitions) or Parquet, any URI "
+    "Spark reads (file://, s3a://, hdfs://).",
+)
+@click.option(
+    "--rules",
+    default="rules.yaml",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="The rules file; configuration 0 is this file unchanged.",
+)
+@click.option(
+    "--grid",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="grid.yaml: {parameters: {dotted.path: [values]}}; the cartesian product is replayed.",
+)
+@click.option(
+    "--incidents",
+    type=click.Path(path_type=Path),
+    help="Labelled incidents (CSV or Parquet: cluster, group, start, end[, kind]).",
+)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@click.option("--master", help="Spark master (default local[*]).")
+@click.option("--from", "start", help="Replay from this time (ISO 8601, UTC if no zone).")
+@click.option("--to", "end", help="Replay up to this time (exclusive).")
+@click.option("--groups", help="Only groups whose name matches this regex.")
+@click.option("--interval", default="10s", show_default=True, help="Scan interval of the history.")
+@click.option(
+    "--routes",
+    type=click.Path(path_type=Path),
+    help="A notify config whose routes count the notifications (default: one receiver, one "
+    "notification per incident, repeat 4h, resolves sent).",
+)
+@click.option("--recall-target", type=float, default=0.95, show_default=True)
+@click.option(
+    "--slo", default="300s", show_default=True, help="Without labels: lag in seconds that breaches."
+)
+@click.option(
+    "--slo-for", help="How long a breach must last (default: the rules' lag_seconds for)."
+)
+@click.option("--tolerance", help="Matching tolerance (default: one scan interval).")
+@click.option("--buckets", type=int, help="Spark tasks (default: 2 × cores).")
+@click.option(
+    "--engine",
+    type=click.Choice(["spark", "local"]),
+    default="spark",
+    show_default=True,
+    help="local: replay in this process without Spark (small histories).",
+)
+def backtest(**options: object) -> None:
+    """Replay a history for every configuration of a grid: what each would have sent.
+
+    Writes summary.csv/.parquet, alerts.parquet, report.html and recommended-rules.yaml to
+    --out. The same job runs on a cluster with `spark-submit notifier/backtest.py ...`.
+    """
+    from notifier.backtest import request_from_options, run_backtest, summary_text
+    from notifier.history import HistoryError
+
+    try:
+        request = request_from_options(options)
+        result = run_backtest(request, echo=lambda line: click.echo(line))
+    except (ConfigError, HistoryError) as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    click.echo(summary_text(result))
+
+
+@main.group()
+def history() -> None:
+    """Work with sample histories."""
+
+
+@history.command("synth")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="A new directory.")
+@click.option("--groups", required=True, type=click.IntRange(min=1), help="Consumer groups.")
+@click.option("--partitions", required=True, type=click.IntRange(min=1), help="Per topic.")
+@click.option("--hours", required=True, type=float, help="How much history.")
+@click.option("--seed", required=True, type=int, help="The same seed gives the same data.")
+@click.option("--interval", default="10s", show_default=True, help="Scan interval.")
+@click.option("--clusters", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--start", help="First scan (ISO 8601; default 2026-01-05T00:00Z).")
+def synth(
+    out: Path,
+    groups: int,
+    partitions: int,
+    hours: float,
+    seed: int,
+    interval: str,
+    clusters: int,
+    start: str | None,
+) -> None:
+    """Write a synthetic history with injected incidents and their incidents.csv."""
+    from datetime import UTC, datetime
+
+    from notifier.synth import synthesize
+
+    try:
+        interval_s = parse_duration(interval)
+        first = None
+        if start is not None:
+            first = datetime.fromisoformat(start.replace("Z", "+00:00"))
+            first = first if first.tzinfo else first.replace(tzinfo=UTC)
+        result = synthesize(out, groups, partitions, hours, seed, interval_s, first, clusters)
+    except (ValueError, FileExistsError) as exc:
+        click.echo(f"{out}: {exc}", err=True)
+        sys.exit(2)
+    kinds = ", ".join(f"{n} {k}" for k, n in result.incidents_by_kind.items() if n)
+    click.echo(
+        f"wrote {result.rows:,} samples ({result.groups} groups × {result.partitions} partitions "
+        f"on {result.topics} topics, {result.scans:,} scans per cluster, "
+        f"{result.missed_scans} missed) in {result.files} file(s) to {result.out} "
+        f"in {result.seconds:.1f} s"
+    )
+    click.echo(
+        f"{result.incidents} labelled incidents ({kinds or 'none'}) in {result.incidents_path}"
+    )
 
 
 if __name__ == "__main__":

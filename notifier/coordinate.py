@@ -227,24 +227,25 @@ class Coordinator:
 
     async def run_until_signalled(self, companions: list[Any] = ()) -> None:
         """``notifier run``: start, wait for SIGINT/SIGTERM, stop cleanly. ``companions`` (the
-        API server, the notifier) start after the coordinator and stop before it."""
+        notifier, the API server) start before the coordinator scans and stop after its last
+        scan, checkpoint and history flush."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stopping.set)
         if self.rules_path is not None:
             loop.add_signal_handler(signal.SIGHUP, self.reload_rules)
-        await self.start()
         started = []
         try:
             for companion in companions:
                 await companion.start()
                 started.append(companion)
+            await self.start()
             await self._stopping.wait()
         finally:
             log.info("shutting down", extra={"event": "shutdown"})
+            await self.stop()
             for companion in reversed(started):
                 await companion.stop()
-            await self.stop()
 
     def reload_rules(self) -> bool:
         """Re-read the rules file (SIGHUP). A bad file is reported and the running rules stay:

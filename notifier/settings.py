@@ -178,7 +178,8 @@ def parse_service_config(
     if not isinstance(data, dict):
         raise ConfigError(source, [("", "expected a mapping with clusters, rules, data_dir, ...")])
     try:
-        data = substitute_env(data, environ)
+        # The notify section substitutes its own variables (and understands $${ escapes).
+        data = {k: v if k == "notify" else substitute_env(v, environ, k) for k, v in data.items()}
     except KeyError as exc:
         where, _, message = str(exc.args[0]).partition(": ")
         raise ConfigError(source, [(where, message)]) from None

@@ -248,3 +248,109 @@ async def test_unknown_paths_and_bad_parameters_get_json_4xx(demo_service):
         bad = await http.post("/api/silences", json={"matchers": "not a mapping"})
     assert unknown.status_code == 404 and unknown.json()["error"] is True
     assert bad.status_code in (404, 422) and bad.json()["error"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Silences and incidents through a real notification pipeline
+
+
+@pytest.fixture
+def notifier(tmp_path):
+    from notifier.notify import Notifier, parse_notify
+
+    config = parse_notify(
+        {"receivers": {"hooks": {"webhook": {"url": "http://127.0.0.1:9/hook"}}},
+         "route": {"receiver": "hooks"}}
+    )  # fmt: skip
+    return Notifier(config, tmp_path / "notify.sqlite")
+
+
+def writer(coord, notifier, token=None) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=create_app(coord, notifier, token))
+    return httpx.AsyncClient(transport=transport, base_url="http://notifier")
+
+
+async def test_silences_can_be_created_listed_and_deleted(demo_service, notifier):
+    async with writer(demo_service, notifier) as http:
+        created = await http.post("/api/silences", json={
+            "matchers": ['group=~"stall.*"'], "ends_at": "2099-01-01T00:00:00Z",
+            "author": "ops", "comment": "deploying a fix"})  # fmt: skip
+        assert created.status_code == 201, created.text
+        silence = created.json()["silence"]
+        assert silence["state"] == "active" and silence["author"] == "ops"
+        listed = (await http.get("/api/silences")).json()["silences"]
+        assert [s["id"] for s in listed] == [silence["id"]]
+        assert (await http.delete(f"/api/silences/{silence['id']}")).status_code == 200
+        assert (await http.get("/api/silences")).json()["silences"] == []
+        assert (await http.delete("/api/silences/nope")).status_code == 404
+
+
+async def test_a_bad_silence_is_rejected_with_the_field(demo_service, notifier):
+    async with writer(demo_service, notifier) as http:
+        past = await http.post(
+            "/api/silences",
+            json={
+                "matchers": ['group="x"'],
+                "ends_at": "2001-01-01T00:00:00Z",
+                "author": "ops",
+                "comment": "c",
+            },
+        )
+        bad_time = await http.post(
+            "/api/silences",
+            json={
+                "matchers": ['group="x"'],
+                "ends_at": "tomorrow",
+                "author": "ops",
+                "comment": "c",
+            },
+        )
+        bad_matcher = await http.post(
+            "/api/silences",
+            json={
+                "matchers": ["nonsense"],
+                "ends_at": "2099-01-01T00:00:00Z",
+                "author": "ops",
+                "comment": "c",
+            },
+        )
+        no_comment = await http.post(
+            "/api/silences",
+            json={"matchers": ['group="x"'], "ends_at": "2099-01-01T00:00:00Z", "author": "ops"},
+        )
+    assert past.status_code == 422 and "ends_at" in past.json()["message"]
+    assert bad_time.status_code == 422 and "ends_at" in bad_time.json()["message"]
+    assert bad_matcher.status_code == 422 and "matchers" in bad_matcher.json()["message"]
+    assert (
+        no_comment.status_code == 422
+        and no_comment.json()["problems"][0]["field"] == "body.comment"
+    )
+
+
+async def test_writing_silences_needs_the_token_when_one_is_set(demo_service, notifier):
+    body = {"matchers": ['group="x"'], "ends_at": "2099-01-01T00:00:00Z", "author": "ops",
+            "comment": "maintenance"}  # fmt: skip
+    async with writer(demo_service, notifier, token="s3cret") as http:
+        assert (await http.post("/api/silences", json=body)).status_code == 401
+        ok = await http.post("/api/silences", json=body, headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 201
+        assert (await http.get("/api/silences")).status_code == 200  # reading needs no token
+
+
+async def test_incidents_and_groups_show_what_the_pipeline_opened(demo_service, notifier):
+    from notifier.evaluate import TransitionTracker
+
+    state = demo_service.clusters["demo"]
+    transitions = TransitionTracker().update(state.evaluation)
+    notifier.handle(transitions, state.evaluation.now)
+    async with writer(demo_service, notifier) as http:
+        incidents = (await http.get("/api/incidents")).json()["incidents"]
+        groups = {g["group"]: g for g in (await http.get("/api/groups")).json()["groups"]}
+        metrics = (await http.get("/metrics")).text
+    opened = {i["group"] for i in incidents}
+    assert {"stalled", "stopped", "rebalancing", "lagging"} <= opened
+    assert "healthy" not in opened
+    assert groups["stalled"]["incident_id"] == next(
+        i["id"] for i in incidents if i["group"] == "stalled"
+    )
+    assert "notifier_outbox_depth" in metrics
