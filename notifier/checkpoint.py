@@ -143,7 +143,6 @@ def load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
     store._free_groups = list(meta["free_groups"])
     store._epoch = meta["epoch"]
     store.last_scan_ts = dict(meta["last_scan_ts"])
-    store._cluster_rows.clear()
     store._last_scan.clear()
 
     groups = len(store.group_key)

@@ -264,9 +264,6 @@ class Coordinator:
         log.info("rules reloaded", extra={"event": "rules_reloaded", "path": str(self.rules_path)})
         return True
 
-    def request_stop(self) -> None:
-        self._stopping.set()
-
     def save_checkpoints(self) -> None:
         for name, state in self.clusters.items():
             try:

@@ -41,7 +41,6 @@ from notifier.types import (
     GroupResult,
     GroupStatus,
     PartitionResult,
-    PartitionStatus,
     Severity,
     Transition,
 )
@@ -777,10 +776,6 @@ class TransitionTracker:
                     )
                 )
         return out
-
-
-def partition_status(code: int) -> PartitionStatus:
-    return PARTITION_STATUS_CODES[code]
 
 
 def group_without_partitions(cluster: str, group: str, now: int) -> GroupResult:

@@ -20,7 +20,6 @@ column, ``count`` valid entries at the end):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -135,7 +134,6 @@ class WindowStore:
         self.group_key: list[tuple[str, str] | None] = []
         self._free_groups: list[int] = []
         self._table_of: dict[tuple[str, str, int], int] = {}
-        self._cluster_rows: dict[str, np.ndarray] = {}
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
         self._epoch = 0
@@ -236,7 +234,6 @@ class WindowStore:
         self.row_alive[row] = True
         self._epoch += 1
         self.row_epoch[row] = self._epoch
-        self._cluster_rows.pop(cluster, None)
         return row
 
     def _reset_rows(self, rows: np.ndarray) -> None:
@@ -282,19 +279,6 @@ class WindowStore:
 
     def alive_rows(self) -> np.ndarray:
         return np.nonzero(self.row_alive[: self.rows_in_use])[0]
-
-    def cluster_rows(self, cluster: str) -> np.ndarray:
-        rows = self._cluster_rows.get(cluster)
-        if rows is None:
-            rows = np.array(
-                sorted(r for k, r in self._row_of.items() if k[0] == cluster), dtype=np.int64
-            )
-            self._cluster_rows[cluster] = rows
-        return rows
-
-    def group_rows_of(self, gid: int) -> np.ndarray:
-        alive = self.alive_rows()
-        return alive[self.row_group[alive] == gid]
 
     # ---------------------------------------------------------------- ingest
 
@@ -570,7 +554,6 @@ class WindowStore:
             del self._row_of[key]
             self.row_key[row] = None
             self._free_rows.append(row)
-            self._cluster_rows.pop(key[0], None)
             self._last_scan.pop(key[0], None)
         self._reset_rows(rows)
         alive = self.alive_rows()
@@ -610,10 +593,6 @@ class WindowStore:
         expired = np.nonzero((present > 0) & (fresh == 0))[0]
         keys = [self.group_key[g] for g in expired.tolist()]
         return self.remove_groups(k for k in keys if k is not None)
-
-    def matching_groups(self, pattern: str) -> list[tuple[str, str]]:
-        regex = re.compile(pattern)
-        return [k for k in self.groups() if regex.search(k[1])]
 
 
 def _as_index(rows: np.ndarray) -> slice | np.ndarray:
