@@ -25,18 +25,25 @@ def main() -> None:
     help="Also check a service config and the rules file it names.",
 )
 def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
-    """Validate rules files (default: ./rules.yaml) and a service config; exit 1 on problems."""
+    """Validate rules files (default: ./rules.yaml), a service config and its notification
+    routes, and render every notification template with sample data; exit 1 on problems."""
     failed = False
+    template_dir = None
     if config_path is not None:
+        from notifier.notify import parse_notify
         from notifier.settings import load_service_config
 
         try:
             service = load_service_config(config_path)
+            if service.notify:
+                notify = parse_notify(service.notify, f"{config_path}: notify", strict_env=False)
+                template_dir = notify.templates
             click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
             rules_files = (*rules_files, service.rules_path(config_path.parent))
         except ConfigError as exc:
             click.echo(str(exc), err=True)
             sys.exit(1)
+    failed |= not check_templates(template_dir)
     for path in rules_files or (Path("rules.yaml"),):
         try:
             config = load_rules(path)
@@ -49,6 +56,20 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
             f"{config.window.intervals} samples, minimum_complete {config.minimum_complete:g})"
         )
     sys.exit(1 if failed else 0)
+
+
+def check_templates(directory: str | None) -> bool:
+    """Render every notification template with sample data; print problems with template name
+    and line."""
+    from notifier.channels import Templates
+
+    problems = Templates(directory).render_check()
+    for problem in problems:
+        click.echo(f"template {problem}", err=True)
+    if not problems:
+        where = f"{directory} and the built-in templates" if directory else "templates"
+        click.echo(f"{where}: OK (every channel and event renders)")
+    return not problems
 
 
 @main.command()
@@ -192,12 +213,16 @@ def replay(history_path: Path, rules_path: Path, interval: str) -> None:
     default=None,
     help="Rules to run with demo timings (default: the bundled rules.yaml).",
 )
+@click.option(
+    "--api-port", type=int, default=0, help="Port of the status page (default: a free one)."
+)
 def demo(
     duration: str | None,
     port: int | None,
     data_dir: Path | None,
     scan_interval: str,
     rules_path: Path | None,
+    api_port: int,
 ) -> None:
     """Watch scripted consumer groups on an embedded Kafka broker: each misbehaviour detected."""
     from notifier import demo as demo_module
@@ -218,6 +243,7 @@ def demo(
         data_dir=data_dir,
         scan_interval=interval,
         rules_path=rules_path,
+        api_port=api_port,
     )
     try:
         code = demo_module.main(settings, out=click.echo)
@@ -272,6 +298,11 @@ def demo(
     "--slo-for", help="How long a breach must last (default: the rules' lag_seconds for)."
 )
 @click.option("--tolerance", help="Matching tolerance (default: one scan interval).")
+@click.option(
+    "--warmup",
+    help="History replayed to prime windows but not counted (default 30m, at most a quarter "
+    "of the history; with --from it precedes --from).",
+)
 @click.option("--buckets", type=int, help="Spark tasks (default: 2 × cores).")
 @click.option(
     "--engine",

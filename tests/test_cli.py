@@ -85,3 +85,22 @@ def test_replay_prints_transitions_and_a_final_table():
     assert result.exit_code == 0, result.output
     assert "-> ERR" in result.output
     assert "demo/stalled" in result.output
+
+
+def test_check_renders_every_template_and_names_a_broken_one(tmp_path):
+    (tmp_path / "tpl" / "slack").mkdir(parents=True)
+    (tmp_path / "tpl" / "slack" / "open.json.j2").write_text(
+        '{"text": "ok"}\n{{ notification.no_such_field }}\n'
+    )
+    shutil.copy(ROOT / "rules.yaml", tmp_path / "rules.yaml")
+    (tmp_path / "service.yaml").write_text(
+        "clusters: [{name: a, bootstrap_servers: '127.0.0.1:9092'}]\n"
+        "notify:\n"
+        "  receivers: {team: {slack_webhook: {url: '${SLACK_URL}'}}}\n"
+        "  route: {receiver: team}\n"
+        f"  templates: {tmp_path / 'tpl'}\n"
+    )
+    result = run("check", "--config", str(tmp_path / "service.yaml"))
+    assert result.exit_code == 1
+    assert "slack/open.json.j2:2" in result.output and "no_such_field" in result.output
+    assert run("check", str(ROOT / "rules.yaml")).output.startswith("templates: OK")
