@@ -209,13 +209,15 @@ class Coordinator:
     async def stop(self) -> None:
         """Finish or cancel the scans under way, flush history, checkpoint, close."""
         if self.scheduler is not None:
-            self.scheduler.shutdown(wait=False)
-            self.scheduler = None
+            self.scheduler.pause()  # no new scans; let the ones under way finish
         if self._scans_in_flight:
             _, pending = await asyncio.wait(self._scans_in_flight, timeout=5)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+            self.scheduler = None
         if self.history is not None:
             await asyncio.to_thread(self.history.close)
             self.history = None
