@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-full clean
+.PHONY: demo replay test lint bench bench-full clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
+	$(BIN)/notifier demo --duration 120 --data-dir data/demo
+
+replay: $(STAMP)
 	$(BIN)/notifier replay --history examples/sample-history.csv --rules rules.yaml
 
 test: $(STAMP)
@@ -28,10 +31,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check notifier tests benchmarks examples
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/evaluate.py
+	for b in evaluate scan notify backtest; do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 bench-full: $(STAMP)
-	$(BIN)/python benchmarks/evaluate.py --full
+	for b in evaluate scan notify backtest; do $(BIN)/python benchmarks/$$b.py --full || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
