@@ -1896,6 +1896,8 @@ class Notifier:
             remaining = None if deadline is None else max(0.0, deadline - loop.time())
             if not await self.deliverer.wait_idle(remaining):
                 return False
+            if not self.deliverer.idle:
+                continue  # rows arrived while the waiter was waking up
             due = self.core.next_due()
             if due is None or due > self.clock():
                 return True

@@ -1155,6 +1155,12 @@ class Deliverer:
         self._flush_handle = None
         self.store.flush()
 
+    @property
+    def idle(self) -> bool:
+        """No row pending right now (the event below may have been set and cleared again
+        between its ``set`` and a waiter resuming)."""
+        return not self.metrics.pending
+
     async def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no row is pending; False on timeout."""
         try:
