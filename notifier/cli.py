@@ -303,7 +303,11 @@ def demo(
     help="History replayed to prime windows but not counted (default 30m, at most a quarter "
     "of the history; with --from it precedes --from).",
 )
-@click.option("--buckets", type=int, help="Spark tasks (default: 2 × cores).")
+@click.option(
+    "--buckets",
+    type=int,
+    help="Group buckets (default: about one Spark task per core, as large as possible).",
+)
 @click.option(
     "--engine",
     type=click.Choice(["spark", "local"]),
