@@ -70,6 +70,7 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
         "free_rows": store._free_rows,
         "free_groups": store._free_groups,
         "epoch": store._epoch,
+        "groups": len(store.group_key),
         "last_scan_ts": store.last_scan_ts,
         "statuses": [[c, g, s.value] for (c, g), s in tracker.statuses.items()],
         "rule_state": sorted(evaluator.state),
@@ -77,6 +78,7 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
     }
     arrays = {name: getattr(store, name)[:rows] for name in _ROW_ARRAYS}
     arrays |= {name: getattr(store, name)[:tables] for name in _TABLE_ARRAYS}
+    arrays["group_epoch"] = store.group_epoch[: len(store.group_key)]
     groups = len(store.group_key)
     for rule, state in evaluator.state.items():
         for field in ("pending_since", "last_true", "firing", "fired_severity"):
@@ -146,6 +148,8 @@ def load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
     store._last_scan.clear()
 
     groups = len(store.group_key)
+    store.group_epoch = np.zeros(max(1024, 2 * groups), dtype=np.int64)
+    store.group_epoch[:groups] = arrays["group_epoch"]
     for rule in meta["rule_state"]:
         state = evaluator.state.get(rule)
         if state is None:
@@ -153,6 +157,7 @@ def load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
         state.grow(groups)
         for field in ("pending_since", "last_true", "firing", "fired_severity"):
             getattr(state, field)[:groups] = arrays[f"rule:{rule}:{field}"]
+    evaluator.adopt_group_epochs()
     tracker.statuses = {(c, g): GroupStatus(s) for c, g, s in meta["statuses"]}
     log.info(
         "restored checkpoint %s: %d windows, %d groups, %d open statuses, saved %.0f s ago",

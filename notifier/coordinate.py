@@ -379,11 +379,7 @@ class Coordinator:
         vanished = [k for k in store.groups(name) if k[1] not in listed]
         store.remove_groups(vanished)
         after = set(store.groups(name))
-        gone = sorted(before - after)
-        if gone:
-            gids = [g for g, k in enumerate(store.group_key) if k is None]
-            state.evaluator.forget_groups(np.asarray(gids, dtype=np.int64))
-        return gone
+        return sorted(before - after)
 
     def _expire(self) -> None:
         now = _now_ms()

@@ -547,6 +547,25 @@ class Evaluator:
             state.grow(int(gids.max()) + 1 if gids.size else 0)
             state.reset(gids)
 
+    def _reset_reused_groups(self, n_groups: int) -> None:
+        """Group ids the store handed to another group since we last looked start clean."""
+        epochs = self.store.group_epoch[:n_groups]
+        if self._group_epoch.size < n_groups:
+            grown = np.zeros(max(1024, 2 * n_groups), dtype=np.int64)
+            grown[: self._group_epoch.size] = self._group_epoch
+            self._group_epoch = grown
+        seen = self._group_epoch[:n_groups]
+        changed = np.nonzero(seen != epochs)[0]
+        if changed.size:
+            for state in self.state.values():
+                state.reset(changed)
+            seen[changed] = epochs[changed]
+
+    def adopt_group_epochs(self) -> None:
+        """After a checkpoint restore: the restored state belongs to the restored groups."""
+        n_groups = len(self.store.group_key)
+        self._group_epoch = self.store.group_epoch[: max(n_groups, 1)].copy()
+
     def evaluate(self, now: int, rows: np.ndarray | None = None) -> Evaluation:
         """Evaluate ``rows`` (default: every live window) as of ``now`` (ms)."""
         store = self.store
@@ -561,6 +580,7 @@ class Evaluator:
         n_groups = len(store.group_key)
         for st in self.state.values():
             st.grow(n_groups)
+        self._reset_reused_groups(n_groups)
 
         latest_committed = store.latest_committed[index]
         latest_leo = store.latest_leo[index]

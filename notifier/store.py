@@ -137,6 +137,7 @@ class WindowStore:
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
         self._epoch = 0
+        self.group_epoch = np.zeros(1024, dtype=np.int64)
 
         self._alloc_rows(_INITIAL_ROWS)
         self._alloc_tables(_INITIAL_ROWS)
@@ -204,6 +205,14 @@ class WindowStore:
         else:
             gid = len(self.group_key)
             self.group_key.append(key)
+            if gid >= self.group_epoch.size:
+                grown = np.zeros(max(1024, 2 * self.group_epoch.size), dtype=np.int64)
+                grown[: self.group_epoch.size] = self.group_epoch
+                self.group_epoch = grown
+        # A reused id gets a new epoch, so per-group state kept elsewhere (the evaluator's
+        # `for` timers) is known to belong to the group that had the id before.
+        self._epoch += 1
+        self.group_epoch[gid] = self._epoch
         self._group_of[key] = gid
         return gid
 

@@ -317,3 +317,29 @@ def test_transitions_follow_status_changes_and_gone_groups_resolve():
     assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN"), ("WARN", "OK")]
     assert seen[0].result.findings[0].rule == "r"
     assert tracker.gone([("local", "g")], 0) == []  # already OK: nothing to resolve
+
+
+def test_a_group_id_reused_after_a_group_is_forgotten_starts_with_clean_for_state():
+    from notifier.evaluate import Evaluator
+    from notifier.store import ScanColumns, WindowStore
+    from notifier.types import Sample
+
+    config = parse_rules(only({"kind": "lag", "threshold": 5, "for": "3m"}))
+    store = WindowStore(config.window, 60)
+    evaluator = Evaluator(config, store)
+
+    def scan(group: str, minute: int) -> None:
+        sample = Sample(ts=minute * 60_000, cluster="c", group=group, topic="t", partition=0,
+                        committed_offset=0, log_end_offset=100)  # fmt: skip
+        store.ingest_scan(ScanColumns.from_samples([sample]))
+
+    for minute in range(3):  # "old" has been behind for 2 minutes: pending, not firing
+        scan("old", minute)
+        evaluator.evaluate(minute * 60_000)
+    old_gid = store.group_id("c", "old")
+    store.remove_groups([("c", "old")])
+    scan("new", 3)  # takes the freed id
+    assert store.group_id("c", "new") == old_gid
+    result = evaluator.evaluate(3 * 60_000).result("c", "new")
+    assert result.status is GroupStatus.OK  # "old"'s pending time is not inherited
+    assert evaluator.evaluate(6 * 60_000).result("c", "new").status is GroupStatus.WARN
