@@ -216,6 +216,18 @@ def replay(history_path: Path, rules_path: Path, interval: str) -> None:
 @click.option(
     "--api-port", type=int, default=0, help="Port of the status page (default: a free one)."
 )
+@click.option(
+    "--notify",
+    "notify_path",
+    type=click.Path(path_type=Path),
+    help="Also send notifications: a file with a notify section (or a service config with one).",
+)
+@click.option(
+    "--local-receivers",
+    is_flag=True,
+    help="Notify loopback stand-ins for Slack, PagerDuty, a webhook and SMTP, and show what "
+    "each received.",
+)
 def demo(
     duration: str | None,
     port: int | None,
@@ -223,6 +235,8 @@ def demo(
     scan_interval: str,
     rules_path: Path | None,
     api_port: int,
+    notify_path: Path | None,
+    local_receivers: bool,
 ) -> None:
     """Watch scripted consumer groups on an embedded Kafka broker: each misbehaviour detected."""
     from notifier import demo as demo_module
@@ -244,6 +258,8 @@ def demo(
         scan_interval=interval,
         rules_path=rules_path,
         api_port=api_port,
+        notify=_notify_section(notify_path) if notify_path else None,
+        local_receivers=local_receivers,
     )
     try:
         code = demo_module.main(settings, out=click.echo)
@@ -382,6 +398,18 @@ def synth(
     click.echo(
         f"{result.incidents} labelled incidents ({kinds or 'none'}) in {result.incidents_path}"
     )
+
+
+def _notify_section(path: Path) -> dict:
+    """The notify mapping of a file: a bare notify config, or a service config's section."""
+    from notifier.config import read_yaml
+
+    data = read_yaml(path)
+    if isinstance(data, dict) and "notify" in data:
+        data = data["notify"]
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{path}: expected a notify mapping", param_hint="--notify")
+    return data
 
 
 if __name__ == "__main__":

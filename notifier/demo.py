@@ -69,6 +69,8 @@ from notifier.api import ApiServer, create_app
 from notifier.broker import EmbeddedBroker
 from notifier.config import RulesConfig, parse_duration, parse_rules, read_yaml
 from notifier.coordinate import Coordinator, LogSink
+from notifier.notify import Notifier, parse_notify
+from notifier.receivers import HttpReceiver, SmtpReceiver
 from notifier.settings import ServiceConfig, parse_service_config
 from notifier.types import GroupResult, GroupStatus, Transition
 
@@ -132,6 +134,12 @@ class DemoSettings:
     rules_path: Path | None = None
     api_port: int = 0
     """Port of the status page and API on 127.0.0.1 (0: a free one)."""
+    notify: dict[str, Any] | None = None
+    """A notification config (the service config's ``notify:`` section): transitions also go
+    through the notification pipeline to the channels it names."""
+    local_receivers: bool = False
+    """Start loopback stand-ins for Slack, PagerDuty, a webhook receiver and an SMTP server,
+    notify them, and report what each received."""
 
     @property
     def misbehave_offset(self) -> float:
@@ -191,6 +199,8 @@ class DemoReport:
     data_dir: Path
     bootstrap_servers: str
     interrupted: bool = False
+    deliveries: list[str] = dataclasses.field(default_factory=list)
+    """What the local receivers got, one line per scenario (with ``local_receivers``)."""
 
     @property
     def ok(self) -> bool:
@@ -313,7 +323,8 @@ async def _produce(env: _Env, run: _Run) -> None:
     rng = random.Random(run.group)
     step = PARTITIONS / RATE_PER_TOPIC  # one record per partition per step
     sent = 0
-    while True:
+    task = asyncio.current_task()
+    while task is None or not task.cancelling():
         if run.steady:
             started = time.monotonic()
             for partition in range(PARTITIONS):
@@ -330,7 +341,10 @@ async def _produce(env: _Env, run: _Run) -> None:
 async def _send(producer: AIOKafkaProducer, topic: str, value: bytes, partition: int) -> None:
     """One record, as its own batch; a failure is logged and the script goes on."""
     try:
-        await asyncio.wait_for(producer.send_and_wait(topic, value, partition=partition), 10)
+        # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow a cancellation
+        # that arrives as the send completes, and the producer task would never stop.
+        async with asyncio.timeout(10):
+            await producer.send_and_wait(topic, value, partition=partition)
     except (TimeoutError, KafkaError) as exc:
         log.warning("produce to %s/%d failed: %r", topic, partition, exc)
         await asyncio.sleep(0.5)
@@ -666,14 +680,19 @@ class _DemoSink(LogSink):
     """The coordinator's sink for the demo: the JSON-lines file and log of :class:`LogSink`,
     plus one console line per transition, and a record of them for the summary."""
 
-    def __init__(self, path: Path, env: _Env, runs: dict[str, _Run]):
+    def __init__(
+        self, path: Path, env: _Env, runs: dict[str, _Run], notifier: Notifier | None = None
+    ):
         super().__init__(path)
         self.env = env
         self.runs = runs
+        self.notifier = notifier
         self.transitions: list[Transition] = []
 
     def handle(self, transitions: list[Transition], now: int) -> None:
         super().handle(transitions, now)
+        if self.notifier is not None:
+            self.notifier.handle(transitions, now)
         for t in transitions:
             self.transitions.append(t)
             self.env.out(f"{self.env.stamp(t.at / 1000)} {_transition_line(t)}")
@@ -686,10 +705,14 @@ class _DemoSink(LogSink):
 
     def cluster_down(self, cluster: str, now: int, reason: str) -> None:
         super().cluster_down(cluster, now, reason)
+        if self.notifier is not None:
+            self.notifier.cluster_down(cluster, now, reason)
         self.env.out(f"{self.env.stamp(now / 1000)} cluster {cluster} DOWN: {reason}")
 
     def cluster_up(self, cluster: str, now: int) -> None:
         super().cluster_up(cluster, now)
+        if self.notifier is not None:
+            self.notifier.cluster_up(cluster, now)
         self.env.out(f"{self.env.stamp(now / 1000)} cluster {cluster} back UP")
 
 
@@ -774,7 +797,71 @@ def _fresh_outputs(data_dir: Path) -> Path:
     (data_dir / "state" / f"{CLUSTER}.sqlite").unlink(missing_ok=True)
     transitions = data_dir / "transitions.jsonl"
     transitions.unlink(missing_ok=True)
+    for stale in data_dir.glob("notify.sqlite*"):  # an old outbox would re-send old alerts
+        stale.unlink()
     return transitions
+
+
+def local_notify_config(http: HttpReceiver, smtp: SmtpReceiver) -> dict[str, Any]:
+    """Every channel kind, pointed at the loopback receivers; one message per incident, sent at
+    once, resolves included."""
+    return {
+        "receivers": {
+            "local": [
+                {"slack_webhook": {"url": http.url_for("/services/demo")}},
+                {"pagerduty": {"routing_key": "demo-routing-key",
+                               "url": http.url_for("/v2/enqueue")}},
+                {"webhook": {"url": http.url_for("/hooks/demo")}},
+                {"email": {"host": "127.0.0.1", "port": smtp.port, "tls": "none",
+                           "sender": "notifier-demo@localhost",
+                           "recipients": ["oncall@localhost"]}},
+            ]
+        },
+        "route": {"receiver": "local", "threshold": "warn", "group_by": ["..."],
+                  "group_wait": "0s", "group_interval": "1s", "repeat_interval": "never",
+                  "send_resolved": True},
+    }  # fmt: skip
+
+
+def delivery_lines(http: HttpReceiver, smtp: SmtpReceiver, groups: list[str]) -> list[str]:
+    """Per scenario group: the events the webhook received, and how many Slack messages,
+    PagerDuty events and e-mails mention it."""
+    events: dict[str, list[str]] = {g: [] for g in groups}
+    slack = dict.fromkeys(groups, 0)
+    pagerduty: dict[str, list[str]] = {g: [] for g in groups}
+    incident_groups: dict[str | None, str | None] = {}
+    for request in http.requests:
+        body = request.text
+        if request.path.startswith("/hooks/"):
+            for alert in request.json.get("alerts", []):
+                group = alert.get("incident", {}).get("group")
+                if group in events:
+                    events[group].append(alert.get("event", "?"))
+        elif request.path.startswith("/services/"):
+            for group in groups:
+                slack[group] += group in body
+        elif request.path.startswith("/v2/enqueue"):
+            # A resolve carries only the dedup key (the incident id) its trigger named.
+            data = request.json
+            group = incident_groups.get(data.get("dedup_key"))
+            if group is None:
+                group = next((g for g in groups if g in body), None)
+                incident_groups[data.get("dedup_key")] = group
+            if group in pagerduty:
+                pagerduty[group].append(data.get("event_action", "?"))
+    mail = dict.fromkeys(groups, 0)
+    for envelope in smtp.messages:
+        subject = str(envelope.message.get("Subject", ""))
+        for group in groups:
+            mail[group] += group in subject
+    width = max((len(g) for g in groups), default=5)
+    lines = [f"{'group':<{width}}  webhook events               slack  pagerduty            e-mail"]
+    for group in groups:
+        lines.append(
+            f"{group:<{width}}  {' '.join(events[group]) or '-':<27}  {slack[group]:>5}  "
+            f"{' '.join(pagerduty[group]) or '-':<19}  {mail[group]:>6}"
+        )
+    return lines
 
 
 async def run_demo(
@@ -807,9 +894,22 @@ async def run_demo(
     env = _Env(bootstrap, settings, out)
     coordinator: Coordinator | None = None
     api: ApiServer | None = None
+    notifier: Notifier | None = None
+    receivers = contextlib.AsyncExitStack()
+    http = smtp = None
+    deliveries: list[str] = []
     tasks: list[asyncio.Task[None]] = []
     interrupted = False
     try:
+        notify_config = settings.notify
+        if settings.local_receivers:
+            http = await receivers.enter_async_context(HttpReceiver())
+            smtp = await receivers.enter_async_context(SmtpReceiver())
+            notify_config = local_notify_config(http, smtp)
+        if notify_config:
+            notifier = Notifier(parse_notify(notify_config, "demo: notify"),
+                                data_dir / "notify.sqlite")  # fmt: skip
+            await notifier.start()
         runs = {
             f"{settings.prefix}-{name}": _Run(
                 SCENARIOS[name], f"{settings.prefix}-{name}", f"{settings.prefix}-{name}", 0.0
@@ -818,10 +918,10 @@ async def run_demo(
         }
         await _create_topics(bootstrap, [run.topic for run in runs.values()])
         service = _service_config(settings, bootstrap, data_dir)
-        sink = _DemoSink(transitions_path, env, runs)
+        sink = _DemoSink(transitions_path, env, runs, notifier)
         coordinator = Coordinator(service, rules, data_dir, sink)
         # As `notifier run` does it: the API first, then the scans.
-        api = ApiServer(create_app(coordinator), service.api.host, service.api.port)
+        api = ApiServer(create_app(coordinator, notifier), service.api.host, service.api.port)
         await api.start()
         await coordinator.start()
         _print_banner(
@@ -854,7 +954,13 @@ async def run_demo(
         if coordinator is not None:
             await coordinator.stop()
         if api is not None:
-            await api.stop()
+            await _bounded("the API server", api.stop())
+        if notifier is not None:
+            await notifier.wait_delivered(timeout=15)
+            await _bounded("the notifier", notifier.stop())
+        if http is not None and smtp is not None:
+            deliveries = delivery_lines(http, smtp, list(runs))
+        await _bounded("the local receivers", receivers.aclose())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -869,7 +975,16 @@ async def run_demo(
         data_dir=data_dir,
         bootstrap_servers=bootstrap,
         interrupted=interrupted,
+        deliveries=deliveries,
     )
+
+
+async def _bounded(what: str, step: Awaitable[Any], seconds: float = 20.0) -> None:
+    """One shutdown step, never allowed to hold the demo's exit hostage."""
+    try:
+        await asyncio.wait_for(step, seconds)
+    except TimeoutError:
+        log.error("stopping %s took longer than %.0fs; moving on", what, seconds)
 
 
 async def _guard(env: _Env, run: _Run) -> None:
@@ -971,6 +1086,11 @@ def main(settings: DemoSettings, out: Callable[[str], None] = print) -> int:
         report = asyncio.run(_main_async(settings, out))
     out("")
     out(format_summary(report))
+    if report.deliveries:
+        out("")
+        out("notifications the local receivers got (Slack, PagerDuty, webhook, SMTP on loopback):")
+        for line in report.deliveries:
+            out("  " + line)
     if settings.duration is None and report.interrupted:
         return 0
     return 0 if report.ok else 1

@@ -1755,8 +1755,11 @@ class Notifier:
                 log.exception("notification flush failed")
             due = self.core.next_due()
             delay = 60.0 if due is None else min(60.0, max(0.0, (due - self.clock()) / 1000))
+            # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow the
+            # cancellation stop() sends if the wake-up comes at the same moment.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
 
     def _housekeeping(self, now: int) -> None:
         """Forget finished outbox rows, closed incidents and API silences past retention."""

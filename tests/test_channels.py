@@ -1,4 +1,4 @@
-"""The channel senders, against real loopback servers (tests/receivers.py).
+"""The channel senders, against real loopback servers (notifier/receivers.py).
 
 Each test is a statement about what a receiver gets, or how a failure is classified for the
 caller's retry loop: 2xx ok; 429 retryable with the receiver's Retry-After; 5xx, timeouts and
@@ -29,6 +29,7 @@ from notifier.channels import (
     parse_retry_after,
     sample_notification,
 )
+from notifier.receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
 from notifier.types import (
     Alert,
     Event,
@@ -41,8 +42,6 @@ from notifier.types import (
     PartitionStatus,
     Severity,
 )
-
-from .receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
 
 NOW = 1_714_560_000_000  # 2024-05-01 10:40 UTC, in ms
 WEBHOOK_PATH = "/services/T000/B000/s3cr3tW3bh00kT0k3n"

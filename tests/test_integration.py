@@ -95,6 +95,7 @@ def scenario_run(
         data_dir=tmp_path_factory.mktemp("scenarios"),
         scan_interval=SCAN_S,
         prefix=_name("it"),
+        local_receivers=True,
     )
     report = asyncio.run(run_demo(settings, out=out, bootstrap=kafka_broker.bootstrap_servers))
     if probe.thread is not None:
@@ -337,3 +338,18 @@ async def test_requests_per_scan_do_not_grow_with_partitions(
             "ListOffsets": 2,
         }
     )
+
+
+def test_notifications_reach_every_local_channel(scenario_run):
+    report, _, _ = scenario_run
+    lines = report.deliveries
+    assert lines and lines[0].split()[:2] == ["group", "webhook"]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    healthy = next(g for g in rows if g.endswith("-healthy"))
+    assert rows[healthy].split()[1:] == ["-", "0", "-", "0"]  # nothing sent for the healthy group
+    for group, line in rows.items():
+        if group.endswith(("-stalled", "-stopped", "-lagging")):
+            cells = line.split()
+            assert cells[1] == "open", line  # the webhook got the open
+            assert "trigger" in cells  # PagerDuty triggered, deduplicated by incident id
+            assert int(cells[2]) >= 1 and int(cells[-1]) >= 1, line  # Slack and e-mail too

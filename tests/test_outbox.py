@@ -1,6 +1,6 @@
 """The durable half: SQLite store, outbox, delivery workers and the Notifier service.
 
-Real loopback servers (tests/receivers.py: HTTP for webhooks, Slack and PagerDuty; aiosmtpd
+Real loopback servers (notifier/receivers.py: HTTP for webhooks, Slack and PagerDuty; aiosmtpd
 for e-mail) and real channels — no mocks. Intervals are short (group_wait/group_interval 0,
 retries from 10 ms) so the whole file runs in seconds; simulated-time behaviour is covered in
 test_notify.py.
@@ -35,6 +35,7 @@ from notifier.outbox import (
     notification_to_dict,
     parse_rate,
 )
+from notifier.receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
 from notifier.types import (
     Alert,
     CommitPoint,
@@ -46,7 +47,6 @@ from notifier.types import (
     PartitionStatus,
 )
 
-from .receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
 from .test_notify import finding, move, result
 
 OK, WARN, ERR = GroupStatus.OK, GroupStatus.WARN, GroupStatus.ERR

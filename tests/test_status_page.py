@@ -85,7 +85,7 @@ async def test_the_group_page_shows_the_evidence(status_page, tmp_path):
                        "--dump-dom")  # fmt: skip
     assert 'data-rule="burrow"' in dom
     assert "members present but offset" in dom
-    assert "evidence" in dom and "commit_timestamps" in dom and "<table class=\"evidence\">" in dom
+    assert "evidence" in dom and "commit_timestamps" in dom and '<table class="evidence">' in dom
     assert 'href="/"' in dom  # the link back
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "group-page.png"

@@ -1,5 +1,8 @@
 """Real loopback servers that stand in for Slack, PagerDuty, webhook receivers and SMTP.
 
+The tests deliver to them, and ``notifier demo --local-receivers`` shows notifications arriving
+at them without any account anywhere.
+
 :class:`HttpReceiver` is a small HTTP/1.1 server on ``127.0.0.1`` (a free port) built on
 ``asyncio.start_server``: channels talk to it over a real socket, exactly as they would to the
 real service. It records every request and answers like the services do by default:
