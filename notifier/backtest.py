@@ -761,8 +761,6 @@ class _Replay:
             for k in members:
                 evaluator = state.evaluators[k]
                 tracker = state.trackers[k]
-                if gone_gids is not None:
-                    evaluator.forget_groups(gone_gids)
                 transitions: list[Transition] = tracker.gone(gone, now) if gone else []
                 if alive_rows:
                     evaluation = evaluator.evaluate(now)

@@ -542,11 +542,6 @@ class Evaluator:
             b.name: old_state.get(b.name) or _RuleState.empty(1024) for b in self.bindings
         }
 
-    def forget_groups(self, gids: np.ndarray) -> None:
-        for state in self.state.values():
-            state.grow(int(gids.max()) + 1 if gids.size else 0)
-            state.reset(gids)
-
     def _reset_reused_groups(self, n_groups: int) -> None:
         """Group ids the store handed to another group since we last looked start clean."""
         epochs = self.store.group_epoch[:n_groups]
