@@ -19,8 +19,12 @@ COPY examples ./examples
 # Editable install: the templates/ directory and rules.yaml stay where the code finds them.
 RUN pip install -e .
 
+# A config mounted at /etc/notifier/config.yaml finds the default rules beside it (mount your
+# own rules.yaml over it to change them); set `data_dir: /data` and `api: {host: 0.0.0.0}` in it
+# (see examples/docker.yaml).
 RUN useradd --system --uid 10001 --home-dir /data notifier \
     && mkdir -p /data /etc/notifier \
+    && cp /app/rules.yaml /etc/notifier/rules.yaml \
     && chown notifier /data
 USER notifier
 VOLUME ["/data"]
