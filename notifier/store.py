@@ -291,28 +291,6 @@ class WindowStore:
 
     # ---------------------------------------------------------------- ingest
 
-    def ingest(self, table: pa.Table) -> None:
-        """Add rows in the sample schema, scan by scan in time order (per cluster)."""
-        if table.num_rows == 0:
-            return
-        ts = table.column("ts").cast(pa.int64())
-        table = table.set_column(table.schema.get_field_index("ts"), "ts", ts)
-        table = table.sort_by([("ts", "ascending"), ("cluster", "ascending")])
-        keys = pc.binary_join_element_wise(
-            pc.cast(table.column("ts"), pa.string()), table.column("cluster"), "\x00"
-        )
-        boundaries = np.nonzero(
-            np.concatenate([[True], pc.not_equal(keys[1:], keys[:-1]).to_numpy(False)])
-        )[0]
-        ends = np.append(boundaries[1:], table.num_rows)
-        for start, end in zip(boundaries, ends):
-            chunk = table.slice(start, end - start)
-            self.ingest_scan(
-                ScanColumns.from_table(
-                    chunk, chunk.column("cluster")[0].as_py(), chunk.column("ts")[0].as_py()
-                )
-            )
-
     def ingest_scan(self, scan: ScanColumns) -> np.ndarray:
         """Add one successful scan of one cluster; returns the rows it touched."""
         if len(scan) == 0:
