@@ -6,8 +6,9 @@ Only validation and parameter plumbing live here; what the rules *do* is in :mod
 from __future__ import annotations
 
 import copy
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -397,6 +398,46 @@ def read_yaml(path: Path) -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(str(path), [(where, f"invalid YAML: {problem}")]) from None
+
+
+_ENV_RE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def substitute_env(
+    data: Any, env: Mapping[str, str] | None = None, *, strict: bool = True, path: str = ""
+) -> tuple[Any, list[tuple[str, str]]]:
+    """Replace ``${NAME}`` (or ``${NAME:-default}``) in every string of ``data`` from ``env``
+    (default ``os.environ``); ``$${`` is a literal ``${``. Returns the new data and
+    ``(field, problem)`` pairs for unset variables without a default (left as they are when
+    not ``strict``, e.g. for ``notifier check``)."""
+    env = os.environ if env is None else env
+    problems: list[tuple[str, str]] = []
+
+    def replace(text: str, where: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            if match.group(0) == "$${":
+                return "${"
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            if strict:
+                problems.append((where, f"environment variable {name} is not set"))
+            return match.group(0)
+
+        return _ENV_RE.sub(one, text)
+
+    def walk(node: Any, where: str) -> Any:
+        if isinstance(node, str):
+            return replace(node, where) if "${" in node else node
+        if isinstance(node, dict):
+            return {k: walk(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, f"{where}[{i}]") for i, v in enumerate(node)]
+        return node
+
+    return walk(data, path), problems
 
 
 def load_rules(path: str | Path) -> RulesConfig:

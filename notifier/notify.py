@@ -30,7 +30,6 @@ import heapq
 import json
 import logging
 import math
-import os
 import random
 import re
 import uuid
@@ -68,7 +67,13 @@ from notifier.channels import (
     Templates,
     Webhook,
 )
-from notifier.config import ConfigError, Duration, read_yaml, validation_problems
+from notifier.config import (
+    ConfigError,
+    Duration,
+    read_yaml,
+    substitute_env,
+    validation_problems,
+)
 from notifier.outbox import (
     ChannelPolicy,
     Deliverer,
@@ -146,42 +151,6 @@ def _ms(seconds: float) -> int:
 
 # --------------------------------------------------------------------------------------------
 # ${ENV} substitution and secrets
-
-_ENV_RE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def substitute_env(
-    data: Any, env: Mapping[str, str] | None = None, *, strict: bool = True, path: str = ""
-) -> tuple[Any, list[tuple[str, str]]]:
-    """Replace ``${NAME}`` in every string of ``data`` from ``env`` (default ``os.environ``);
-    ``$${`` is a literal ``${``. Returns the new data and ``(field, problem)`` pairs for unset
-    variables (left as they are when not ``strict``, e.g. for ``notifier check``)."""
-    env = os.environ if env is None else env
-    problems: list[tuple[str, str]] = []
-
-    def replace(text: str, where: str) -> str:
-        def one(match: re.Match[str]) -> str:
-            if match.group(0) == "$${":
-                return "${"
-            name = match.group(1)
-            if name in env:
-                return env[name]
-            if strict:
-                problems.append((where, f"environment variable {name} is not set"))
-            return match.group(0)
-
-        return _ENV_RE.sub(one, text)
-
-    def walk(node: Any, where: str) -> Any:
-        if isinstance(node, str):
-            return replace(node, where) if "${" in node else node
-        if isinstance(node, dict):
-            return {k: walk(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(v, f"{where}[{i}]") for i, v in enumerate(node)]
-        return node
-
-    return walk(data, path), problems
 
 
 def _to_secret(value: Any) -> Secret:

@@ -7,16 +7,13 @@ Errors name the file, the field and what was expected, as for the rules file.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from notifier.config import ConfigError, Duration, read_yaml, validation_problems
-
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+from notifier.config import ConfigError, Duration, read_yaml, substitute_env, validation_problems
 
 
 class _Strict(BaseModel):
@@ -148,41 +145,17 @@ class ServiceConfig(_Strict):
         return path if path.is_absolute() else base / path
 
 
-def substitute_env(value: Any, environ: dict[str, str] | None = None, where: str = "") -> Any:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a parsed YAML document."""
-    environ = os.environ if environ is None else environ
-    if isinstance(value, dict):
-        return {
-            k: substitute_env(v, environ, f"{where}.{k}" if where else str(k))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [substitute_env(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, str):
-
-        def replace(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name in environ:
-                return environ[name]
-            if default is not None:
-                return default
-            raise KeyError(f"{where}: environment variable {name} is not set")
-
-        return _ENV.sub(replace, value)
-    return value
-
-
 def parse_service_config(
     data: Any, source: str, environ: dict[str, str] | None = None
 ) -> ServiceConfig:
     if not isinstance(data, dict):
         raise ConfigError(source, [("", "expected a mapping with clusters, rules, data_dir, ...")])
-    try:
-        # The notify section substitutes its own variables (and understands $${ escapes).
-        data = {k: v if k == "notify" else substitute_env(v, environ, k) for k, v in data.items()}
-    except KeyError as exc:
-        where, _, message = str(exc.args[0]).partition(": ")
-        raise ConfigError(source, [(where, message)]) from None
+    # The notify section is substituted when it is parsed (once: a second pass would undo
+    # its $${ escapes).
+    rest, problems = substitute_env({k: v for k, v in data.items() if k != "notify"}, environ)
+    if problems:
+        raise ConfigError(source, problems)
+    data = {**rest, "notify": data["notify"]} if "notify" in data else rest
     try:
         return ServiceConfig.model_validate(data)
     except ValidationError as exc:

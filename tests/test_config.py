@@ -118,3 +118,26 @@ def test_parameters_by_dotted_path():
         with_parameters(config, {"burrow.threshold": 1})
     with pytest.raises(ConfigError):
         with_parameters(config, {"burrow.minimum_complete": 2})
+
+
+def test_environment_substitution_defaults_escapes_and_every_missing_variable():
+    from notifier.config import substitute_env
+
+    data = {"a": "${HOST}:${PORT:-9092}", "b": ["$${LITERAL}", "${NOPE}"], "c": {"d": "${ALSO}"}}
+    out, problems = substitute_env(data, {"HOST": "kafka"})
+    assert out["a"] == "kafka:9092"
+    assert out["b"][0] == "${LITERAL}"
+    assert problems == [("b[1]", "environment variable NOPE is not set"),
+                        ("c.d", "environment variable ALSO is not set")]  # fmt: skip
+    lenient, none = substitute_env(data, {}, strict=False)
+    assert lenient["b"][1] == "${NOPE}" and none == []
+
+
+def test_the_notify_section_takes_the_same_syntax_as_the_service_config():
+    from notifier.notify import parse_notify
+    from notifier.settings import load_service_config
+
+    config = load_service_config(ROOT / "examples" / "notify.yaml", {})
+    notify = parse_notify(config.notify, "notify", env={})
+    pagerduty = next(c.pagerduty for c in notify.receivers["oncall"] if c.pagerduty)
+    assert pagerduty.routing_key.reveal() == "test-routing-key"  # ${PD_ROUTING_KEY:-...}
