@@ -745,11 +745,16 @@ class TransitionTracker:
         ranks = evaluation.group_status[gids]
         partial = evaluation.group_partial[gids]
         candidates = set(gids[(ranks > 0) & ~partial].tolist())
-        if self.statuses:
-            for gid in gids.tolist():
-                key = store.group_key[gid]
-                if key in self.statuses and not evaluation.group_partial[gid]:
-                    candidates.add(gid)
+        evaluated = evaluation.group_status.size
+        for key in self.statuses:  # the open ones: few, however large the fleet
+            gid = store.group_id(*key)
+            if (
+                gid is not None
+                and gid < evaluated
+                and evaluation.group_status[gid] != GroupStatus.NOTFOUND.rank
+                and not evaluation.group_partial[gid]
+            ):
+                candidates.add(gid)
         transitions = []
         for gid in sorted(candidates):
             key = store.group_key[gid]
