@@ -338,8 +338,9 @@ class Coordinator:
         touched = store.ingest_scan(ScanColumns.from_table(result.samples, name, result.ts))
         gone_groups = self._forget_vanished(state, result, touched)
         transitions = state.tracker.gone(gone_groups, result.ts)
-        if store.rows_in_use and len(store.alive_rows()):
-            evaluation = state.evaluator.evaluate(result.ts)
+        rows = store.alive_rows()
+        if rows.size:
+            evaluation = state.evaluator.evaluate(result.ts, rows)
             state.evaluation = evaluation
             transitions += state.tracker.update(evaluation)
         else:
