@@ -29,6 +29,7 @@ import email.policy
 import itertools
 import json
 import socket
+import time
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any
@@ -63,6 +64,7 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    received_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     @property
     def text(self) -> str:
