@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from notifier import jsonenc
 from notifier.channels import (
     Channel,
     Delivery,
@@ -289,21 +290,6 @@ def notification_from_dict(d: Mapping[str, Any]) -> Notification:
     )
 
 
-def _json_default(value: Any) -> Any:
-    # Evidence may hold numpy scalars or arrays from the evaluator.
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    return str(value)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, default=_json_default, ensure_ascii=False, separators=(",", ":"))
-
-
 # --------------------------------------------------------------------------------------------
 # The store
 
@@ -476,8 +462,8 @@ class NotifyStore:
                         i.peak_status.value,
                         i.close_reason,
                         int(i.silenced),
-                        dumps([_finding_to_dict(f) for f in i.findings]),
-                        None if r is None else dumps(result_to_dict(r)),
+                        jsonenc.dumps([_finding_to_dict(f) for f in i.findings]),
+                        None if r is None else jsonenc.dumps(result_to_dict(r)),
                     )
                     for i, r, kind in incidents
                 ],
@@ -505,7 +491,7 @@ class NotifyStore:
                 n = entry.notification
                 body = bodies.get(n.id)
                 if body is None:
-                    body = bodies[n.id] = dumps(notification_to_dict(n))
+                    body = bodies[n.id] = jsonenc.dumps(notification_to_dict(n))
                 cursor = db.execute(
                     "INSERT INTO outbox (notification_id, receiver, channel, lane, created_at,"
                     " body) VALUES (?,?,?,?,?,?)",
@@ -589,7 +575,8 @@ class NotifyStore:
 
     def save_silence(self, silence_id: str, body: Mapping[str, Any]) -> None:
         self.db.execute(
-            "INSERT OR REPLACE INTO silences (id, body) VALUES (?, ?)", (silence_id, dumps(body))
+            "INSERT OR REPLACE INTO silences (id, body) VALUES (?, ?)",
+            (silence_id, jsonenc.dumps(body)),
         )
 
     def delete_silence(self, silence_id: str) -> bool:

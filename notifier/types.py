@@ -171,7 +171,19 @@ class Finding:
     since: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # By hand rather than ``asdict``: this runs for every finding of every notification,
+        # and ``asdict`` deep-copies the evidence; a shallow copy keeps callers' dicts apart.
+        return {
+            "rule": self.rule,
+            "kind": self.kind,
+            "severity": self.severity,
+            "status": self.status,
+            "topic": self.topic,
+            "partition": self.partition,
+            "message": self.message,
+            "evidence": dict(self.evidence),
+            "since": self.since,
+        }
 
 
 @dataclass(slots=True)

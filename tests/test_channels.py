@@ -23,6 +23,7 @@ from notifier.channels import (
     SlackWebhook,
     Templates,
     Webhook,
+    environment_proxy,
     fit_slack_message,
     humanize_lag,
     humanize_seconds,
@@ -607,6 +608,33 @@ async def test_webhook_sends_bearer_or_basic_auth(http):
     assert http.to("/basic")[0].headers["authorization"] == "Basic dXNlcjpwYTU1d29yZA=="
 
 
+async def test_http_channels_go_through_the_proxy_the_environment_names(http, monkeypatch):
+    # The receiver plays a forward proxy: it gets the absolute-form request for the real host.
+    monkeypatch.setenv("HTTP_PROXY", http.url)
+    monkeypatch.delenv("http_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with Webhook("http://alerts.example.invalid/hook") as hook:
+        delivery = await hook.send(make_notification())
+
+    assert delivery.ok
+    [request] = http.to("/hook")
+    assert request.headers["host"] == "alerts.example.invalid"
+
+
+def test_no_proxy_exempts_hosts_from_the_environment_proxy(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "proxy.corp:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,.internal")
+
+    assert environment_proxy("https", "hooks.slack.com") == "http://proxy.corp:3128"
+    assert environment_proxy("https", "alerts.internal") is None
+    assert environment_proxy("https", "localhost") is None
+    assert environment_proxy("http", "hooks.slack.com") is None
+
+
 async def test_webhook_custom_template_renders_the_body(http, tmp_path):
     template = tmp_path / "opsgenie.json.j2"
     template.write_text(
@@ -671,13 +699,13 @@ async def test_webhook_credential_headers_are_sent_but_never_shown(http):
     assert repr(hook.headers["X-Api-Key"]) == "Secret('***')"
 
 
-async def test_httpx_request_log_does_not_show_a_webhook_url(http, caplog):
-    caplog.set_level(logging.INFO, logger="httpx")
+async def test_the_request_log_does_not_show_a_webhook_url(http, caplog):
+    caplog.set_level(logging.DEBUG)
     async with SlackWebhook(http.url_for(WEBHOOK_PATH)) as slack:
         await slack.send(make_notification())
 
     logged = "\n".join(record.getMessage() for record in caplog.records)
-    assert "HTTP Request: POST" in logged
+    assert f"HTTP POST http://127.0.0.1:{http.port}/***: 200 (slack)" in logged
     assert "s3cr3tW3bh00kT0k3n" not in logged
 
 
