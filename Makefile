@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/notifier demo --duration 120 --data-dir data/demo
+	$(BIN)/notifier demo --duration 120 --local-receivers --data-dir data/demo
 
 replay: $(STAMP)
 	$(BIN)/notifier replay --history examples/sample-history.csv --rules rules.yaml

@@ -6,19 +6,25 @@ one. So the demo starts the embedded Tansu broker (:mod:`notifier.broker`), crea
 scenario, runs real aiokafka producers and consumer groups with scripted behaviours, and runs the
 real service (:class:`notifier.coordinate.Coordinator`: collector, window store, rules, gate,
 transitions, checkpoints, history) against them. Each scenario behaves well at first, so the
-windows fill with normal behaviour, and starts misbehaving a little after the gate opens:
+windows fill with normal behaviour, and starts misbehaving a little after the gate opens. Then
+it tells a story in three stages, each moving on once the service has reported it (or after a
+time limit): it *degrades* — falls behind, and Burrow's WARN opens an incident; it *fails* in
+its own way — the incident escalates to ERR; it *recovers* — catches up, and the incident
+resolves. So each scenario's incident is opened, escalated and resolved on every channel:
 
 =============== ======================================================= ======================
-scenario        what its consumers do                                   expected
+scenario        what its consumers do once they have fallen behind      expected
 =============== ======================================================= ======================
 healthy         keep up with bursty traffic (lag jitters, often 0)      no alert at all
-lagging         consume a fifth of what arrives                         WARN (Burrow WARN)
+lagging         (falling behind is this one's finding) then stop        WARN (Burrow WARN)
+                making progress while still in the group
 stalled         stay in the group, commit the same offset every second  ERR (STALL)
 stopped         stop committing and leave the group                     ERR (STOP)
 rewound         seek back and commit the older offset, then replay      ERR (REWIND)
-rebalance-loop  take longer per batch than max.poll.interval, so are    stuck-rebalance (ERR)
-                kicked out and rejoin, over and over                    or rebalance-storm
-retention-loss  fall behind while old records are deleted               retention-risk, where
+rebalance-loop  crash right after joining and restart, over and over     rebalance-storm (WARN)
+                (a crash loop), so the group rebalances again and       or stuck-rebalance
+                again                                                   (ERR)
+retention-loss  lose the records under them to retention                retention-risk, where
                                                                         DeleteRecords works
 =============== ======================================================= ======================
 
@@ -31,13 +37,20 @@ batch, because it reports the log end as the last batch's base offset + 1; the *
 *rebalance-loop* groups have two members, joined one after the other, because a consumer only
 sends LeaveGroup after a rebalance (generation > 0) and the stopped group must end up Empty;
 DeleteRecords is probed, and where it is refused the retention scenario is reported as skipped
-rather than faked. On this broker the rebalance loop usually ends in a rebalance that never
-completes (state ``Unknown`` scan after scan), which is what ``stuck-rebalance`` is for; where
-rebalances do complete, the member set changing scan after scan trips ``rebalance-storm``.
+rather than faked. Joining in turn takes several seconds here, so those groups start their
+story only after a window of scans has seen them settled. The rebalance loop is a crash loop
+rather than a consumer slower than ``max.poll.interval``: a member kicked out that way rejoins
+under its old member id and, on this broker, the group looks Stable while it makes no progress
+(Burrow's STALL, not a rebalance); crash-looping incarnations that each leave as they die change
+the member set scan after scan (``rebalance-storm``) and keep the group rebalancing
+(``stuck-rebalance``), and a fixed consumer can join afterwards because no ghost member is left.
 
 Detection is judged on the service's own results: a scenario is detected at the first scan whose
-gated (complete, non-partial) result for its group is not OK and carries the expected finding;
-the healthy group, and any group before it starts misbehaving, must never produce a transition.
+gated (complete, non-partial) result for its group is not OK and carries the expected finding,
+timed from the start of the stage that should produce it; the healthy group, and any group
+before it starts misbehaving, must never produce a transition. With ``--local-receivers`` the
+demo also checks that every scenario's open, escalation and resolve reached Slack, PagerDuty,
+the webhook and the SMTP server. A timed run ends as soon as every story is told.
 """
 
 from __future__ import annotations
@@ -45,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import random
 import re
@@ -188,6 +202,8 @@ class ScenarioOutcome:
     seconds: float | None
     ok: bool
     skipped: str | None = None
+    path: str = ""
+    """The statuses its transitions went through, e.g. ``OK → WARN → ERR → OK``."""
 
 
 @dataclass
@@ -199,12 +215,28 @@ class DemoReport:
     data_dir: Path
     bootstrap_servers: str
     interrupted: bool = False
-    deliveries: list[str] = dataclasses.field(default_factory=list)
-    """What the local receivers got, one line per scenario (with ``local_receivers``)."""
+    received: Received = dataclasses.field(default_factory=dict)
+    """What the local receivers got, per group and channel (with ``local_receivers``)."""
+
+    @property
+    def untold(self) -> list[str]:
+        """With local receivers: scenarios whose open, escalation and resolve did not all
+        reach every channel, as ``"name: channel, channel"``."""
+        if not self.received:
+            return []
+        missing = []
+        for o in self.outcomes:
+            if o.skipped is not None or o.name not in SCENARIOS or not SCENARIOS[o.name].wanted:
+                continue
+            channels = self.received.get(o.group, {})
+            short = [c for c in CHANNELS if not told_the_whole_story(channels.get(c, []))]
+            if short:
+                missing.append(f"{o.name}: {', '.join(short)}")
+        return missing
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outcomes)
+        return all(o.ok for o in self.outcomes) and not self.untold
 
     def outcome(self, name: str) -> ScenarioOutcome:
         return next(o for o in self.outcomes if o.name == name)
@@ -216,18 +248,28 @@ class DemoReport:
 
 @dataclass(frozen=True)
 class Scenario:
-    """A scripted consumer group and what the service is expected to say about it."""
+    """A scripted consumer group and what the service is expected to say about it.
+
+    A misbehaving scenario tells a story in three stages, each moving on once the service has
+    reported it (or after a time limit): it *degrades* (falls behind: Burrow's WARN opens an
+    incident), *fails* in its own way (the incident escalates to ERR) and *recovers* (catches
+    up: the incident resolves). ``stories`` are the console lines for those stages.
+    """
 
     name: str
     expected: str
-    story: str
-    """Printed when the misbehaviour starts."""
+    stories: tuple[str, str, str]
+    """Printed as the degrade, fail and recover stages start (empty for the healthy group)."""
     wanted: frozenset[tuple[str, str | None]]
     """``(rule kind, finding status or None)`` pairs; any one of them counts as detected.
     Empty: the scenario must never alert."""
     script: Callable[[_Env, _Run], Awaitable[None]]
     order: int
     """Position in the misbehaviour schedule (× the stagger)."""
+    detect_in: str = "fail"
+    """The stage whose start the detection time is measured from (``degrade`` or ``fail``)."""
+    allowance_scans: int = 0
+    """Scans each stage may take before the script moves on anyway (0: the default)."""
 
 
 @dataclass
@@ -238,8 +280,15 @@ class _Run:
     group: str
     topic: str
     misbehave_at: float
-    """Monotonic time at which the script starts misbehaving."""
-    misbehaving_since_ms: int | None = None
+    """Monotonic time at which the script starts degrading."""
+    stage_started_ms: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Wall-clock start of each stage the script reached (degrade, fail, recover)."""
+    status: GroupStatus = GroupStatus.OK
+    """The group's status after its latest transition."""
+    statuses: list[GroupStatus] = dataclasses.field(default_factory=list)
+    """Every status the group's transitions went to, in order."""
+    finished: bool = False
+    """The story is over: recovered (or skipped, or failed, or there is no story)."""
     steady: bool = False
     """Steady traffic (while misbehaving) instead of bursts."""
     detected_at_ms: int | None = None
@@ -247,6 +296,21 @@ class _Run:
     early_alert: str | None = None
     skipped: str | None = None
     failure: str | None = None
+
+    @property
+    def misbehaving_since_ms(self) -> int | None:
+        """When trouble started (the degrade stage): alerts before it are false alarms."""
+        return self.stage_started_ms.get("degrade")
+
+    @property
+    def detect_from_ms(self) -> int | None:
+        return self.stage_started_ms.get(self.scenario.detect_in)
+
+
+STAGES = ("degrade", "fail", "recover")
+HOLD_SCANS = 2
+"""Scans a reached status is held before the next stage, so the status page and the
+notifications show it."""
 
 
 class _Env:
@@ -263,10 +327,33 @@ class _Env:
         """Seconds since the timeline started, for console lines."""
         return f"[{(epoch_s if epoch_s is not None else time.time()) - self.started:6.1f}s]"
 
-    def misbehave(self, run: _Run) -> None:
-        run.misbehaving_since_ms = int(time.time() * 1000)
-        run.steady = True
-        self.out(f"{self.stamp()} {run.scenario.name}: {run.scenario.story}")
+    def stage(self, run: _Run, stage: str) -> None:
+        """Enter a stage of the story: note when, tell the console, set the traffic."""
+        run.stage_started_ms[stage] = int(time.time() * 1000)
+        run.steady = stage != "recover"
+        story = run.scenario.stories[STAGES.index(stage)]
+        self.out(f"{self.stamp()} {run.scenario.name}: {story}")
+
+    async def until_status(
+        self,
+        run: _Run,
+        reached: Callable[[GroupStatus], bool],
+        step: Callable[[], Awaitable[Any]],
+    ) -> bool:
+        """Repeat ``step`` (the stage's behaviour) until the service has reported a status
+        that ``reached`` accepts, then for :data:`HOLD_SCANS` more scans; give up after the
+        scenario's allowance. True when the status was reached."""
+        scans = run.scenario.allowance_scans or DETECTION_ALLOWANCE_SCANS
+        deadline = time.monotonic() + scans * self.settings.scan_interval
+        while not reached(run.status):
+            if time.monotonic() > deadline:
+                log.warning("%s: no such status within %d scans; moving on", run.group, scans)
+                return False
+            await step()
+        hold = time.monotonic() + HOLD_SCANS * self.settings.scan_interval
+        while time.monotonic() < hold:
+            await step()
+        return True
 
     async def producer(self) -> AIOKafkaProducer:
         # linger_ms=0 and one send_and_wait at a time: one record per batch (see module doc).
@@ -303,6 +390,14 @@ class _Env:
                 await asyncio.wait_for(close(), timeout)
 
         await asyncio.gather(*(one(c) for c in closers))
+
+
+def _at_least(status: GroupStatus) -> Callable[[GroupStatus], bool]:
+    return lambda current: current.rank >= status.rank
+
+
+def _is_ok(current: GroupStatus) -> bool:
+    return current is GroupStatus.OK
 
 
 async def _until(deadline: float) -> None:
@@ -438,7 +533,17 @@ async def _join_in_turn(
     return consumers
 
 
+def _settled_after_join(env: _Env, run: _Run) -> float:
+    """When a group that just finished joining in turn may start misbehaving: at its
+    scheduled time, but not before a window of scans has seen it keep up with every member
+    (joining in turn takes several seconds on the embedded broker, and a story that started
+    mid-rebalance would be about the join, not the scenario)."""
+    window = (env.settings.intervals + 2) * env.settings.scan_interval
+    return max(run.misbehave_at, time.monotonic() + window)
+
+
 async def _healthy(env: _Env, run: _Run) -> None:
+    run.finished = True  # nothing to tell: it must simply never alert
     async with _traffic(env, run):
         consumer = await env.consumer(run)
         committed: dict[TopicPartition, int] = {}
@@ -446,15 +551,63 @@ async def _healthy(env: _Env, run: _Run) -> None:
             await _consume_once(consumer, committed)
 
 
+async def _fall_behind(
+    env: _Env,
+    run: _Run,
+    consumers: list[AIOKafkaConsumer],
+    committed: dict[TopicPartition, int],
+    pause: float = 1.0,
+) -> None:
+    """The degrade stage: consume a fifth of what arrives (``pause`` seconds between polls of
+    ``per_partition`` records) until the service reports WARN."""
+    per_partition = max(1, round(LAGGING_PER_PARTITION * pause))
+
+    async def slowly() -> None:
+        await asyncio.gather(*(_consume_once(c, committed, per_partition) for c in consumers))
+        await asyncio.sleep(pause)
+
+    env.stage(run, "degrade")
+    await env.until_status(run, _at_least(GroupStatus.WARN), slowly)
+
+
+async def _catch_up(
+    env: _Env,
+    run: _Run,
+    consumers: list[AIOKafkaConsumer],
+    committed: dict[TopicPartition, int],
+) -> None:
+    """The recover stage: consume everything again until the service reports OK, then keep
+    up for good."""
+
+    async def keep_up() -> None:
+        await asyncio.gather(*(_consume_once(c, committed) for c in consumers))
+
+    env.stage(run, "recover")
+    await env.until_status(run, _is_ok, keep_up)
+    run.finished = True
+    while True:
+        await keep_up()
+
+
 async def _lagging(env: _Env, run: _Run) -> None:
     async with _traffic(env, run):
         consumer = await env.consumer(run)
         committed: dict[TopicPartition, int] = {}
         await _keep_up_until(consumer, committed, run.misbehave_at)
-        env.misbehave(run)
-        while True:
-            await _consume_once(consumer, committed, LAGGING_PER_PARTITION)
+        await _fall_behind(env, run, [consumer], committed)
+
+        async def stuck() -> None:
+            # Polls (a live member) but processes and commits nothing.
+            async with _transient_errors("lagging"):
+                await consumer.getmany(timeout_ms=200, max_records=1)
             await asyncio.sleep(1.0)
+
+        env.stage(run, "fail")
+        await env.until_status(run, _at_least(GroupStatus.ERR), stuck)
+        # What it fetched while stuck was never processed: start again from the commits.
+        for tp, offset in committed.items():
+            consumer.seek(tp, offset)
+        await _catch_up(env, run, [consumer], committed)
 
 
 async def _stalled(env: _Env, run: _Run) -> None:
@@ -462,26 +615,37 @@ async def _stalled(env: _Env, run: _Run) -> None:
         consumer = await env.consumer(run)
         committed: dict[TopicPartition, int] = {}
         await _keep_up_until(consumer, committed, run.misbehave_at)
+        await _fall_behind(env, run, [consumer], committed)
         frozen = dict(committed)
-        env.misbehave(run)
-        while True:
+
+        async def recommit() -> None:
             # Still polling (a live member), still committing, never moving.
             async with _transient_errors("stalled"):
-                await consumer.getmany(timeout_ms=200)
+                await consumer.getmany(timeout_ms=200, max_records=1)
                 if frozen:
                     await consumer.commit(frozen)
             await asyncio.sleep(1.0)
+
+        env.stage(run, "fail")
+        await env.until_status(run, _at_least(GroupStatus.ERR), recommit)
+        for tp, offset in frozen.items():
+            consumer.seek(tp, offset)
+        await _catch_up(env, run, [consumer], committed)
 
 
 async def _stopped(env: _Env, run: _Run) -> None:
     async with _traffic(env, run):
         consumers = await _join_in_turn(env, run, members=2)
         committed: dict[TopicPartition, int] = {}
-        await asyncio.gather(*(_keep_up_until(c, committed, run.misbehave_at) for c in consumers))
-        env.misbehave(run)
+        settled = _settled_after_join(env, run)
+        await asyncio.gather(*(_keep_up_until(c, committed, settled) for c in consumers))
+        await _fall_behind(env, run, consumers, committed)
+        env.stage(run, "fail")
         for consumer in consumers:
             await consumer.stop()  # leaves the group: Empty, no members, offsets kept
-        await asyncio.Event().wait()  # the data keeps arriving
+        await env.until_status(run, _at_least(GroupStatus.ERR), lambda: asyncio.sleep(0.5))
+        # A replacement starts from the group's commits and catches up.
+        await _catch_up(env, run, [await env.consumer(run)], committed)
 
 
 async def _rewound(env: _Env, run: _Run) -> None:
@@ -489,7 +653,8 @@ async def _rewound(env: _Env, run: _Run) -> None:
         consumer = await env.consumer(run)
         committed: dict[TopicPartition, int] = {}
         await _keep_up_until(consumer, committed, run.misbehave_at)
-        env.misbehave(run)
+        await _fall_behind(env, run, [consumer], committed)
+        env.stage(run, "fail")
         back = int(RATE_PER_TOPIC / PARTITIONS * 30)  # about 30 s of records
         before = dict(committed)
         rewound = {tp: max(0, offset - back) for tp, offset in before.items()}
@@ -497,39 +662,63 @@ async def _rewound(env: _Env, run: _Run) -> None:
             consumer.seek(tp, offset)
         await consumer.commit(rewound)
         committed.update(rewound)
-        # Replay at about 1.5x the produce rate until back where it was, then keep up again.
-        per_partition = max(1, int(RATE_PER_TOPIC * 1.5 / 2 / PARTITIONS) + 2)
-        while any(committed[tp] < offset for tp, offset in before.items()):
-            await _consume_once(consumer, committed, per_partition)
+
+        async def replay() -> None:
+            # Replay at about 1.5x the produce rate (the rewind stays visible a while).
+            await _consume_once(consumer, committed, per_partition=REPLAY_PER_PARTITION)
             await asyncio.sleep(0.5)
-        run.steady = False  # back to normal
-        await _keep_up_until(consumer, committed, float("inf"))
+
+        await env.until_status(run, _at_least(GroupStatus.ERR), replay)
+        await _catch_up(env, run, [consumer], committed)
 
 
-REBALANCE_MAX_POLL_MS = 1000
-REBALANCE_PROCESSING_S = 2.0
+REPLAY_PER_PARTITION = max(1, int(RATE_PER_TOPIC * 1.5 / 2 / PARTITIONS) + 2)
+CRASH_AFTER_JOIN_S = 0.5
+"""How long each incarnation of a crash-looping consumer lives once it has its partitions."""
+REBALANCE_ALLOWANCE_SCANS = 25
+"""The rebalance loop runs on the broker's clock (join delays, session timeouts), not the
+scanner's: its stages get more scans than the window-driven Burrow statuses."""
 
 
 async def _rebalance_loop(env: _Env, run: _Run) -> None:
     async with _traffic(env, run):
-        consumers = await _join_in_turn(
-            env, run, members=2, max_poll_interval_ms=REBALANCE_MAX_POLL_MS, max_poll_records=10
-        )
+        consumers = await _join_in_turn(env, run, members=2)
         committed: dict[TopicPartition, int] = {}
-        await asyncio.gather(*(_keep_up_until(c, committed, run.misbehave_at) for c in consumers))
-        env.misbehave(run)
-        await asyncio.gather(*(_process_slowly(c) for c in consumers))
+        settled = _settled_after_join(env, run)
+        await asyncio.gather(*(_keep_up_until(c, committed, settled) for c in consumers))
+        await _fall_behind(env, run, consumers, committed)
+        env.stage(run, "fail")
+        for consumer in consumers:
+            await consumer.stop()
+        looping = [asyncio.create_task(_crash_loop(env, run))]
+        try:
+            # A storm is WARN, a rebalance that never completes ERR: give the loop time for
+            # the second.
+            await env.until_status(run, _at_least(GroupStatus.ERR), lambda: asyncio.sleep(0.5))
+        finally:
+            for task in looping:
+                task.cancel()
+            await asyncio.gather(*looping, return_exceptions=True)
+        await _catch_up(env, run, [await env.consumer(run)], committed)
 
 
-async def _process_slowly(consumer: AIOKafkaConsumer) -> None:
-    """Each batch takes longer than max.poll.interval: the client leaves the group while it
-    works, its commit fails, the next poll joins again, and round it goes."""
+async def _crash_loop(env: _Env, run: _Run) -> None:
+    """A consumer that crashes and is restarted, over and over (a crash-looping pod): each
+    incarnation joins the group with a new member id, dies soon after it gets its partitions
+    and before it commits anything, and the next one joins: the group rebalances again and
+    again. Each incarnation leaves the group as it dies (as a consumer closed by its pod's
+    shutdown hook does), so none lingers as a ghost member."""
     while True:
-        async with _transient_errors("rebalance-loop member"):
-            batch = await consumer.getmany(timeout_ms=200)
-            if batch:
-                await asyncio.sleep(REBALANCE_PROCESSING_S)
-                await consumer.commit({tp: rs[-1].offset + 1 for tp, rs in batch.items() if rs})
+        consumer = await env.consumer(run)
+        try:
+            joined_by = time.monotonic() + 30
+            while not consumer.assignment() and time.monotonic() < joined_by:
+                async with _transient_errors("crash-looping member"):
+                    await consumer.getmany(timeout_ms=200)
+            await asyncio.sleep(CRASH_AFTER_JOIN_S)
+        finally:
+            with contextlib.suppress(*_CLIENT_ERRORS):
+                await consumer.stop()
 
 
 async def _delete_records_supported(bootstrap: str, topic: str) -> bool:
@@ -565,14 +754,23 @@ async def _retention_loss(env: _Env, run: _Run) -> None:
         committed: dict[TopicPartition, int] = {}
         while time.monotonic() < run.misbehave_at:
             await _consume_guarded(consumer, committed, None)
-        env.misbehave(run)
+
+        async def slowly() -> None:
+            await _consume_guarded(consumer, committed, LAGGING_PER_PARTITION)
+            await asyncio.sleep(1.0)
+
+        env.stage(run, "degrade")
+        await env.until_status(run, _at_least(GroupStatus.WARN), slowly)
+        env.stage(run, "fail")
         deleting = asyncio.create_task(_delete_old_records(env, consumer, keep=20))
         try:
-            while True:
-                await _consume_guarded(consumer, committed, LAGGING_PER_PARTITION)
-                await asyncio.sleep(1.0)
+            await env.until_status(run, _at_least(GroupStatus.ERR), slowly)
         finally:
             deleting.cancel()
+            await asyncio.gather(deleting, return_exceptions=True)
+        # Accept the loss: skip to what is still there, then keep up.
+        await consumer.seek_to_beginning()
+        await _catch_up(env, run, [consumer], committed)
 
 
 async def _consume_guarded(
@@ -602,32 +800,51 @@ async def _delete_old_records(env: _Env, consumer: AIOKafkaConsumer, keep: int) 
         await admin.close()
 
 
+_SLOW = (
+    f"falls behind: consumes about {LAGGING_PER_PARTITION * PARTITIONS} records/s while "
+    f"{RATE_PER_TOPIC:g}/s arrive"
+)
+_CATCH_UP = "fixed: consumes at full speed again and catches up"
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("healthy", "OK (no alert)", "", frozenset(), _healthy, 0),
+        Scenario("healthy", "OK (no alert)", ("", "", ""), frozenset(), _healthy, 0),
         Scenario(
             "rebalance-loop",
             "ERR/WARN (stuck-rebalance or rebalance-storm)",
-            f"each batch now takes {REBALANCE_PROCESSING_S:g}s, over max.poll.interval "
-            f"({REBALANCE_MAX_POLL_MS / 1000:g}s): kicked out, rejoins, again",
+            (
+                _SLOW,
+                "its consumer now crashes right after joining and is restarted, over and "
+                "over (a crash loop): the group rebalances again and again",
+                "fixed: one healthy consumer joins and catches up",
+            ),
             frozenset({("stuck_rebalance", None), ("rebalance_storm", None)}),
             _rebalance_loop,
             0,
+            allowance_scans=REBALANCE_ALLOWANCE_SCANS,
         ),
         Scenario(
             "lagging",
             "WARN (WARN)",
-            f"now consumes about {LAGGING_PER_PARTITION * PARTITIONS} records/s while "
-            f"{RATE_PER_TOPIC:g}/s arrive",
+            (
+                _SLOW,
+                "then stops making progress at all, though still in the group",
+                _CATCH_UP,
+            ),
             frozenset({("burrow", "WARN")}),
             _lagging,
             1,
+            detect_in="degrade",
         ),
         Scenario(
             "stalled",
             "ERR (STALL)",
-            "still a member, now commits the same offset every second while data arrives",
+            (
+                _SLOW,
+                "still a member, now commits the same offset every second while data arrives",
+                _CATCH_UP,
+            ),
             frozenset({("burrow", "STALL")}),
             _stalled,
             2,
@@ -635,7 +852,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "stopped",
             "ERR (STOP)",
-            "both consumers stopped and left the group while data keeps arriving",
+            (
+                _SLOW,
+                "both consumers stopped and left the group while data keeps arriving",
+                "a replacement consumer starts from the group's commits and catches up",
+            ),
             frozenset({("burrow", "STOP")}),
             _stopped,
             3,
@@ -643,7 +864,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "rewound",
             "ERR (REWIND)",
-            "sought back about 30 s of records, committed that offset, replays from there",
+            (
+                _SLOW,
+                "sought back about 30 s of records, committed that offset, replays from there",
+                "replays at full speed until it is back where it was, then keeps up",
+            ),
             frozenset({("burrow", "REWIND")}),
             _rewound,
             4,
@@ -651,7 +876,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "retention-loss",
             "ERR/WARN (retention-risk)",
-            "falls behind while records older than the newest 20 are deleted",
+            (
+                _SLOW,
+                "records older than the newest 20 are deleted under it",
+                "gives up the lost records: skips to the log start and catches up",
+            ),
             frozenset({("retention", None)}),
             _retention_loss,
             1,
@@ -697,7 +926,11 @@ class _DemoSink(LogSink):
             self.transitions.append(t)
             self.env.out(f"{self.env.stamp(t.at / 1000)} {_transition_line(t)}")
             run = self.runs.get(t.group)
-            if run is None or t.current in (GroupStatus.OK, GroupStatus.NOTFOUND):
+            if run is None:
+                continue
+            run.status = t.current
+            run.statuses.append(t.current)
+            if t.current in (GroupStatus.OK, GroupStatus.NOTFOUND):
                 continue
             before = run.misbehaving_since_ms is None or t.at < run.misbehaving_since_ms
             if (before or not run.scenario.wanted) and run.early_alert is None:
@@ -724,7 +957,8 @@ def _transition_line(t: Transition) -> str:
     if not findings:
         lag = t.result.total_lag if t.result is not None else 0
         return f"{head} recovered (total lag {lag})"
-    first = findings[0]
+    # The finding that made the status (an ERR's reason, not a WARN listed before it).
+    first = max(findings, key=lambda f: f.severity.group_status.rank)
     where = f" {first.topic}/{first.partition}" if first.topic is not None else ""
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
     return f"{head} {first.rule} {first.status}{where}: {first.message}{more}"
@@ -741,7 +975,7 @@ async def _watch(coordinator: Coordinator, runs: dict[str, _Run], poll_s: float)
             continue
         seen = evaluation
         for group, run in runs.items():
-            if run.detected_at_ms is not None or run.misbehaving_since_ms is None:
+            if run.detected_at_ms is not None or run.detect_from_ms is None:
                 continue
             if not run.scenario.wanted:
                 continue
@@ -823,44 +1057,93 @@ def local_notify_config(http: HttpReceiver, smtp: SmtpReceiver) -> dict[str, Any
     }  # fmt: skip
 
 
-def delivery_lines(http: HttpReceiver, smtp: SmtpReceiver, groups: list[str]) -> list[str]:
-    """Per scenario group: the events the webhook received, and how many Slack messages,
-    PagerDuty events and e-mails mention it."""
-    events: dict[str, list[str]] = {g: [] for g in groups}
-    slack = dict.fromkeys(groups, 0)
-    pagerduty: dict[str, list[str]] = {g: [] for g in groups}
-    incident_groups: dict[str | None, str | None] = {}
+CHANNELS = ("webhook", "slack", "pagerduty", "e-mail")
+STORY_EVENTS = ("open", "escalate", "resolve")
+_SLACK_EVENT = re.compile(r"·\s+(opened|escalated|still firing|resolved)\b")
+_SLACK_EVENTS = {
+    "opened": "open",
+    "escalated": "escalate",
+    "still firing": "repeat",
+    "resolved": "resolve",
+}
+
+Received = dict[str, dict[str, list[str]]]
+"""group → channel → the events it received for that group, in order."""
+
+
+def received_events(http: HttpReceiver, smtp: SmtpReceiver, groups: list[str]) -> Received:
+    """What each local receiver got, per scenario group, as notification events (open,
+    escalate, repeat, resolve): the webhook's ``event`` field, the event label in the Slack
+    message, PagerDuty's trigger (open, then escalate when the severity rises) and resolve
+    matched to the group by ``dedup_key``, the e-mail's ``X-Notifier-Event`` header."""
+    got: Received = {g: {c: [] for c in CHANNELS} for g in groups}
+    incident_groups: dict[str, str] = {}
+    pd_severity: dict[str, str] = {}
     for request in http.requests:
-        body = request.text
         if request.path.startswith("/hooks/"):
             for alert in request.json.get("alerts", []):
                 group = alert.get("incident", {}).get("group")
-                if group in events:
-                    events[group].append(alert.get("event", "?"))
+                if group in got:
+                    got[group]["webhook"].append(alert.get("event", "?"))
         elif request.path.startswith("/services/"):
+            text = json.dumps(request.json, ensure_ascii=False)
+            label = _SLACK_EVENT.search(text)
             for group in groups:
-                slack[group] += group in body
+                if f"*{group}*" in text:
+                    got[group]["slack"].append(_SLACK_EVENTS[label[1]] if label else "?")
         elif request.path.startswith("/v2/enqueue"):
             # A resolve carries only the dedup key (the incident id) its trigger named.
             data = request.json
-            group = incident_groups.get(data.get("dedup_key"))
+            key = str(data.get("dedup_key"))
+            group = incident_groups.get(key)
             if group is None:
+                body = request.text
                 group = next((g for g in groups if g in body), None)
-                incident_groups[data.get("dedup_key")] = group
-            if group in pagerduty:
-                pagerduty[group].append(data.get("event_action", "?"))
-    mail = dict.fromkeys(groups, 0)
+                if group is None:
+                    continue
+                incident_groups[key] = group
+            action = data.get("event_action", "?")
+            if action == "trigger":
+                severity = str(data.get("payload", {}).get("severity"))
+                previous = pd_severity.get(key)
+                pd_severity[key] = severity
+                action = (
+                    "open"
+                    if previous is None
+                    else ("repeat" if previous == severity else "escalate")
+                )
+            got[group]["pagerduty"].append(action)
     for envelope in smtp.messages:
         subject = str(envelope.message.get("Subject", ""))
+        event = str(envelope.message.get("X-Notifier-Event", "?"))
         for group in groups:
-            mail[group] += group in subject
-    width = max((len(g) for g in groups), default=5)
-    lines = [f"{'group':<{width}}  webhook events               slack  pagerduty            e-mail"]
-    for group in groups:
-        lines.append(
-            f"{group:<{width}}  {' '.join(events[group]) or '-':<27}  {slack[group]:>5}  "
-            f"{' '.join(pagerduty[group]) or '-':<19}  {mail[group]:>6}"
-        )
+            if group in subject:
+                got[group]["e-mail"].append(event)
+    return got
+
+
+def told_the_whole_story(events: list[str]) -> bool:
+    """An open, then an escalation, then a resolve (repeats and flaps aside)."""
+    remaining = iter(events)
+    return all(any(event == wanted for event in remaining) for wanted in STORY_EVENTS)
+
+
+def delivery_lines(received: Received) -> list[str]:
+    """The table of :func:`received_events`: one row per group, one column per channel."""
+    cells = {
+        group: ["→".join(channels[c]) or "-" for c in CHANNELS]
+        for group, channels in received.items()
+    }
+    width = max((len(g) for g in received), default=5)
+    columns = [
+        max([len(name)] + [len(row[i]) for row in cells.values()])
+        for i, name in enumerate(CHANNELS)
+    ]
+    rows = [("group", list(CHANNELS)), *cells.items()]
+    lines = [
+        (f"{group:<{width}}  " + "  ".join(c.ljust(w) for c, w in zip(row, columns))).rstrip()
+        for group, row in rows
+    ]
     return lines
 
 
@@ -897,7 +1180,7 @@ async def run_demo(
     notifier: Notifier | None = None
     receivers = contextlib.AsyncExitStack()
     http = smtp = None
-    deliveries: list[str] = []
+    received: Received = {}
     tasks: list[asyncio.Task[None]] = []
     interrupted = False
     try:
@@ -940,7 +1223,10 @@ async def run_demo(
         if stop is not None:
             waiters.append(asyncio.create_task(stop.wait()))
         if settings.duration is not None:
+            # A timed run ends early once every story is told: no need to watch healthy
+            # groups stay healthy for the rest of the two minutes.
             waiters.append(asyncio.create_task(asyncio.sleep(settings.duration)))
+            waiters.append(asyncio.create_task(_all_finished(runs, settings.scan_interval)))
         if waiters:
             _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
@@ -959,7 +1245,7 @@ async def run_demo(
             await notifier.wait_delivered(timeout=15)
             await _bounded("the notifier", notifier.stop())
         if http is not None and smtp is not None:
-            deliveries = delivery_lines(http, smtp, list(runs))
+            received = received_events(http, smtp, list(runs))
         await _bounded("the local receivers", receivers.aclose())
         for task in tasks:
             task.cancel()
@@ -975,8 +1261,16 @@ async def run_demo(
         data_dir=data_dir,
         bootstrap_servers=bootstrap,
         interrupted=interrupted,
-        deliveries=deliveries,
+        received=received,
     )
+
+
+async def _all_finished(runs: dict[str, _Run], scan_interval: float) -> None:
+    """Return once every scenario has finished its story (then one scan more, so the last
+    transitions are handed to the notifier)."""
+    while not all(run.finished or run.skipped or run.failure for run in runs.values()):
+        await asyncio.sleep(0.25)
+    await asyncio.sleep(scan_interval)
 
 
 async def _bounded(what: str, step: Awaitable[Any], seconds: float = 20.0) -> None:
@@ -1001,7 +1295,14 @@ async def _guard(env: _Env, run: _Run) -> None:
 
 def _outcome(run: _Run) -> ScenarioOutcome:
     scenario = run.scenario
-    base = {"name": scenario.name, "group": run.group, "expected": scenario.expected}
+    base = {
+        "name": scenario.name,
+        "group": run.group,
+        "expected": scenario.expected,
+        "path": " → ".join(["OK", *(status.value for status in run.statuses)])
+        if run.statuses
+        else "",
+    }
     if run.skipped is not None:
         return ScenarioOutcome(
             **base, detected=f"skipped: {run.skipped}", seconds=None, ok=True, skipped=run.skipped
@@ -1015,10 +1316,10 @@ def _outcome(run: _Run) -> ScenarioOutcome:
         )
     if not scenario.wanted:
         return ScenarioOutcome(**base, detected="OK (no alert)", seconds=None, ok=True)
-    if run.detected_at_ms is None or run.misbehaving_since_ms is None:
-        started = "never misbehaved" if run.misbehaving_since_ms is None else "not detected"
+    if run.detected_at_ms is None or run.detect_from_ms is None:
+        started = "never misbehaved" if run.detect_from_ms is None else "not detected"
         return ScenarioOutcome(**base, detected=started, seconds=None, ok=False)
-    seconds = (run.detected_at_ms - run.misbehaving_since_ms) / 1000
+    seconds = (run.detected_at_ms - run.detect_from_ms) / 1000
     return ScenarioOutcome(**base, detected=run.detected or "", seconds=seconds, ok=True)
 
 
@@ -1052,19 +1353,26 @@ def _print_banner(
 
 def format_summary(report: DemoReport) -> str:
     """The summary table: scenario, expected, detected, seconds from misbehaviour to alert."""
-    header = ("scenario", "expected", "detected", "seconds to detect")
+    header = ("scenario", "expected", "detected", "seconds to detect", "statuses")
     rows = [
-        (o.name, o.expected, o.detected, "-" if o.seconds is None else f"{o.seconds:.1f}")
+        (
+            o.name,
+            o.expected,
+            o.detected,
+            "-" if o.seconds is None else f"{o.seconds:.1f}",
+            o.path or "-",
+        )
         for o in report.outcomes
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(header, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    failed = [f"{o.name}: {o.detected}" for o in report.outcomes if not o.ok]
     verdict = (
         "every scenario detected, nothing else alerted"
-        if report.ok
-        else "FAILED: " + "; ".join(f"{o.name}: {o.detected}" for o in report.outcomes if not o.ok)
+        if not failed
+        else "FAILED: " + "; ".join(failed)
     )
     lines.append(verdict)
     return "\n".join(lines)
@@ -1086,11 +1394,17 @@ def main(settings: DemoSettings, out: Callable[[str], None] = print) -> int:
         report = asyncio.run(_main_async(settings, out))
     out("")
     out(format_summary(report))
-    if report.deliveries:
+    if report.received:
         out("")
         out("notifications the local receivers got (Slack, PagerDuty, webhook, SMTP on loopback):")
-        for line in report.deliveries:
+        for line in delivery_lines(report.received):
             out("  " + line)
+        untold = report.untold
+        out(
+            "  every scenario's open, escalation and resolve reached all four channels"
+            if not untold
+            else "  MISSING open/escalate/resolve: " + "; ".join(untold)
+        )
     if settings.duration is None and report.interrupted:
         return 0
     return 0 if report.ok else 1
