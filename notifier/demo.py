@@ -673,6 +673,7 @@ async def _rewound(env: _Env, run: _Run) -> None:
 
 
 REPLAY_PER_PARTITION = max(1, int(RATE_PER_TOPIC * 1.5 / 2 / PARTITIONS) + 2)
+CRASH_JOIN_TIMEOUT_S = 30.0
 CRASH_AFTER_JOIN_S = 0.5
 """How long each incarnation of a crash-looping consumer lives once it has its partitions."""
 REBALANCE_ALLOWANCE_SCANS = 25
@@ -690,28 +691,33 @@ async def _rebalance_loop(env: _Env, run: _Run) -> None:
         env.stage(run, "fail")
         for consumer in consumers:
             await consumer.stop()
-        looping = [asyncio.create_task(_crash_loop(env, run))]
+        fixed = asyncio.Event()
+        looping = asyncio.create_task(_crash_loop(env, run, fixed))
         try:
             # A storm is WARN, a rebalance that never completes ERR: give the loop time for
             # the second.
             await env.until_status(run, _at_least(GroupStatus.ERR), lambda: asyncio.sleep(0.5))
+            # The fix ships: the incarnation running now is the last; it leaves as it dies.
+            fixed.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(looping), CRASH_JOIN_TIMEOUT_S + 5)
         finally:
-            for task in looping:
-                task.cancel()
-            await asyncio.gather(*looping, return_exceptions=True)
+            looping.cancel()
+            await asyncio.gather(looping, return_exceptions=True)
         await _catch_up(env, run, [await env.consumer(run)], committed)
 
 
-async def _crash_loop(env: _Env, run: _Run) -> None:
+async def _crash_loop(env: _Env, run: _Run, fixed: asyncio.Event) -> None:
     """A consumer that crashes and is restarted, over and over (a crash-looping pod): each
     incarnation joins the group with a new member id, dies soon after it gets its partitions
     and before it commits anything, and the next one joins: the group rebalances again and
     again. Each incarnation leaves the group as it dies (as a consumer closed by its pod's
-    shutdown hook does), so none lingers as a ghost member."""
-    while True:
+    shutdown hook does), so none lingers as a ghost member; once ``fixed`` is set, the one
+    running finishes its life that way and no other starts."""
+    while not fixed.is_set():
         consumer = await env.consumer(run)
         try:
-            joined_by = time.monotonic() + 30
+            joined_by = time.monotonic() + CRASH_JOIN_TIMEOUT_S
             while not consumer.assignment() and time.monotonic() < joined_by:
                 async with _transient_errors("crash-looping member"):
                     await consumer.getmany(timeout_ms=200)
