@@ -192,8 +192,11 @@ def replay(history_path: Path, rules_path: Path, interval: str) -> None:
 @click.option(
     "--duration",
     default=None,
-    help="Run the scripted timeline this long (e.g. 120 or 2m), print the summary and exit "
-    "non-zero unless every scenario was detected and nothing else alerted. Default: until Ctrl-C.",
+    help="Run the scripted timeline at most this long (e.g. 120 or 2m; it ends sooner once "
+    "every scenario has fallen behind, failed and recovered), print the summary and exit "
+    "non-zero unless every scenario was detected and nothing else alerted (with "
+    "--local-receivers: and every scenario's open, escalation and resolve reached every "
+    "channel). Default: until Ctrl-C.",
 )
 @click.option("--port", type=int, default=None, help="Port of the embedded broker (default: free).")
 @click.option(
@@ -226,7 +229,7 @@ def replay(history_path: Path, rules_path: Path, interval: str) -> None:
     "--local-receivers",
     is_flag=True,
     help="Notify loopback stand-ins for Slack, PagerDuty, a webhook and SMTP, and show what "
-    "each received.",
+    "each received for every scenario.",
 )
 def demo(
     duration: str | None,
@@ -238,7 +241,8 @@ def demo(
     notify_path: Path | None,
     local_receivers: bool,
 ) -> None:
-    """Watch scripted consumer groups on an embedded Kafka broker: each misbehaviour detected."""
+    """Watch scripted consumer groups on an embedded Kafka broker fall behind, fail and
+    recover: each misbehaviour detected, each incident opened, escalated and resolved."""
     from notifier import demo as demo_module
 
     try:

@@ -3,9 +3,9 @@
 One shared run of the demo's scripted groups (:mod:`notifier.demo`, as ``make demo`` runs it)
 checks that each misbehaviour is detected with the right status within a bounded number of
 scans, that the healthy group never alerts, and that every scenario's incident is opened,
-escalated and resolved on each local channel. The other tests run the coordinator as ``notifier run`` does
-(APScheduler, real collector): a broker that goes away mid-run, a warm restart, and the number of
-Kafka requests per scan as partitions grow.
+escalated and resolved on each local channel. The other tests run the coordinator as
+``notifier run`` does (APScheduler, real collector): a broker that goes away mid-run, a warm
+restart, and the number of Kafka requests per scan as partitions grow.
 
 A Tansu restart loses every topic, group and offset (it keeps them in memory), so the outage test
 checks what must hold across one: no transition during the outage, readiness false, then scans
