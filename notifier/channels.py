@@ -39,6 +39,7 @@ import httpx
 import jinja2
 
 from notifier import __version__, jsonenc
+from notifier.transport import AsyncioTransport
 from notifier.types import (
     Alert,
     Event,
@@ -909,16 +910,17 @@ def environment_proxy(scheme: str, host: str) -> str | None:
 
 
 class _HttpChannel(Channel):
-    """Shared HTTP plumbing: scrubbed and classified errors, over httpx's transport layer.
+    """Shared HTTP plumbing: scrubbed and classified errors, straight on an httpx transport.
 
-    Requests go straight to an ``httpx.AsyncHTTPTransport`` (its connection pool) rather than
-    through ``httpx.AsyncClient``: the client's per-request work (auth and redirect flows,
-    cookies, URL merging, event hooks) is none of what a notifier needs and costs as much as
-    the request itself at a thousand deliveries a second. What the client gave that we do
-    need is kept: the proxy from ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` unless
-    ``NO_PROXY`` exempts the host, ``SSL_CERT_FILE``/``SSL_CERT_DIR``, timeouts, and
-    transport errors as ``httpx`` exceptions. Redirects are not followed (a webhook that
-    redirects is misconfigured, and following one would resend the body elsewhere).
+    Requests go to a :class:`~notifier.transport.AsyncioTransport` (httpcore's connection
+    pool on asyncio streams) rather than through ``httpx.AsyncClient``: the client's
+    per-request work (auth and redirect flows, cookies, URL merging, event hooks) is none of
+    what a notifier needs, and at a thousand deliveries a second it cost as much as the
+    request itself. What the client gave that we do need is kept: the proxy from
+    ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` unless ``NO_PROXY`` exempts the host,
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR``, timeouts, and failures as ``httpx`` exceptions.
+    Redirects are not followed (a webhook that redirects is misconfigured, and following one
+    would resend the body elsewhere).
     """
 
     def __init__(
@@ -948,7 +950,7 @@ class _HttpChannel(Channel):
             proxy = self._proxy_for_origin[origin] = environment_proxy(url.scheme, url.host)
         transport = self._transports.get(proxy)
         if transport is None:
-            transport = self._transports[proxy] = httpx.AsyncHTTPTransport(proxy=proxy)
+            transport = self._transports[proxy] = AsyncioTransport(proxy=proxy)
         return transport
 
     async def aclose(self) -> None:

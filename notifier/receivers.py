@@ -29,6 +29,7 @@ import email.policy
 import itertools
 import json
 import socket
+import ssl
 import time
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -89,7 +90,9 @@ class Reply:
 class HttpReceiver:
     """``async with HttpReceiver() as rx:`` — a recording HTTP server at ``rx.url``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
+        """A server-side TLS context: serve HTTPS (at ``https://localhost:port``)."""
         self.requests: list[Request] = []
         self._replies: dict[str, list[Reply]] = {}
         self._server: asyncio.Server | None = None
@@ -100,7 +103,7 @@ class HttpReceiver:
     # ---- lifecycle
 
     async def __aenter__(self) -> HttpReceiver:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -115,6 +118,9 @@ class HttpReceiver:
 
     @property
     def url(self) -> str:
+        # A certificate names a host, not an address: HTTPS is served as localhost.
+        if self.tls is not None:
+            return f"https://localhost:{self.port}"
         return f"http://127.0.0.1:{self.port}"
 
     def url_for(self, path: str) -> str:
@@ -129,14 +135,18 @@ class HttpReceiver:
         *,
         json_body: Any = None,
         text: str | None = None,
+        content: bytes | None = None,
         headers: dict[str, str] | None = None,
         hang: float | None = None,
         times: int | None = None,
     ) -> None:
-        """Answer requests to ``path`` with this reply (queued after earlier ones)."""
+        """Answer requests to ``path`` with this reply (queued after earlier ones): a JSON
+        body, a text, or raw ``content`` bytes (e.g. gzip-encoded, with its header)."""
         if json_body is not None:
             body = json.dumps(json_body).encode()
             headers = {"Content-Type": "application/json", **(headers or {})}
+        elif content is not None:
+            body = content
         else:
             body = (text or "").encode()
         self._replies.setdefault(path, []).append(
@@ -167,7 +177,7 @@ class HttpReceiver:
                 head += [f"Content-Length: {len(body)}", "Connection: keep-alive", "", ""]
                 writer.write("\r\n".join(head).encode("latin-1") + body)
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+        except (ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, asyncio.CancelledError):
             # The client went away, or the test ended while this handler hung on purpose.
             pass
         finally:

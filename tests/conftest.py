@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from notifier.broker import EmbeddedBroker
+from notifier.receivers import HttpReceiver
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +33,10 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., EmbeddedBroker]]:
     yield start
     for broker in started:
         broker.stop()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[HttpReceiver]:
+    """A loopback HTTP server standing in for Slack, PagerDuty or a webhook receiver."""
+    async with HttpReceiver() as receiver:
+        yield receiver

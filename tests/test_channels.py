@@ -142,12 +142,6 @@ def many_alerts(count: int, event: Event = Event.OPEN) -> list[Alert]:
 
 
 @pytest.fixture
-async def http():
-    async with HttpReceiver() as receiver:
-        yield receiver
-
-
-@pytest.fixture
 async def smtp():
     async with SmtpReceiver() as receiver:
         yield receiver

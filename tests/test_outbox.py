@@ -92,12 +92,6 @@ def alerts_of(requests) -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture
-async def http():
-    async with HttpReceiver() as receiver:
-        yield receiver
-
-
-@pytest.fixture
 async def notifiers():
     """Start notifiers in a test; any still running are stopped at the end."""
     started: list[Notifier] = []
