@@ -589,28 +589,10 @@ async def _catch_up(
         await keep_up()
 
 
-async def _lagging(env: _Env, run: _Run) -> None:
-    async with _traffic(env, run):
-        consumer = await env.consumer(run)
-        committed: dict[TopicPartition, int] = {}
-        await _keep_up_until(consumer, committed, run.misbehave_at)
-        await _fall_behind(env, run, [consumer], committed)
-
-        async def stuck() -> None:
-            # Polls (a live member) but processes and commits nothing.
-            async with _transient_errors("lagging"):
-                await consumer.getmany(timeout_ms=200, max_records=1)
-            await asyncio.sleep(1.0)
-
-        env.stage(run, "fail")
-        await env.until_status(run, _at_least(GroupStatus.ERR), stuck)
-        # What it fetched while stuck was never processed: start again from the commits.
-        for tp, offset in committed.items():
-            consumer.seek(tp, offset)
-        await _catch_up(env, run, [consumer], committed)
-
-
-async def _stalled(env: _Env, run: _Run) -> None:
+async def _stuck_member(env: _Env, run: _Run, *, recommit: bool) -> None:
+    """One consumer that keeps up, falls behind, then stops moving while it stays in the
+    group (still polling; with ``recommit``, committing its last offsets again every second,
+    as a consumer stuck on a poison message with auto-commit does), and is fixed."""
     async with _traffic(env, run):
         consumer = await env.consumer(run)
         committed: dict[TopicPartition, int] = {}
@@ -618,31 +600,47 @@ async def _stalled(env: _Env, run: _Run) -> None:
         await _fall_behind(env, run, [consumer], committed)
         frozen = dict(committed)
 
-        async def recommit() -> None:
-            # Still polling (a live member), still committing, never moving.
-            async with _transient_errors("stalled"):
+        async def stuck() -> None:
+            async with _transient_errors(run.scenario.name):
                 await consumer.getmany(timeout_ms=200, max_records=1)
-                if frozen:
+                if recommit and frozen:
                     await consumer.commit(frozen)
             await asyncio.sleep(1.0)
 
         env.stage(run, "fail")
-        await env.until_status(run, _at_least(GroupStatus.ERR), recommit)
+        await env.until_status(run, _at_least(GroupStatus.ERR), stuck)
+        # What it fetched while stuck was never processed: start again from its commits.
         for tp, offset in frozen.items():
             consumer.seek(tp, offset)
         await _catch_up(env, run, [consumer], committed)
 
 
+async def _lagging(env: _Env, run: _Run) -> None:
+    await _stuck_member(env, run, recommit=False)
+
+
+async def _stalled(env: _Env, run: _Run) -> None:
+    await _stuck_member(env, run, recommit=True)
+
+
+async def _two_members_leave(env: _Env, run: _Run) -> dict[TopicPartition, int]:
+    """Two members join in turn, keep up until settled, fall behind; then, as the fail stage
+    starts, both stop and leave the group (Empty, no members, offsets kept). Returns the
+    group's commits."""
+    consumers = await _join_in_turn(env, run, members=2)
+    committed: dict[TopicPartition, int] = {}
+    settled = _settled_after_join(env, run)
+    await asyncio.gather(*(_keep_up_until(c, committed, settled) for c in consumers))
+    await _fall_behind(env, run, consumers, committed)
+    env.stage(run, "fail")
+    for consumer in consumers:
+        await consumer.stop()
+    return committed
+
+
 async def _stopped(env: _Env, run: _Run) -> None:
     async with _traffic(env, run):
-        consumers = await _join_in_turn(env, run, members=2)
-        committed: dict[TopicPartition, int] = {}
-        settled = _settled_after_join(env, run)
-        await asyncio.gather(*(_keep_up_until(c, committed, settled) for c in consumers))
-        await _fall_behind(env, run, consumers, committed)
-        env.stage(run, "fail")
-        for consumer in consumers:
-            await consumer.stop()  # leaves the group: Empty, no members, offsets kept
+        committed = await _two_members_leave(env, run)
         await env.until_status(run, _at_least(GroupStatus.ERR), lambda: asyncio.sleep(0.5))
         # A replacement starts from the group's commits and catches up.
         await _catch_up(env, run, [await env.consumer(run)], committed)
@@ -683,14 +681,7 @@ scanner's: its stages get more scans than the window-driven Burrow statuses."""
 
 async def _rebalance_loop(env: _Env, run: _Run) -> None:
     async with _traffic(env, run):
-        consumers = await _join_in_turn(env, run, members=2)
-        committed: dict[TopicPartition, int] = {}
-        settled = _settled_after_join(env, run)
-        await asyncio.gather(*(_keep_up_until(c, committed, settled) for c in consumers))
-        await _fall_behind(env, run, consumers, committed)
-        env.stage(run, "fail")
-        for consumer in consumers:
-            await consumer.stop()
+        committed = await _two_members_leave(env, run)
         fixed = asyncio.Event()
         looping = asyncio.create_task(_crash_loop(env, run, fixed))
         try:

@@ -96,20 +96,6 @@ def log_json(level: int, event: str, **fields: Any) -> None:
 # Serialisation: Notification <-> plain JSON-able dicts (the outbox body format)
 
 
-def _finding_to_dict(f: Finding) -> dict[str, Any]:
-    return {
-        "rule": f.rule,
-        "kind": f.kind,
-        "severity": f.severity.value,
-        "status": f.status,
-        "topic": f.topic,
-        "partition": f.partition,
-        "message": f.message,
-        "evidence": f.evidence,
-        "since": f.since,
-    }
-
-
 def finding_from_dict(d: Mapping[str, Any]) -> Finding:
     return Finding(
         rule=d["rule"],
@@ -186,7 +172,7 @@ def result_to_dict(r: GroupResult) -> dict[str, Any]:
         "partial": r.partial,
         "evaluated_at": r.evaluated_at,
         "partitions": [_partition_to_dict(p) for p in r.partitions],
-        "findings": [_finding_to_dict(f) for f in r.findings],
+        "findings": [f.to_dict() for f in r.findings],
         "total_lag": r.total_lag,
         "max_lag": max_lag,
         "max_lag_seconds": r.max_lag_seconds,
@@ -230,7 +216,7 @@ def incident_to_dict(i: Incident) -> dict[str, Any]:
         "peak_status": i.peak_status.value,
         "closed_at": i.closed_at,
         "close_reason": i.close_reason,
-        "findings": [_finding_to_dict(f) for f in i.findings],
+        "findings": [f.to_dict() for f in i.findings],
         "silenced": i.silenced,
     }
 
@@ -462,7 +448,7 @@ class NotifyStore:
                         i.peak_status.value,
                         i.close_reason,
                         int(i.silenced),
-                        jsonenc.dumps([_finding_to_dict(f) for f in i.findings]),
+                        jsonenc.dumps([f.to_dict() for f in i.findings]),
                         None if r is None else jsonenc.dumps(result_to_dict(r)),
                     )
                     for i, r, kind in incidents
