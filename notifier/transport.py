@@ -164,7 +164,8 @@ def _as_httpx(exc: Exception, request: httpx.Request) -> Exception:
 
 class AsyncioTransport(httpx.AsyncBaseTransport):
     """An httpx transport: a keep-alive connection pool (``max_connections`` per transport)
-    over :class:`AsyncioBackend`, through ``proxy`` when given."""
+    over :class:`AsyncioBackend`, through ``proxy`` when given (``http://user:pw@host:port``
+    sends the credentials as ``Proxy-Authorization``)."""
 
     def __init__(
         self,
@@ -175,9 +176,18 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         keepalive_expiry: float = 30.0,
     ) -> None:
         ssl_context = httpx.create_ssl_context(verify=verify)
+        core_proxy = None
+        if proxy is not None:
+            parsed = httpx.Proxy(proxy)  # takes the credentials out of http://user:pw@host
+            core_proxy = httpcore.Proxy(
+                str(parsed.url),
+                auth=parsed.raw_auth,
+                headers=parsed.headers.raw,
+                ssl_context=parsed.ssl_context,
+            )
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context,
-            proxy=None if proxy is None else httpcore.Proxy(proxy, ssl_context=ssl_context),
+            proxy=core_proxy,
             max_connections=max_connections,
             keepalive_expiry=keepalive_expiry,
             network_backend=AsyncioBackend(),

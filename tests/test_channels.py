@@ -604,7 +604,7 @@ async def test_webhook_sends_bearer_or_basic_auth(http):
 
 async def test_http_channels_go_through_the_proxy_the_environment_names(http, monkeypatch):
     # The receiver plays a forward proxy: it gets the absolute-form request for the real host.
-    monkeypatch.setenv("HTTP_PROXY", http.url)
+    monkeypatch.setenv("HTTP_PROXY", f"http://ops:s3cret@127.0.0.1:{http.port}")
     monkeypatch.delenv("http_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
@@ -614,6 +614,7 @@ async def test_http_channels_go_through_the_proxy_the_environment_names(http, mo
     assert delivery.ok
     [request] = http.to("/hook")
     assert request.headers["host"] == "alerts.example.invalid"
+    assert request.headers["proxy-authorization"] == "Basic b3BzOnMzY3JldA=="  # ops:s3cret
 
 
 def test_no_proxy_exempts_hosts_from_the_environment_proxy(monkeypatch):
