@@ -412,6 +412,39 @@ async def test_a_restart_with_a_full_outbox_delivers_the_rest_and_resends_nothin
     await second.stop()
 
 
+async def test_a_row_whose_channel_was_removed_fails_loudly_after_a_restart(
+    http, tmp_path, notifiers, caplog
+):
+    db = tmp_path / "n.sqlite"
+    http.reply("/hook", 200, json_body={"status": "ok"}, hang=5)
+    first = await notifiers(config(webhook(http.url_for("/hook"))), db)
+    first.handle([move("orders", OK, ERR, now_ms())])
+    [planned] = first.flush_due()
+    await eventually(lambda: len(http.to("/hook")) == 1)
+    await first.stop()  # the send in flight is cut off after stop_timeout: the row stays pending
+
+    caplog.set_level(logging.ERROR, logger="notifier.notify")
+    renamed = {"pager": {"webhook": {"url": http.url_for("/other")}}}
+    second = await notifiers(config(renamed), db)
+
+    [failed] = second.store.outbox_rows("failed")
+    assert (failed["notification_id"], failed["last_error"]) == (
+        planned.id,
+        "channel no longer configured",
+    )
+    assert second.metrics()["failed"] == {"hook/webhook": 1}
+    [line] = [json.loads(r.getMessage()) for r in caplog.records if r.levelno >= logging.ERROR]
+    assert line == {
+        "event": "notification_failed",
+        "channel": "hook/webhook",
+        "notification": planned.id,
+        "outbox_id": failed["id"],
+        "attempts": 0,
+        "error": "channel no longer configured",
+    }
+    await second.stop()
+
+
 async def test_a_repeat_after_restart_keeps_its_schedule(http, tmp_path, notifiers):
     db = tmp_path / "n.sqlite"
     cfg = config(webhook(http.url_for("/hook")), {"repeat_interval": "1h"})
