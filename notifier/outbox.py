@@ -1037,17 +1037,8 @@ class Deliverer:
             worker = self._worker(row.channel)
             if worker is None:
                 # Its channel is no longer configured: final, reported, never silent.
-                self.metrics.failed[row.channel] += 1
-                error = "channel no longer configured"
-                self.store.mark_failed(row.id, self.clock(), row.attempts, error)
-                log_json(
-                    logging.ERROR,
-                    "notification_failed",
-                    channel=row.channel,
-                    notification=row.notification_id,
-                    outbox_id=row.id,
-                    attempts=row.attempts,
-                    error=error,
+                self._failed(
+                    row, row.channel, self.clock(), row.attempts, "channel no longer configured"
                 )
                 self._schedule_flush()
                 continue
@@ -1091,18 +1082,7 @@ class Deliverer:
             else:
                 if delivery.retryable:
                     error = f"gave up after {attempts} attempts over {age:.0f} s: {error}"
-                self.metrics.failed[name] += 1
-                self.store.mark_failed(row.id, now, attempts, error)
-                log_json(
-                    logging.ERROR,
-                    "notification_failed",
-                    channel=name,
-                    notification=row.notification_id,
-                    outbox_id=row.id,
-                    attempts=attempts,
-                    status_code=delivery.status_code,
-                    error=error,
-                )
+                self._failed(row, name, now, attempts, error, status_code=delivery.status_code)
         if self.on_result is not None:
             self.on_result(worker.channel, row, delivery)
         if finished:
@@ -1111,6 +1091,23 @@ class Deliverer:
                 self._idle.set()
         self._schedule_flush()
         return finished
+
+    def _failed(
+        self, row: OutboxRow, channel: str, now: int, attempts: int, error: str, **log_fields: Any
+    ) -> None:
+        """``row`` is finished undelivered: counted, persisted as failed, logged at ERROR."""
+        self.metrics.failed[channel] += 1
+        self.store.mark_failed(row.id, now, attempts, error)
+        log_json(
+            logging.ERROR,
+            "notification_failed",
+            channel=channel,
+            notification=row.notification_id,
+            outbox_id=row.id,
+            attempts=attempts,
+            **log_fields,
+            error=error,
+        )
 
     def _schedule_flush(self) -> None:
         if self.store.unflushed >= 512:
