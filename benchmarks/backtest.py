@@ -1,7 +1,8 @@
 """Benchmark: the Spark backtest on local[2] against a plain per-partition reference replay.
 
-A synthetic history (``notifier.synth``) is replayed for a grid of 24 configurations plus the
-rules file (25 in all) by the real job (:func:`notifier.backtest.run_backtest` on a local[2]
+A synthetic history (``notifier.backtest.synth``) is replayed for a grid of 24 configurations plus
+the
+rules file (25 in all) by the real job (:func:`notifier.backtest.job.run_backtest` on a local[2]
 Spark session, outputs included). In the same run, a slice of the same history — a few groups,
 every scan — is replayed through the plain, one-partition-at-a-time reference implementation
 (``tests/reference.py``: Burrow's rules, lag in seconds, the other rules, ``for`` and
@@ -35,10 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from notifier import backtest as bt  # noqa: E402
+from notifier.backtest import job as bt  # noqa: E402
+from notifier.backtest.synth import synthesize  # noqa: E402
 from notifier.config import RulesConfig  # noqa: E402
 from notifier.history import read_history  # noqa: E402
-from notifier.synth import synthesize  # noqa: E402
 from tests import reference as ref  # noqa: E402
 
 INTERVAL_S = 10.0

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from notifier.broker import EmbeddedBroker
-from notifier.receivers import HttpReceiver
+from notifier.collect.broker import EmbeddedBroker
+from notifier.demo.receivers import HttpReceiver
 
 
 @pytest.fixture(scope="session")

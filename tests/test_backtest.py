@@ -22,8 +22,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from notifier import backtest as bt
-from notifier.backtest import (
+from notifier.backtest import job as bt
+from notifier.backtest.job import (
     BacktestRequest,
     GridConfig,
     ReplayOptions,
@@ -37,8 +37,10 @@ from notifier.backtest import (
     rules_yaml,
     run_backtest,
 )
+from notifier.backtest.synth import synthesize
 from notifier.cli import main
 from notifier.config import ConfigError, load_rules, parse_rules
+from notifier.config.notify import parse_notify
 from notifier.history import (
     HistoryEmptyError,
     HistoryNotFoundError,
@@ -46,8 +48,6 @@ from notifier.history import (
     IncidentsError,
     read_history,
 )
-from notifier.notify import parse_notify
-from notifier.synth import synthesize
 from notifier.types import SAMPLE_SCHEMA, Sample, samples_to_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from notifier import rules as kernels
 from notifier.config import RulesConfig, WindowSettings
-from notifier.evaluate import Evaluator, group_without_partitions, not_found
-from notifier.store import ScanColumns, WindowStore
+from notifier.rules import kernels as kernels
+from notifier.rules.evaluate import Evaluator, group_without_partitions, not_found
+from notifier.rules.store import ScanColumns, WindowStore
 from notifier.types import PARTITION_STATUS_CODES, GroupStatus, Sample
 
 from .conformance import load_vectors

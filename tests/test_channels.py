@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from notifier.channels import (
+from notifier.demo.receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
+from notifier.notify.channels.base import (
     Delivery,
     Email,
     PagerDuty,
@@ -30,7 +31,6 @@ from notifier.channels import (
     parse_retry_after,
     sample_notification,
 )
-from notifier.receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
 from notifier.types import (
     Alert,
     Event,

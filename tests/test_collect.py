@@ -24,8 +24,8 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from notifier.broker import BrokerError, EmbeddedBroker
-from notifier.collect import (
+from notifier.collect.broker import BrokerError, EmbeddedBroker
+from notifier.collect.scan import (
     ClusterCollector,
     ScanError,
     ScanResult,

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from notifier.collect import ScanError, ScanResult
-from notifier.config import load_rules, parse_rules
-from notifier.settings import parse_service_config
+from notifier.collect.scan import ScanError, ScanResult
+from notifier.config import load_rules, parse_rules, parse_service_config
 from notifier.types import GroupStatus, Sample, samples_to_table
 
 from .scripted import drive, service
@@ -100,7 +99,7 @@ async def test_warm_restart_keeps_windows_and_does_not_refire(tmp_path):
     coord.save_checkpoints()
 
     again, sink2 = coordinator(tmp_path, [scan(i, stalled(i)) for i in range(10, 13)])
-    from notifier import checkpoint
+    from notifier.service import checkpoint
 
     state = again.clusters["c"]
     assert checkpoint.load(again.checkpoint_path("c"), state.store, state.evaluator, state.tracker)
@@ -116,7 +115,7 @@ async def test_a_checkpoint_for_other_window_settings_is_not_loaded(tmp_path):
     await run_scans(coord, 3)
     coord.save_checkpoints()
     other, _ = coordinator(tmp_path, [], rules=parse_rules({"window": {"intervals": 5}}))
-    from notifier import checkpoint
+    from notifier.service import checkpoint
 
     state = other.clusters["c"]
     assert not checkpoint.load(

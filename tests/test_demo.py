@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 import time
 
-from notifier.demo import (
+from notifier.config.notify import parse_notify
+from notifier.demo.receivers import HttpReceiver, SmtpReceiver
+from notifier.demo.run import (
     CHANNELS,
     delivery_lines,
     local_notify_config,
     received_events,
     told_the_whole_story,
 )
-from notifier.notify import Notifier, parse_notify
-from notifier.receivers import HttpReceiver, SmtpReceiver
+from notifier.notify.notifier import Notifier
 from notifier.types import GroupStatus
 
 from .test_notify import move

@@ -1,6 +1,6 @@
 """The whole service against real consumer groups on the embedded broker (Tansu).
 
-One shared run of the demo's scripted groups (:mod:`notifier.demo`, as ``make demo`` runs it)
+One shared run of the demo's scripted groups (:mod:`notifier.demo.run`, as ``make demo`` runs it)
 checks that each misbehaviour is detected with the right status within a bounded number of
 scans, that the healthy group never alerts, and that every scenario's incident is opened,
 escalated and resolved on each local channel. The other tests run the coordinator as
@@ -26,10 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from notifier.broker import EmbeddedBroker
-from notifier.config import RulesConfig
-from notifier.coordinate import Coordinator, LogSink
-from notifier.demo import (
+from notifier.collect.broker import EmbeddedBroker
+from notifier.config import RulesConfig, ServiceConfig, parse_service_config
+from notifier.demo.run import (
     CHANNELS,
     DETECTION_ALLOWANCE_SCANS,
     REBALANCE_ALLOWANCE_SCANS,
@@ -43,7 +42,7 @@ from notifier.demo import (
     format_summary,
     run_demo,
 )
-from notifier.settings import ServiceConfig, parse_service_config
+from notifier.service.coordinator import Coordinator, LogSink
 from notifier.types import GroupStatus, Transition
 from tests.test_collect import _commit, _produce
 

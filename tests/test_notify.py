@@ -1,6 +1,7 @@
 """The notification core and its config: pure, synchronous, simulated time.
 
-Everything here drives :class:`~notifier.notify.Dispatcher` with explicit ``now`` values (ms),
+Everything here drives :class:`~notifier.notify.notifier.Dispatcher` with explicit ``now`` values
+(ms),
 as the backtest will: incidents (open, escalate, resolve, gone), routing (first match,
 ``continue``, finding matchers), thresholds, ``repeat_interval``, ``send_resolved``, grouping
 storms, silences, cluster-down inhibition, restore — and Burrow's notifier vectors where our
@@ -15,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from notifier.channels import Email, PagerDuty, SlackBot, SlackWebhook, Webhook
 from notifier.config import ConfigError
-from notifier.notify import (
+from notifier.config.notify import parse_notify
+from notifier.notify.channels.base import Email, PagerDuty, SlackBot, SlackWebhook, Webhook
+from notifier.notify.notifier import (
     CLUSTER_GROUP,
     Dispatcher,
     NotifyConfig,
@@ -25,9 +27,8 @@ from notifier.notify import (
     channel_policies,
     make_silence,
     parse_matchers,
-    parse_notify,
 )
-from notifier.outbox import Rate
+from notifier.notify.outbox import Rate
 from notifier.types import (
     Event,
     Finding,
@@ -543,7 +544,7 @@ def test_burrow_sends_a_close_for_an_incident_it_never_opened_and_we_do_not():
 def test_partial_results_are_gated_by_the_evaluator_not_here():
     """The complete-flag gate is TransitionTracker's: a partial result never becomes a
     transition, so the notifier only ever sees gated changes. (Evaluator tests cover it.)"""
-    from notifier.evaluate import TransitionTracker
+    from notifier.rules.evaluate import TransitionTracker
 
     assert "partial result never" in (TransitionTracker.__doc__ or "")
 
@@ -842,7 +843,7 @@ def test_silence_validation_names_the_field(kwargs, field):
         "comment": "why",
         **kwargs,
     }
-    from notifier.notify import SilenceError
+    from notifier.notify.notifier import SilenceError
 
     with pytest.raises(SilenceError) as exc:
         make_silence(now=T0, **request)

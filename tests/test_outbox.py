@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 
 from notifier.config import ConfigError
-from notifier.notify import Notifier, NotifyConfig, SilenceError, parse_notify
-from notifier.outbox import (
+from notifier.config.notify import parse_notify, parse_rate
+from notifier.demo.receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
+from notifier.notify.notifier import Notifier, NotifyConfig, SilenceError
+from notifier.notify.outbox import (
     NotifyStore,
     OutboxEntry,
     Rate,
@@ -33,9 +35,7 @@ from notifier.outbox import (
     backoff_delay,
     notification_from_dict,
     notification_to_dict,
-    parse_rate,
 )
-from notifier.receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
 from notifier.types import (
     Alert,
     CommitPoint,
@@ -224,8 +224,8 @@ async def test_the_token_bucket_spaces_requests_and_pauses_for_retry_after():
 
 
 async def test_rows_submitted_before_start_wait_and_workers_start_once(http, tmp_path):
-    from notifier.channels import Webhook
-    from notifier.outbox import Deliverer
+    from notifier.notify.channels.base import Webhook
+    from notifier.notify.outbox import Deliverer
 
     store = NotifyStore(tmp_path / "n.sqlite")
     hook = Webhook(http.url_for("/hook"), name="hook")

@@ -12,9 +12,9 @@ import httpx
 import pytest
 import trustme
 
-from notifier.channels import Webhook
-from notifier.receivers import HttpReceiver
-from notifier.transport import AsyncioTransport
+from notifier.demo.receivers import HttpReceiver
+from notifier.notify.channels.base import Webhook
+from notifier.notify.channels.transport import AsyncioTransport
 
 from .test_channels import make_notification
 

@@ -26,7 +26,7 @@ from notifier.config import (
     read_yaml,
     validation_problems,
 )
-from notifier.replay import replay_table
+from notifier.rules.replay import replay_table
 from notifier.types import GROUP_STATES, GroupResult, Sample, samples_to_table
 
 # --------------------------------------------------------------------------------------------

@@ -28,13 +28,12 @@ from typing import Any, Protocol
 import numpy as np
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier import checkpoint
-from notifier.collect import ClusterCollector, ScanError, ScanResult
-from notifier.config import RulesConfig
-from notifier.evaluate import Evaluation, Evaluator, TransitionTracker
+from notifier.collect.scan import ClusterCollector, ScanError, ScanResult
+from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
 from notifier.history import HistoryWriter
-from notifier.settings import ClusterConfig, ServiceConfig
-from notifier.store import ScanColumns, WindowStore
+from notifier.rules.evaluate import Evaluation, Evaluator, TransitionTracker
+from notifier.rules.store import ScanColumns, WindowStore
+from notifier.service import checkpoint
 from notifier.types import Transition
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The durable half of notifications: the SQLite store, the outbox and the delivery workers.
 
-:mod:`notifier.notify` decides *what* to send (a pure, clock-free core); this module makes
+:mod:`notifier.notify.notifier` decides *what* to send (a pure, clock-free core); this module makes
 sure it *arrives*. Every notification is written to the outbox in the same transaction as the
 notification-log entries that say it was sent, so a crash can lose neither: after a restart
 the log stops it from being planned twice and the outbox still holds it until a channel
@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import random
-import re
 import sqlite3
 import time
 from collections import Counter, OrderedDict, deque
@@ -33,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from notifier import jsonenc
-from notifier.channels import (
+from notifier.config.notify import Rate
+from notifier.notify import jsonenc
+from notifier.notify.channels.base import (
     Channel,
     Delivery,
     Email,
@@ -73,7 +73,6 @@ __all__ = [
     "default_policy",
     "notification_from_dict",
     "notification_to_dict",
-    "parse_rate",
     "result_from_dict",
     "result_to_dict",
 ]
@@ -698,42 +697,6 @@ class NotifyStore:
 # --------------------------------------------------------------------------------------------
 # Rate limits, backoff and channel policies
 
-
-@dataclass(slots=True, frozen=True)
-class Rate:
-    """``count`` requests per ``per`` seconds; the bucket holds ``count`` tokens (the burst)."""
-
-    count: float
-    per: float
-
-    @property
-    def per_second(self) -> float:
-        return self.count / self.per
-
-    def __str__(self) -> str:
-        return f"{self.count:g}/{self.per:g}s"
-
-
-_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)?\s*(ms|s|m|h)?\s*$")
-_RATE_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_rate(value: Any) -> Rate | None:
-    """``"1/s"``, ``"120/m"``, ``"10/5s"`` → a :class:`Rate`; ``"off"``/``None`` → unlimited."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("off", "none")):
-        return None
-    if isinstance(value, Rate):
-        return value
-    if not isinstance(value, str):
-        raise ValueError("expected a rate such as 1/s, 120/m or off")
-    match = _RATE_RE.match(value)
-    if not match:
-        raise ValueError(f"expected a rate such as 1/s, 120/m or off, got {value!r}")
-    count = float(match.group(1))
-    per = float(match.group(2) or 1) * _RATE_UNITS[match.group(3) or "s"]
-    if count <= 0 or per <= 0:
-        raise ValueError("a rate must be positive (or off)")
-    return Rate(count, per)
 
 
 class TokenBucket:

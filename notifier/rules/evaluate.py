@@ -1,8 +1,9 @@
 """Score windows: run the rules over many partitions at once, roll them up per group, gate.
 
 One :class:`Evaluator` serves the live service, ``notifier test-rules`` and the backtest. It
-reads the :class:`~notifier.store.WindowStore`, calls the pure kernels in
-:mod:`notifier.rules`, keeps the per-group ``for`` / ``keep_firing_for`` state, and returns an
+reads the :class:`~notifier.rules.store.WindowStore`, calls the pure kernels in
+:mod:`notifier.rules.kernels`, keeps the per-group ``for`` / ``keep_firing_for`` state, and returns
+an
 :class:`Evaluation` whose arrays cover every window and whose :class:`GroupResult` objects are
 built only for the groups someone asks about (the API, a transition, a test).
 
@@ -20,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from notifier import rules as kernels
 from notifier.config import (
     BurrowRule,
     ConsumersGoneRule,
@@ -32,7 +32,8 @@ from notifier.config import (
     Selector,
     StuckRebalanceRule,
 )
-from notifier.store import NULL, WindowStore, _as_index
+from notifier.rules import kernels as kernels
+from notifier.rules.store import NULL, WindowStore, _as_index
 from notifier.types import (
     GROUP_STATES,
     PARTITION_STATUS_CODES,

@@ -11,16 +11,19 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from notifier.config import ConfigError, Duration, read_yaml, substitute_env, validation_problems
+from notifier.config.base import (
+    ConfigError,
+    Duration,
+    StrictModel,
+    read_yaml,
+    substitute_env,
+    validation_problems,
+)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class SecurityConfig(_Strict):
+class SecurityConfig(StrictModel):
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
@@ -37,7 +40,7 @@ class SecurityConfig(_Strict):
         return self
 
 
-class ClusterConfig(_Strict):
+class ClusterConfig(StrictModel):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")]
     bootstrap_servers: list[str]
     client_id: str = "notifier"
@@ -85,7 +88,7 @@ class ClusterConfig(_Strict):
     @field_validator("scan_interval", mode="before")
     @classmethod
     def _interval(cls, value: Any) -> Any:
-        from notifier.config import parse_duration
+        from notifier.config.base import parse_duration
 
         seconds = parse_duration(value)
         if seconds <= 0:
@@ -93,13 +96,13 @@ class ClusterConfig(_Strict):
         return seconds
 
 
-class HistoryConfig(_Strict):
+class HistoryConfig(StrictModel):
     enabled: bool = True
     roll_interval: Duration = 300.0
     retention_days: Annotated[int, Field(ge=1)] = 14
 
 
-class ApiConfig(_Strict):
+class ApiConfig(StrictModel):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
@@ -109,12 +112,12 @@ class ApiConfig(_Strict):
     """How people reach the status page (used in notification links)."""
 
 
-class LoggingConfig(_Strict):
+class LoggingConfig(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "keyvalue"] = "json"
 
 
-class ServiceConfig(_Strict):
+class ServiceConfig(StrictModel):
     clusters: list[ClusterConfig]
     rules: str = "rules.yaml"
     data_dir: str = "data"

@@ -17,8 +17,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from notifier.config import RulesConfig
-from notifier.evaluate import Evaluation, Evaluator, TransitionTracker
-from notifier.store import ScanColumns, WindowStore
+from notifier.rules.evaluate import Evaluation, Evaluator, TransitionTracker
+from notifier.rules.store import ScanColumns, WindowStore
 from notifier.types import SAMPLE_SCHEMA, Transition
 
 

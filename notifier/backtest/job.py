@@ -1,9 +1,11 @@
 """Backtest rule thresholds on stored history: what a grid of configurations would have sent.
 
 ``notifier backtest`` (or ``spark-submit notifier/backtest.py``) replays a sample history through
-the live code path — :class:`~notifier.store.WindowStore`, :class:`~notifier.evaluate.Evaluator`,
-:class:`~notifier.evaluate.TransitionTracker` and the notification core
-(:class:`~notifier.notify.Dispatcher`) — once per configuration of a parameter grid, and reports
+the live code path — :class:`~notifier.rules.store.WindowStore`,
+:class:`~notifier.rules.evaluate.Evaluator`,
+:class:`~notifier.rules.evaluate.TransitionTracker` and the notification core
+(:class:`~notifier.notify.notifier.Dispatcher`) — once per configuration of a parameter grid, and
+reports
 for each configuration how many incidents it would have opened, how many notifications the routes
 would have sent, how long it alerted, how often it flapped and, against labelled incidents, what
 it caught, what it missed and how late.
@@ -29,10 +31,11 @@ Why it is built this way:
   the ``window`` section share the ingest; only evaluation repeats, so cost grows linearly with
   history × configurations.
 * **Lean per-scan loop.** Samples are sorted once; each scan is a slice of numpy arrays handed to
-  the store as :class:`~notifier.store.ScanColumns` directly, with no per-scan Arrow or pandas.
+  the store as :class:`~notifier.rules.store.ScanColumns` directly, with no per-scan Arrow or
+  pandas.
 
 Lag in seconds for the unlabelled recommendation comes from the same LEO tables
-(:mod:`notifier.lagtime`) the ``lag_seconds`` rule uses, in configuration 0's store.
+(:mod:`notifier.rules.lagtime`) the ``lag_seconds`` rule uses, in configuration 0's store.
 """
 
 from __future__ import annotations
@@ -41,11 +44,11 @@ import os
 import sys
 
 if __name__ == "__main__" and not __package__:
-    # Run as a script (`spark-submit notifier/backtest.py`): import the package from its parent
-    # folder, and keep this folder off the path (its types.py would shadow the standard one).
+    # Run as a script (`spark-submit notifier/backtest/job.py`): import the package from the folder
+    # above it, and keep this folder off the path (its types.py would shadow the standard one).
     _HERE = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-    sys.path.insert(0, os.path.dirname(_HERE))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 import argparse
 import base64
@@ -82,7 +85,7 @@ from notifier.config import (
     read_yaml,
     with_parameters,
 )
-from notifier.evaluate import Evaluator, TransitionTracker
+from notifier.config.notify import parse_notify
 from notifier.history import (
     HistoryEmptyError,
     HistoryError,
@@ -93,8 +96,9 @@ from notifier.history import (
     to_ms,
     validate_schema,
 )
-from notifier.notify import Dispatcher, NotifyConfig, Route, RouteConfig, parse_notify
-from notifier.store import ScanColumns, WindowStore
+from notifier.notify.notifier import Dispatcher, NotifyConfig, Route, RouteConfig
+from notifier.rules.evaluate import Evaluator, TransitionTracker
+from notifier.rules.store import ScanColumns, WindowStore
 from notifier.types import GROUP_STATE_CODE, SAMPLE_SCHEMA, Incident, Transition
 
 if TYPE_CHECKING:
@@ -1622,7 +1626,7 @@ def _ship_package(spark: SparkSession) -> None:
         installed = False
     if master.startswith("local") and installed:
         return
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     target = Path(tempfile.mkdtemp(prefix="notifier-py-")) / "notifier.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for file in package.rglob("*"):
@@ -1992,7 +1996,7 @@ def run_backtest(
     """Run the whole backtest: check inputs, read the history, replay, score, write ``out``.
 
     Every input is checked on the driver before any Spark work starts. Raises
-    :class:`~notifier.config.ConfigError` (rules, grid, routes) or
+    :class:`~notifier.config.rules.ConfigError` (rules, grid, routes) or
     :class:`~notifier.history.HistoryError` (history, incidents, time range) with a message
     naming the file and what is wrong.
     """
@@ -2352,6 +2356,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from notifier.backtest import main as _package_main
+    from notifier.backtest.job import main as _package_main
 
     sys.exit(_package_main())

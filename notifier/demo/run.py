@@ -2,9 +2,11 @@
 
 A new user should see, in about two minutes and without a Kafka cluster, what the service is
 for: consumer groups misbehaving in the ways DOMAIN.md describes and the service noticing each
-one. So the demo starts the embedded Tansu broker (:mod:`notifier.broker`), creates one topic per
+one. So the demo starts the embedded Tansu broker (:mod:`notifier.collect.broker`), creates one
+topic per
 scenario, runs real aiokafka producers and consumer groups with scripted behaviours, and runs the
-real service (:class:`notifier.coordinate.Coordinator`: collector, window store, rules, gate,
+real service (:class:`notifier.service.coordinator.Coordinator`: collector, window store, rules,
+gate,
 transitions, checkpoints, history) against them. Each scenario behaves well at first, so the
 windows fill with normal behaviour, and starts misbehaving a little after the gate opens. Then
 it tells a story in three stages, each moving on once the service has reported it (or after a
@@ -79,13 +81,20 @@ from aiokafka.errors import (
     OffsetOutOfRangeError,
 )
 
-from notifier.api import ApiServer, create_app
-from notifier.broker import EmbeddedBroker
-from notifier.config import RulesConfig, parse_duration, parse_rules, read_yaml
-from notifier.coordinate import Coordinator, LogSink
-from notifier.notify import Notifier, parse_notify
-from notifier.receivers import HttpReceiver, SmtpReceiver
-from notifier.settings import ServiceConfig, parse_service_config
+from notifier.api.app import ApiServer, create_app
+from notifier.collect.broker import EmbeddedBroker
+from notifier.config import (
+    RulesConfig,
+    ServiceConfig,
+    parse_duration,
+    parse_rules,
+    parse_service_config,
+    read_yaml,
+)
+from notifier.config.notify import parse_notify
+from notifier.demo.receivers import HttpReceiver, SmtpReceiver
+from notifier.notify.notifier import Notifier
+from notifier.service.coordinator import Coordinator, LogSink
 from notifier.types import GroupResult, GroupStatus, Transition
 
 __all__ = [
@@ -168,7 +177,7 @@ class DemoSettings:
 
 def default_rules_path() -> Path:
     """The repository's ``rules.yaml`` (next to the package), else ``./rules.yaml``."""
-    bundled = Path(__file__).resolve().parents[1] / "rules.yaml"
+    bundled = Path(__file__).resolve().parents[2] / "rules.yaml"
     return bundled if bundled.is_file() else Path("rules.yaml")
 
 
@@ -1378,7 +1387,7 @@ def format_summary(report: DemoReport) -> str:
 def main(settings: DemoSettings, out: Callable[[str], None] = print) -> int:
     """``notifier demo``: run, print the summary; 0 when everything went as expected (or the
     user interrupted an open-ended run), 1 otherwise."""
-    from notifier import logs
+    from notifier.service import logs
 
     data_dir = settings.data_dir or Path(tempfile.mkdtemp(prefix="notifier-demo-"))
     data_dir.mkdir(parents=True, exist_ok=True)

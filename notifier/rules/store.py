@@ -15,7 +15,8 @@ column, ``count`` valid entries at the end):
   scan that first saw it, with Burrow's ``min-distance`` merging and insertion by commit order.
   A scan cannot tell a consumer that re-commits the same offset from one that stopped; a ring of
   changes is what keeps rare committers from looking stalled.
-* per (cluster, topic, partition), a **LEO table** for lag in seconds (:mod:`notifier.lagtime`).
+* per (cluster, topic, partition), a **LEO table** for lag in seconds
+(:mod:`notifier.rules.lagtime`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from notifier import lagtime
 from notifier.config import WindowSettings
+from notifier.rules import lagtime
 from notifier.types import GROUP_STATE_CODE, CommitPoint, Sample
 
 NULL = -1

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from notifier.evaluate import Evaluator, TransitionTracker
-from notifier.store import WindowStore
+from notifier.rules.evaluate import Evaluator, TransitionTracker
+from notifier.rules.store import WindowStore
 from notifier.types import GroupStatus
 
 log = logging.getLogger(__name__)

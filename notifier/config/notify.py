@@ -1,0 +1,529 @@
+"""The notify section of the service config: receivers and their channels, routes, silences
+and delivery settings (Alertmanager's vocabulary: matchers, group_by, group_wait,
+group_interval, repeat_interval)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from notifier.config.base import (
+    ConfigError,
+    Duration,
+    FrozenModel,
+    read_yaml,
+    substitute_env,
+    validation_problems,
+)
+from notifier.config.secrets import Secret
+from notifier.types import Severity
+
+LABELS = ("cluster", "group", "topic", "rule", "severity")
+"""What matchers can look at: the incident's cluster and group, and any finding's topic, rule
+and severity (``warn``/``err``)."""
+
+GROUP_BY_LABELS = ("cluster", "group", "status")
+
+PAGERDUTY_SEVERITIES = ("critical", "error", "warning", "info")
+
+
+@dataclass(slots=True, frozen=True)
+class Rate:
+    """``count`` requests per ``per`` seconds; the bucket holds ``count`` tokens (the burst)."""
+
+    count: float
+    per: float
+
+    @property
+    def per_second(self) -> float:
+        return self.count / self.per
+
+    def __str__(self) -> str:
+        return f"{self.count:g}/{self.per:g}s"
+
+
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)?\s*(ms|s|m|h)?\s*$")
+_RATE_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_rate(value: Any) -> Rate | None:
+    """``"1/s"``, ``"120/m"``, ``"10/5s"`` → a :class:`Rate`; ``"off"``/``None`` → unlimited."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("off", "none")):
+        return None
+    if isinstance(value, Rate):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("expected a rate such as 1/s, 120/m or off")
+    match = _RATE_RE.match(value)
+    if not match:
+        raise ValueError(f"expected a rate such as 1/s, 120/m or off, got {value!r}")
+    count = float(match.group(1))
+    per = float(match.group(2) or 1) * _RATE_UNITS[match.group(3) or "s"]
+    if count <= 0 or per <= 0:
+        raise ValueError("a rate must be positive (or off)")
+    return Rate(count, per)
+
+
+# --------------------------------------------------------------------------------------------
+# ${ENV} substitution and secrets
+
+
+def _to_secret(value: Any) -> Secret:
+    if isinstance(value, Secret):
+        return value
+    if isinstance(value, Mapping):
+        if set(value) != {"file"}:
+            raise ValueError("expected a string, ${ENV_VAR} or {file: path}")
+        path = Path(str(value["file"])).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ValueError(f"cannot read secret file {path}: {exc.strerror}") from None
+        if not text:
+            raise ValueError(f"secret file {path} is empty")
+        return Secret(text)
+    if isinstance(value, str):
+        if not value:
+            raise ValueError("must not be empty")
+        return Secret(value)
+    raise ValueError("expected a string, ${ENV_VAR} or {file: path}")
+
+
+SecretValue = Annotated[
+    Secret, PlainValidator(_to_secret), PlainSerializer(lambda s: "***", return_type=str)
+]
+"""A credential: a string (``${ENV_VAR}`` substituted) or ``{file: path}``; masked in repr,
+dumps and logs."""
+
+
+# --------------------------------------------------------------------------------------------
+# Matchers
+
+
+class Matcher(FrozenModel):
+    """``label op value``: ``=`` / ``!=`` compare, ``=~`` / ``!~`` full-match a regex.
+
+    A missing value (a group-level finding has no topic) compares as the empty string, as in
+    Alertmanager.
+    """
+
+    label: Literal["cluster", "group", "topic", "rule", "severity"]
+    op: Literal["=", "!=", "=~", "!~"] = "="
+    value: str
+    _regex: re.Pattern[str] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _compile(self) -> Matcher:
+        if self.op in ("=~", "!~"):
+            try:
+                self._regex = re.compile(self.value)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {self.value!r}: {exc}") from None
+        return self
+
+    def matches(self, value: str | None) -> bool:
+        text = "" if value is None else value
+        if self.label == "severity" and self.op in ("=", "!="):
+            text, wanted = text.lower(), self.value.lower()
+        else:
+            wanted = self.value
+        if self.op == "=":
+            return text == wanted
+        if self.op == "!=":
+            return text != wanted
+        assert self._regex is not None
+        hit = self._regex.fullmatch(text) is not None
+        return hit if self.op == "=~" else not hit
+
+    def __str__(self) -> str:
+        return f"{self.label}{self.op}{json.dumps(self.value)}"
+
+
+_MATCHER_RE = re.compile(r"^\s*([A-Za-z_]+)\s*(=~|!~|!=|=)\s*(.*?)\s*$")
+_OPS = ("=~", "!~", "!=", "=")
+
+
+def _matcher_dict(item: Any) -> Any:
+    if isinstance(item, Matcher):
+        return item
+    if not isinstance(item, str):
+        return item
+    match = _MATCHER_RE.match(item)
+    if not match:
+        raise ValueError(f"expected `label op value` (ops: = != =~ !~), got {item!r}")
+    label, op, value = match.groups()
+    if label not in LABELS:
+        raise ValueError(f"unknown label {label!r}; expected one of: {', '.join(LABELS)}")
+    if value.startswith('"'):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"badly quoted value in {item!r}") from None
+    return {"label": label, "op": op, "value": value}
+
+
+def parse_matchers(value: Any) -> list[Any]:
+    """Matchers as a list of ``'group=~"orders-.*"'`` strings, or a mapping ``{label: value}``
+    whose value may start with an operator (``{group: "=~orders-.*"}``; plain = equality)."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        out = []
+        for label, raw in value.items():
+            if label not in LABELS:
+                raise ValueError(f"unknown label {label!r}; expected one of: {', '.join(LABELS)}")
+            text = str(raw)
+            op = next((o for o in _OPS if text.startswith(o)), None)
+            out.append({"label": label, "op": op or "=", "value": text[len(op) :] if op else text})
+        return out
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError("expected a list of matchers or a mapping of label to value")
+    return [_matcher_dict(item) for item in value]
+
+
+Matchers = Annotated[tuple[Matcher, ...], BeforeValidator(parse_matchers)]
+
+
+# --------------------------------------------------------------------------------------------
+# Config: receivers
+
+
+RateValue = Annotated[
+    Rate | None,
+    PlainValidator(parse_rate),
+    PlainSerializer(lambda r: "off" if r is None else str(r), return_type=str),
+]
+
+
+class _ChannelConfig(FrozenModel):
+    """What every channel has: a request timeout and how hard to drive it (``rate``: e.g.
+    ``1/s``, ``120/m`` or ``off``; ``concurrency``: lanes in flight at once)."""
+
+    timeout: Duration = 10.0
+    rate: RateValue = None
+    concurrency: Annotated[int, Field(ge=1, le=256)] | None = None
+
+
+class SlackWebhookConfig(_ChannelConfig):
+    url: SecretValue
+    max_alerts: Annotated[int, Field(ge=1, le=46)] = 40
+    rate: RateValue = Rate(1, 1)
+
+
+class SlackBotConfig(_ChannelConfig):
+    token: SecretValue
+    channel: str
+    followup: Literal["update", "thread", "both"] = "both"
+    api_url: str = "https://slack.com/api"
+    max_alerts: Annotated[int, Field(ge=1, le=46)] = 40
+    rate: RateValue = Rate(1, 1)
+
+
+class EmailConfig(_ChannelConfig):
+    host: str
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    sender: str
+    recipients: Annotated[list[str], Field(min_length=1)]
+    username: str | None = None
+    password: SecretValue | None = None
+    tls: Literal["starttls", "implicit", "none"] = "starttls"
+    validate_certs: bool = True
+
+    @field_validator("recipients", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class BasicAuthConfig(FrozenModel):
+    username: str
+    password: SecretValue
+
+
+class WebhookConfig(_ChannelConfig):
+    url: SecretValue
+    method: Literal["POST", "PUT", "PATCH"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    basic_auth: BasicAuthConfig | None = None
+    bearer_token: SecretValue | None = None
+    body_template: str | None = None
+    """A template name (``webhook/text.json.j2``) or a path to a template file."""
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> WebhookConfig:
+        if self.basic_auth is not None and self.bearer_token is not None:
+            raise ValueError("use either basic_auth or bearer_token, not both")
+        return self
+
+
+class PagerDutyConfig(_ChannelConfig):
+    routing_key: SecretValue
+    url: str = "https://events.pagerduty.com/v2/enqueue"
+    severity_map: dict[Literal["WARN", "ERR"], str] = Field(
+        default_factory=lambda: {"WARN": "warning", "ERR": "error"}
+    )
+    rate: RateValue = Rate(120, 60)
+
+    @field_validator("severity_map")
+    @classmethod
+    def _known(cls, value: dict[str, str]) -> dict[str, str]:
+        wrong = sorted(v for v in value.values() if v not in PAGERDUTY_SEVERITIES)
+        if wrong:
+            raise ValueError(
+                f"PagerDuty severities must be one of {sorted(PAGERDUTY_SEVERITIES)}, not {wrong}"
+            )
+        return value
+
+
+ChannelConfig = SlackWebhookConfig | SlackBotConfig | EmailConfig | WebhookConfig | PagerDutyConfig
+CHANNEL_KINDS = ("slack_webhook", "slack_bot", "email", "webhook", "pagerduty")
+
+
+class ChannelEntry(FrozenModel):
+    """One channel of a receiver: exactly one of the channel kinds."""
+
+    slack_webhook: SlackWebhookConfig | None = None
+    slack_bot: SlackBotConfig | None = None
+    email: EmailConfig | None = None
+    webhook: WebhookConfig | None = None
+    pagerduty: PagerDutyConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_kind(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = [k for k in data if k not in CHANNEL_KINDS]
+            if unknown:
+                raise ValueError(
+                    f"unknown channel kind {unknown[0]!r}; expected one of: "
+                    + ", ".join(CHANNEL_KINDS)
+                )
+            if len(data) != 1:
+                raise ValueError(
+                    "each channel entry names exactly one kind; list several entries instead"
+                )
+        return data
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in CHANNEL_KINDS if getattr(self, k) is not None)
+
+    @property
+    def config(self) -> ChannelConfig:
+        return getattr(self, self.kind)
+
+
+def _channel_list(value: Any) -> Any:
+    """A receiver is a list of ``{kind: config}`` entries, or one mapping of kind → config."""
+    if isinstance(value, Mapping):
+        return [{kind: config} for kind, config in value.items()]
+    return value
+
+
+Receiver = Annotated[list[ChannelEntry], BeforeValidator(_channel_list), Field(min_length=1)]
+
+
+# --------------------------------------------------------------------------------------------
+# Config: routes and silences
+
+
+def _repeat_interval(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lower() == "never":
+        return math.inf
+    return value
+
+
+RepeatInterval = Annotated[Duration, BeforeValidator(_repeat_interval)]
+
+
+def _group_by(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError("expected a list of labels, or [...] for one group per incident")
+    labels = ["..." if v is Ellipsis else v for v in value]
+    if "..." in labels:
+        if len(labels) != 1:
+            raise ValueError("'...' (one group per incident) cannot be combined with labels")
+        return ("...",)
+    for label in labels:
+        if label not in GROUP_BY_LABELS:
+            raise ValueError(
+                f"cannot group by {label!r}; expected labels from: {', '.join(GROUP_BY_LABELS)}"
+                " or '...'"
+            )
+    return tuple(dict.fromkeys(labels))
+
+
+GroupBy = Annotated[tuple[str, ...], BeforeValidator(_group_by)]
+
+
+def _severity(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+class RouteConfig(FrozenModel):
+    """One node of the routing tree; unset parameters are inherited from the parent.
+
+    A notification for an incident walks the tree from the root: the first child whose
+    matchers match takes it (and its subtree), unless that child says ``continue: true``, in
+    which case later siblings are tried too. A node none of whose children match handles the
+    incident itself.
+    """
+
+    name: str | None = None
+    receiver: str | None = None
+    matchers: Matchers = ()
+    continue_: bool = Field(default=False, alias="continue")
+    threshold: Annotated[Severity, BeforeValidator(_severity)] | None = None
+    send_resolved: bool | None = None
+    repeat_interval: RepeatInterval | None = None
+    group_by: GroupBy | None = None
+    group_wait: Duration | None = None
+    group_interval: Duration | None = None
+    routes: list[RouteConfig] = Field(default_factory=list)
+
+
+class SilenceConfig(FrozenModel):
+    """A static silence: alerts matching all matchers are held back from ``starts_at`` (default:
+    always) until ``ends_at``."""
+
+    matchers: Annotated[Matchers, Field(min_length=1)]
+    starts_at: datetime | None = None
+    ends_at: datetime
+    author: Annotated[str, Field(min_length=1)]
+    comment: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _order(self) -> SilenceConfig:
+        if self.starts_at is not None and _epoch_ms(self.ends_at) <= _epoch_ms(self.starts_at):
+            raise ValueError("ends_at must be after starts_at")
+        return self
+
+
+def _epoch_ms(value: datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return round(value.timestamp() * 1000)
+
+
+class DeliveryConfig(FrozenModel):
+    """Retries: exponential backoff with full jitter from ``retry_initial`` up to ``retry_max``,
+    honouring Retry-After; a notification still failing after ``give_up_after`` is marked
+    failed and reported. ``outbox_retention``: how long finished rows and closed incidents
+    are kept."""
+
+    retry_initial: Duration = 1.0
+    retry_max: Duration = 300.0
+    give_up_after: Duration = 86400.0
+    stop_timeout: Duration = 5.0
+    outbox_retention: Duration = 7 * 86400.0
+
+
+class NotifyConfig(FrozenModel):
+    """The ``notify:`` section: receivers, the route tree, silences and delivery settings."""
+
+    receivers: dict[str, Receiver] = Field(default_factory=dict)
+    route: RouteConfig
+    silences: list[SilenceConfig] = Field(default_factory=list)
+    templates: Path | None = None
+    status_page_url: str | None = None
+    inhibit_cluster_down: bool = True
+    extras: dict[str, Any] = Field(default_factory=dict)
+    """Passed to every template as ``extras`` (Burrow's notifier extras)."""
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+
+    @model_validator(mode="after")
+    def _check_routes(self) -> NotifyConfig:
+        root = self.route
+        if root.receiver is None:
+            raise ValueError("route.receiver: the root route needs a receiver")
+        if root.matchers:
+            raise ValueError("route.matchers: the root route matches everything; move them")
+        if root.continue_:
+            raise ValueError("route.continue: not allowed on the root route")
+
+        names: set[str] = set()
+
+        def walk(node: RouteConfig, where: str) -> None:
+            if node.receiver is not None and node.receiver not in self.receivers:
+                known = ", ".join(sorted(self.receivers)) or "none defined"
+                raise ValueError(
+                    f"{where}.receiver: unknown receiver {node.receiver!r} (receivers: {known})"
+                )
+            if node.name is not None:
+                if node.name in names:
+                    raise ValueError(
+                        f"{where}.name: route name {node.name!r} is used twice; names identify"
+                        " routes in the notification log and must be unique"
+                    )
+                names.add(node.name)
+            for index, child in enumerate(node.routes):
+                walk(child, f"{where}.routes[{index}]")
+
+        walk(root, "route")
+        return self
+
+
+def parse_notify(
+    data: Any,
+    source: str = "<notify>",
+    *,
+    env: Mapping[str, str] | None = None,
+    strict_env: bool = True,
+) -> NotifyConfig:
+    """Validate a parsed mapping; :class:`ConfigError` names ``source`` and each field.
+
+    ``${NAME}`` is substituted from ``env`` (default: the process environment) everywhere;
+    an unset variable is an error unless ``strict_env`` is false.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, [("", "expected a mapping with receivers and route")])
+    data, problems = substitute_env(dict(data), env, strict=strict_env)
+    if problems:
+        raise ConfigError(source, problems)
+    try:
+        return NotifyConfig.model_validate(data)
+    except ValidationError as exc:
+        found = validation_problems(exc, data)
+        # Errors raised by the cross-field check carry their own path at the front.
+        fixed = []
+        for where, message in found:
+            head, sep, rest = message.partition(": ")
+            if where == "" and sep and head.startswith("route"):
+                fixed.append((head, rest))
+            else:
+                fixed.append((where, message))
+        raise ConfigError(source, fixed) from None
+
+
+def load_notify(path: str | Path, **kwargs: Any) -> NotifyConfig:
+    """Load and validate a notify config file (YAML)."""
+    path = Path(path)
+    return parse_notify(read_yaml(path), str(path), **kwargs)
