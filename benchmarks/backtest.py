@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import pyarrow.parquet as pq  # noqa: E402
 
 from notifier.backtest import job as bt  # noqa: E402
-from notifier.backtest.synth import synthesize  # noqa: E402
+from notifier.backtest import synthesize  # noqa: E402
 from notifier.config import RulesConfig  # noqa: E402
 from notifier.history import read_history  # noqa: E402
 from tests import reference as ref  # noqa: E402

@@ -32,8 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from notifier.config import RulesConfig, load_rules  # noqa: E402
-from notifier.rules.evaluate import Evaluator  # noqa: E402
-from notifier.rules.store import ScanColumns, WindowStore  # noqa: E402
+from notifier.rules import (  # noqa: E402
+    Evaluator,
+    ScanColumns,
+    WindowStore,
+)
 from notifier.types import GROUP_STATE_CODE  # noqa: E402
 from tests import reference as ref  # noqa: E402
 

@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from notifier.config.notify import parse_notify  # noqa: E402
-from notifier.notify.channels.base import webhook_payload  # noqa: E402
-from notifier.notify.notifier import Notifier  # noqa: E402
+from notifier.config import parse_notify  # noqa: E402
+from notifier.notify import Notifier  # noqa: E402
+from notifier.notify.channels import webhook_payload  # noqa: E402
 from notifier.types import (  # noqa: E402
     Finding,
     GroupResult,
@@ -268,7 +268,7 @@ async def run_notifier(
 
 def sample_bodies(n: int) -> list[bytes]:
     """The webhook bodies the notifier would send for ``n`` transitions (for the baselines)."""
-    from notifier.notify.notifier import Dispatcher
+    from notifier.notify import Dispatcher
 
     core = Dispatcher.from_config(
         parse_notify(

@@ -30,8 +30,7 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
     failed = False
     template_dir = None
     if config_path is not None:
-        from notifier.config import load_service_config
-        from notifier.config.notify import parse_notify
+        from notifier.config import load_service_config, parse_notify
 
         try:
             service = load_service_config(config_path)
@@ -61,7 +60,7 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
 def check_templates(directory: str | None) -> bool:
     """Render every notification template with sample data; print problems with template name
     and line."""
-    from notifier.notify.channels.base import Templates
+    from notifier.notify.channels import Templates
 
     problems = Templates(directory).render_check()
     for problem in problems:
@@ -85,8 +84,7 @@ def run(config_path: Path) -> None:
     import asyncio
 
     from notifier.config import load_service_config
-    from notifier.service import logs
-    from notifier.service.coordinator import Coordinator
+    from notifier.service import Coordinator, logs
 
     try:
         service = load_service_config(config_path)
@@ -106,7 +104,7 @@ def run(config_path: Path) -> None:
     notifier = sink if hasattr(sink, "add_silence") else None
     companions = [notifier] if notifier is not None else []
     if service.api.enabled:
-        from notifier.api.app import ApiServer, create_app
+        from notifier.api import ApiServer, create_app
 
         app = create_app(coordinator, notifier, service.api.token)
         companions.append(ApiServer(app, service.api.host, service.api.port))
@@ -115,12 +113,12 @@ def run(config_path: Path) -> None:
 
 def build_sink(service, data_dir: Path, source: str):
     """The notification pipeline when one is configured, else structured transition logs."""
-    from notifier.service.coordinator import LogSink
+    from notifier.service import LogSink
 
     if not service.notify:
         return LogSink(data_dir / "transitions.jsonl")
-    from notifier.config.notify import parse_notify
-    from notifier.notify.notifier import Notifier
+    from notifier.config import parse_notify
+    from notifier.notify import Notifier
 
     config = parse_notify(service.notify, f"{source}: notify")
     if service.api.public_url and not config.status_page_url:
@@ -133,7 +131,7 @@ def build_sink(service, data_dir: Path, source: str):
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def test_rules(files: tuple[Path, ...]) -> None:
     """Run rule unit tests (promtool-style series); exit non-zero if any fails."""
-    from notifier.rules.testrules import run_file
+    from notifier.rules import run_file
 
     passed = failed = 0
     for path in files:
@@ -176,7 +174,7 @@ def test_rules(files: tuple[Path, ...]) -> None:
 )
 def replay(history_path: Path, rules_path: Path, interval: str) -> None:
     """Replay stored samples through the rule engine; print transitions and final statuses."""
-    from notifier.rules.replay import print_replay
+    from notifier.rules import print_replay
 
     try:
         rules = load_rules(rules_path)
@@ -342,7 +340,7 @@ def backtest(**options: object) -> None:
     Writes summary.csv/.parquet, alerts.parquet, report.html and recommended-rules.yaml to
     --out. The same job runs on a cluster with `spark-submit notifier/backtest.py ...`.
     """
-    from notifier.backtest.job import request_from_options, run_backtest, summary_text
+    from notifier.backtest import request_from_options, run_backtest, summary_text
     from notifier.history import HistoryError
 
     try:
@@ -381,7 +379,7 @@ def synth(
     """Write a synthetic history with injected incidents and their incidents.csv."""
     from datetime import UTC, datetime
 
-    from notifier.backtest.synth import synthesize
+    from notifier.backtest import synthesize
 
     try:
         interval_s = parse_duration(interval)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from notifier.collect.broker import EmbeddedBroker
-from notifier.demo.receivers import HttpReceiver
+from notifier.collect import EmbeddedBroker
+from notifier.demo import HttpReceiver
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from notifier.collect.scan import ScanResult
+from notifier.collect import ScanResult
 from notifier.config import RulesConfig, parse_service_config
-from notifier.rules.replay import read_samples, scans
-from notifier.service.coordinator import Coordinator, LogSink
+from notifier.rules import read_samples, scans
+from notifier.service import Coordinator, LogSink
 from notifier.types import Sample, samples_to_table
 
 

@@ -10,7 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from notifier.api.app import create_app
+from notifier.api import create_app
 from notifier.config import RulesConfig, load_rules
 from notifier.types import Sample
 
@@ -256,8 +256,8 @@ async def test_unknown_paths_and_bad_parameters_get_json_4xx(demo_service):
 
 @pytest.fixture
 def notifier(tmp_path):
-    from notifier.config.notify import parse_notify
-    from notifier.notify.notifier import Notifier
+    from notifier.config import parse_notify
+    from notifier.notify import Notifier
 
     config = parse_notify(
         {"receivers": {"hooks": {"webhook": {"url": "http://127.0.0.1:9/hook"}}},
@@ -339,7 +339,7 @@ async def test_writing_silences_needs_the_token_when_one_is_set(demo_service, no
 
 
 async def test_incidents_and_groups_show_what_the_pipeline_opened(demo_service, notifier):
-    from notifier.rules.evaluate import TransitionTracker
+    from notifier.rules import TransitionTracker
 
     state = demo_service.clusters["demo"]
     transitions = TransitionTracker().update(state.evaluation)

@@ -22,8 +22,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from notifier.backtest import job as bt
-from notifier.backtest.job import (
+from notifier.backtest import (
     BacktestRequest,
     GridConfig,
     ReplayOptions,
@@ -36,11 +35,11 @@ from notifier.backtest.job import (
     replay,
     rules_yaml,
     run_backtest,
+    synthesize,
 )
-from notifier.backtest.synth import synthesize
+from notifier.backtest import job as bt
 from notifier.cli import main
-from notifier.config import ConfigError, load_rules, parse_rules
-from notifier.config.notify import parse_notify
+from notifier.config import ConfigError, load_rules, parse_notify, parse_rules
 from notifier.history import (
     HistoryEmptyError,
     HistoryNotFoundError,

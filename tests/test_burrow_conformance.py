@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from notifier.config import RulesConfig, WindowSettings
+from notifier.rules import Evaluator, ScanColumns, WindowStore, group_without_partitions, not_found
 from notifier.rules import kernels as kernels
-from notifier.rules.evaluate import Evaluator, group_without_partitions, not_found
-from notifier.rules.store import ScanColumns, WindowStore
 from notifier.types import PARTITION_STATUS_CODES, GroupStatus, Sample
 
 from .conformance import load_vectors

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from notifier.demo.receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
-from notifier.notify.channels.base import (
+from notifier.config import Secret
+from notifier.demo import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
+from notifier.notify.channels import (
     Delivery,
     Email,
     PagerDuty,
-    Secret,
     SlackBot,
     SlackMessageRef,
     SlackWebhook,

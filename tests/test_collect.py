@@ -24,9 +24,10 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from notifier.collect.broker import BrokerError, EmbeddedBroker
-from notifier.collect.scan import (
+from notifier.collect import (
+    BrokerError,
     ClusterCollector,
+    EmbeddedBroker,
     ScanError,
     ScanResult,
     _build_samples,

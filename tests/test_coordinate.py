@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from notifier.collect.scan import ScanError, ScanResult
+from notifier.collect import ScanError, ScanResult
 from notifier.config import load_rules, parse_rules, parse_service_config
 from notifier.types import GroupStatus, Sample, samples_to_table
 

@@ -6,16 +6,17 @@ from __future__ import annotations
 import asyncio
 import time
 
-from notifier.config.notify import parse_notify
-from notifier.demo.receivers import HttpReceiver, SmtpReceiver
-from notifier.demo.run import (
+from notifier.config import parse_notify
+from notifier.demo import (
     CHANNELS,
+    HttpReceiver,
+    SmtpReceiver,
     delivery_lines,
     local_notify_config,
     received_events,
     told_the_whole_story,
 )
-from notifier.notify.notifier import Notifier
+from notifier.notify import Notifier
 from notifier.types import GroupStatus
 
 from .test_notify import move

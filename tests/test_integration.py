@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from notifier.collect.broker import EmbeddedBroker
+from notifier.collect import EmbeddedBroker
 from notifier.config import RulesConfig, ServiceConfig, parse_service_config
-from notifier.demo.run import (
+from notifier.demo import (
     CHANNELS,
     DETECTION_ALLOWANCE_SCANS,
     REBALANCE_ALLOWANCE_SCANS,
@@ -42,7 +42,7 @@ from notifier.demo.run import (
     format_summary,
     run_demo,
 )
-from notifier.service.coordinator import Coordinator, LogSink
+from notifier.service import Coordinator, LogSink
 from notifier.types import GroupStatus, Transition
 from tests.test_collect import _commit, _produce
 

@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from notifier.config import Secret
 from notifier.notify import jsonenc
-from notifier.notify.channels.base import Secret
 from notifier.types import Finding, Severity
 
 json_values = st.recursive(

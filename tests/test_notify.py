@@ -16,19 +16,15 @@ from typing import Any
 
 import pytest
 
-from notifier.config import ConfigError
-from notifier.config.notify import parse_notify
-from notifier.notify.channels.base import Email, PagerDuty, SlackBot, SlackWebhook, Webhook
-from notifier.notify.notifier import (
+from notifier.config import ConfigError, NotifyConfig, Rate, parse_matchers, parse_notify
+from notifier.notify import (
     CLUSTER_GROUP,
     Dispatcher,
-    NotifyConfig,
     build_channels,
     channel_policies,
     make_silence,
-    parse_matchers,
 )
-from notifier.notify.outbox import Rate
+from notifier.notify.channels import Email, PagerDuty, SlackBot, SlackWebhook, Webhook
 from notifier.types import (
     Event,
     Finding,
@@ -544,7 +540,7 @@ def test_burrow_sends_a_close_for_an_incident_it_never_opened_and_we_do_not():
 def test_partial_results_are_gated_by_the_evaluator_not_here():
     """The complete-flag gate is TransitionTracker's: a partial result never becomes a
     transition, so the notifier only ever sees gated changes. (Evaluator tests cover it.)"""
-    from notifier.rules.evaluate import TransitionTracker
+    from notifier.rules import TransitionTracker
 
     assert "partial result never" in (TransitionTracker.__doc__ or "")
 
@@ -843,7 +839,7 @@ def test_silence_validation_names_the_field(kwargs, field):
         "comment": "why",
         **kwargs,
     }
-    from notifier.notify.notifier import SilenceError
+    from notifier.notify import SilenceError
 
     with pytest.raises(SilenceError) as exc:
         make_silence(now=T0, **request)

@@ -22,15 +22,14 @@ from typing import Any
 
 import pytest
 
-from notifier.config import ConfigError
-from notifier.config.notify import parse_notify, parse_rate
-from notifier.demo.receivers import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
-from notifier.notify.notifier import Notifier, NotifyConfig, SilenceError
-from notifier.notify.outbox import (
+from notifier.config import ConfigError, NotifyConfig, Rate, parse_notify, parse_rate
+from notifier.demo import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
+from notifier.notify import (
+    Notifier,
     NotifyStore,
     OutboxEntry,
-    Rate,
     RetryPolicy,
+    SilenceError,
     TokenBucket,
     backoff_delay,
     notification_from_dict,
@@ -224,8 +223,8 @@ async def test_the_token_bucket_spaces_requests_and_pauses_for_retry_after():
 
 
 async def test_rows_submitted_before_start_wait_and_workers_start_once(http, tmp_path):
-    from notifier.notify.channels.base import Webhook
-    from notifier.notify.outbox import Deliverer
+    from notifier.notify import Deliverer
+    from notifier.notify.channels import Webhook
 
     store = NotifyStore(tmp_path / "n.sqlite")
     hook = Webhook(http.url_for("/hook"), name="hook")

@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 
 from notifier.config import parse_rules
-from notifier.rules.evaluate import TransitionTracker
-from notifier.rules.replay import replay_table
-from notifier.rules.testrules import RuleTest, series_samples
+from notifier.rules import RuleTest, TransitionTracker, replay_table, series_samples
 from notifier.types import GroupResult, GroupStatus, samples_to_table
 
 BURROW_ONLY: dict[str, Any] = {"burrow": {"minimum_complete": 1.0}}
@@ -320,8 +318,7 @@ def test_transitions_follow_status_changes_and_gone_groups_resolve():
 
 
 def test_a_group_id_reused_after_a_group_is_forgotten_starts_with_clean_for_state():
-    from notifier.rules.evaluate import Evaluator
-    from notifier.rules.store import ScanColumns, WindowStore
+    from notifier.rules import Evaluator, ScanColumns, WindowStore
     from notifier.types import Sample
 
     config = parse_rules(only({"kind": "lag", "threshold": 5, "for": "3m"}))

@@ -9,9 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from notifier.config import RulesConfig
+from notifier.rules import Evaluator, ScanColumns, WindowStore
 from notifier.rules import kernels as kernels
-from notifier.rules.evaluate import Evaluator
-from notifier.rules.store import ScanColumns, WindowStore
 from notifier.types import GROUP_STATES, PARTITION_STATUS_CODES, Sample
 
 from . import reference as ref

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from notifier.api.app import ApiServer, create_app
+from notifier.api import ApiServer, create_app
 from notifier.config import load_rules
 
 from .scripted import drive, replayed_service

@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from notifier.backtest.synth import INCIDENT_KINDS, SynthResult, synthesize
+from notifier.backtest import INCIDENT_KINDS, SynthResult, synthesize
 from notifier.history import history_files, load_incidents, read_history
 from notifier.types import SAMPLE_SCHEMA
 

@@ -12,9 +12,8 @@ import httpx
 import pytest
 import trustme
 
-from notifier.demo.receivers import HttpReceiver
-from notifier.notify.channels.base import Webhook
-from notifier.notify.channels.transport import AsyncioTransport
+from notifier.demo import HttpReceiver
+from notifier.notify.channels import AsyncioTransport, Webhook
 
 from .test_channels import make_notification
 

@@ -22,8 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from notifier.rules.evaluate import Evaluation, group_without_partitions, not_found
-from notifier.rules.store import NULL
+from notifier.rules import NULL, Evaluation, group_without_partitions, not_found
 from notifier.types import GroupResult, GroupStatus, PartitionResult
 
 STATIC = Path(__file__).parent / "static"

@@ -76,16 +76,18 @@ import yaml
 
 from notifier.config import (
     ConfigError,
+    NotifyConfig,
+    RouteConfig,
     RulesConfig,
     WindowSettings,
     format_duration,
     load_rules,
     parse_duration,
+    parse_notify,
     parse_rules,
     read_yaml,
     with_parameters,
 )
-from notifier.config.notify import parse_notify
 from notifier.history import (
     HistoryEmptyError,
     HistoryError,
@@ -96,9 +98,8 @@ from notifier.history import (
     to_ms,
     validate_schema,
 )
-from notifier.notify.notifier import Dispatcher, NotifyConfig, Route, RouteConfig
-from notifier.rules.evaluate import Evaluator, TransitionTracker
-from notifier.rules.store import ScanColumns, WindowStore
+from notifier.notify import Dispatcher, Route
+from notifier.rules import Evaluator, ScanColumns, TransitionTracker, WindowStore
 from notifier.types import GROUP_STATE_CODE, SAMPLE_SCHEMA, Incident, Transition
 
 if TYPE_CHECKING:

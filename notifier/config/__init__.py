@@ -58,7 +58,7 @@ from notifier.config.rules import (
     parse_rules,
     with_parameters,
 )
-from notifier.config.secrets import Scrubber, Secret, redact_url, secret_fragments
+from notifier.config.secrets import Scrubber, Secret, optional_secret, redact_url, secret_fragments
 from notifier.config.service import (
     ApiConfig,
     ClusterConfig,
@@ -116,6 +116,7 @@ __all__ = [
     "load_notify",
     "load_rules",
     "load_service_config",
+    "optional_secret",
     "parse_duration",
     "parse_matchers",
     "parse_notify",

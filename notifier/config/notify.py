@@ -426,6 +426,15 @@ class SilenceConfig(FrozenModel):
             raise ValueError("ends_at must be after starts_at")
         return self
 
+    @property
+    def starts_at_ms(self) -> int:
+        """Epoch ms (0: always); a time without a zone is UTC."""
+        return 0 if self.starts_at is None else _epoch_ms(self.starts_at)
+
+    @property
+    def ends_at_ms(self) -> int:
+        return _epoch_ms(self.ends_at)
+
 
 def _epoch_ms(value: datetime) -> int:
     if value.tzinfo is None:

@@ -81,20 +81,20 @@ from aiokafka.errors import (
     OffsetOutOfRangeError,
 )
 
-from notifier.api.app import ApiServer, create_app
-from notifier.collect.broker import EmbeddedBroker
+from notifier.api import ApiServer, create_app
+from notifier.collect import EmbeddedBroker
 from notifier.config import (
     RulesConfig,
     ServiceConfig,
     parse_duration,
+    parse_notify,
     parse_rules,
     parse_service_config,
     read_yaml,
 )
-from notifier.config.notify import parse_notify
 from notifier.demo.receivers import HttpReceiver, SmtpReceiver
-from notifier.notify.notifier import Notifier
-from notifier.service.coordinator import Coordinator, LogSink
+from notifier.notify import Notifier
+from notifier.service import Coordinator, LogSink
 from notifier.types import GroupResult, GroupStatus, Transition
 
 __all__ = [

@@ -43,11 +43,8 @@ from pydantic import (
 )
 
 from notifier.config import (
-    ConfigError,
-    substitute_env,
-)
-from notifier.config.notify import (
     ChannelEntry,
+    ConfigError,
     EmailConfig,
     Matcher,
     NotifyConfig,
@@ -56,10 +53,10 @@ from notifier.config.notify import (
     SlackBotConfig,
     SlackWebhookConfig,
     WebhookConfig,
-    _epoch_ms,  # FIXME ambiguous: ['notifier.config.notify', 'notifier.api.app']
     parse_matchers,
+    substitute_env,
 )
-from notifier.notify.channels.base import (
+from notifier.notify.channels import (
     Channel,
     Delivery,
     Email,
@@ -504,8 +501,7 @@ def make_silence(
 
 
 def _config_silence(config: SilenceConfig) -> Silence:
-    starts = _epoch_ms(config.starts_at) if config.starts_at else 0
-    ends = _epoch_ms(config.ends_at)
+    starts, ends = config.starts_at_ms, config.ends_at_ms
     digest = hashlib.sha256(
         f"{[str(m) for m in config.matchers]}|{starts}|{ends}|{config.author}".encode()
     ).hexdigest()[:16]

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from notifier.config.notify import Rate
+from notifier.config import Rate
 from notifier.notify import jsonenc
-from notifier.notify.channels.base import (
+from notifier.notify.channels import (
     Channel,
     Delivery,
     Email,

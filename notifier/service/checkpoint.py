@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from notifier.rules.evaluate import Evaluator, TransitionTracker
-from notifier.rules.store import WindowStore
+from notifier.rules import Evaluator, TransitionTracker, WindowStore
 from notifier.types import GroupStatus
 
 log = logging.getLogger(__name__)

@@ -28,11 +28,10 @@ from typing import Any, Protocol
 import numpy as np
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier.collect.scan import ClusterCollector, ScanError, ScanResult
+from notifier.collect import ClusterCollector, ScanError, ScanResult
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
 from notifier.history import HistoryWriter
-from notifier.rules.evaluate import Evaluation, Evaluator, TransitionTracker
-from notifier.rules.store import ScanColumns, WindowStore
+from notifier.rules import Evaluation, Evaluator, ScanColumns, TransitionTracker, WindowStore
 from notifier.service import checkpoint
 from notifier.types import Transition
 

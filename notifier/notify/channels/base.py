@@ -38,8 +38,7 @@ import httpx
 import jinja2
 
 from notifier import __version__
-from notifier.config import Scrubber, Secret, redact_url, secret_fragments
-from notifier.config.secrets import optional_secret
+from notifier.config import Scrubber, Secret, optional_secret, redact_url, secret_fragments
 from notifier.notify import jsonenc
 from notifier.notify.channels.transport import AsyncioTransport
 from notifier.types import (
