@@ -33,7 +33,7 @@ from notifier.config import (
     StuckRebalanceRule,
 )
 from notifier.rules import kernels as kernels
-from notifier.rules.store import NULL, WindowStore, _as_index
+from notifier.rules.store import NULL, WindowStore, as_index
 from notifier.types import (
     GROUP_STATES,
     PARTITION_STATUS_CODES,
@@ -566,7 +566,7 @@ class Evaluator:
         """Evaluate ``rows`` (default: every live window) as of ``now`` (ms)."""
         store = self.store
         rows = store.alive_rows() if rows is None else np.asarray(rows, dtype=np.int64)
-        index = _as_index(rows)
+        index = as_index(rows)
         count = store.s_count[index]
         committed = store.s_committed[index]
         log_end = store.s_leo[index]
