@@ -57,7 +57,7 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
     sys.exit(1 if failed else 0)
 
 
-def check_templates(directory: str | None) -> bool:
+def check_templates(directory: str | Path | None) -> bool:
     """Render every notification template with sample data; print problems with template name
     and line."""
     from notifier.notify.channels import Templates

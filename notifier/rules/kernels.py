@@ -140,13 +140,14 @@ def burrow_status(
     )
     status = np.full(n, OK, dtype=np.int8)
     undecided = behind.copy()
-    for code, condition in (
+    decisions: tuple[tuple[int, np.ndarray], ...] = (
         (STOP, stopped & ~recent_lag_zero),
         (REWIND, unrecovered),
         (OK, ~lag_always_not_zero),
         (STALL, stalled),
         (WARN, lag_not_decreasing),
-    ):
+    )
+    for code, condition in decisions:
         hit = undecided & condition
         status[hit] = code
         undecided &= ~hit

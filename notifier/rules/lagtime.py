@@ -86,7 +86,9 @@ def lag_seconds(
     idx = np.nonzero(todo)[0]
     o = committed[idx]
     b = base[idx]
-    now = now_ms if np.isscalar(now_ms) else np.asarray(now_ms)[idx]
+    now = np.asarray(now_ms, dtype=np.float64)
+    if now.ndim:
+        now = now[idx]
     # Most consumers are less than one scan behind: their offset sits in the newest segment,
     # whose ends we can read without a search.
     prev_leo = flat_leo[b + width - 2]

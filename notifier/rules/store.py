@@ -220,7 +220,7 @@ class WindowStore:
     def _alloc_rows(self, capacity: int) -> None:
         shapes = {"window": (capacity, self.width), "ring": (capacity, self.ring_size)}
         for name, shape, dtype, fill, _ in _ROW_COLUMNS:
-            new = np.full(shapes.get(shape, (capacity,)), fill, dtype=dtype)
+            new: np.ndarray = np.full(shapes.get(shape, (capacity,)), fill, dtype=dtype)
             if self.capacity:
                 new[: self.capacity] = getattr(self, name)
             setattr(self, name, new)
@@ -295,6 +295,20 @@ class WindowStore:
     @property
     def rows_in_use(self) -> int:
         return len(self.row_key)
+
+    def row_key_of(self, row: int) -> tuple[str, str, str, int]:
+        """(cluster, group, topic, partition) of a row in use."""
+        key = self.row_key[row]
+        if key is None:
+            raise KeyError(f"row {row} is not in use")
+        return key
+
+    def group_key_of(self, gid: int) -> tuple[str, str]:
+        """(cluster, group) of a group id in use."""
+        key = self.group_key[gid]
+        if key is None:
+            raise KeyError(f"group id {gid} is not in use")
+        return key
 
     def row(self, cluster: str, group: str, topic: str, partition: int) -> int | None:
         return self._row_of.get((cluster, group, topic, partition))

@@ -22,7 +22,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -235,7 +235,7 @@ class Coordinator:
                 await state.collector.close()
                 state.collector = None
 
-    async def run_until_signalled(self, companions: list[Any] = ()) -> None:
+    async def run_until_signalled(self, companions: Sequence[Any] = ()) -> None:
         """``notifier run``: start, wait for SIGINT/SIGTERM, stop cleanly. ``companions`` (the
         notifier, the API server) start before the coordinator scans and stop after its last
         scan, checkpoint and history flush."""
@@ -262,6 +262,8 @@ class Coordinator:
         a typo never takes the service down."""
         from notifier.config import ConfigError, load_rules
 
+        if self.rules_path is None:
+            return False  # nothing to re-read: the rules were given, not loaded from a file
         try:
             rules = load_rules(self.rules_path)
             for state in self.clusters.values():
