@@ -1,6 +1,6 @@
 """The collector against a real Kafka-protocol broker (Tansu), plus its pure helpers.
 
-Tansu quirks these tests work with (see notifier/collect.py and notifier/broker.py):
+Tansu quirks these tests work with (see notifier/collect/collector.py and broker.py):
 ListOffsets "latest" returns the last batch's base offset + 1, so records are produced one per
 batch; ListGroups lists a group only once it has committed; a group's first generation is 0,
 which keeps aiokafka from sending LeaveGroup, so the Empty test forces a rebalance first.
@@ -28,11 +28,11 @@ from notifier.collect import (
     BrokerError,
     ClusterCollector,
     EmbeddedBroker,
+    Group,
     ScanError,
     ScanResult,
-    _build_samples,
-    _decode_member,
-    _Group,
+    build_samples,
+    decode_member,
     member_hash,
     normalize_group_state,
 )
@@ -537,13 +537,13 @@ def test_unknown_group_states_become_unknown():
 def test_assigned_partition_without_commit_has_null_committed_offset():
     assignment = ConsumerProtocolMemberAssignment(0, [("t", [0, 1])], b"").encode()
     metadata = ConsumerProtocolMemberMetadata(0, ["t", "u"], b"").encode()
-    assigned, subscribed = _decode_member("consumer", metadata, assignment)
+    assigned, subscribed = decode_member("consumer", metadata, assignment)
     assert assigned == {("t", 0), ("t", 1)} and subscribed == {"t", "u"}
-    assert _decode_member("connect", metadata, assignment) == (set(), set())
-    assert _decode_member("consumer", b"\x00", b"\x01") == (set(), set())
+    assert decode_member("connect", metadata, assignment) == (set(), set())
+    assert decode_member("consumer", b"\x00", b"\x01") == (set(), set())
 
-    group = _Group("g", "Stable", "consumer", ["m1"], assigned, subscribed)
-    table = _build_samples(
+    group = Group("g", "Stable", "consumer", ["m1"], assigned, subscribed)
+    table = build_samples(
         ts=1000,
         cluster="c",
         groups={"g": group},

@@ -27,11 +27,12 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
 from aiokafka.protocol.api import RequestHeader_v1
 from aiokafka.protocol.metadata import MetadataRequest_v0, MetadataResponse_v0
+
+from notifier.collect.readonly import ReadOnly
 
 __all__ = ["BrokerError", "EmbeddedBroker", "find_tansu_binary"]
 
@@ -168,14 +169,8 @@ class EmbeddedBroker:
     # ----------------------------------------------------------------------------------------
     # Properties
 
-    @property
-    def host(self) -> str:
-        return self._host
-
-    @property
-    def port(self) -> int:
-        """The listening port (0 until the first start picked one)."""
-        return self._port
+    host = ReadOnly[str]("_host")
+    port = ReadOnly[int]("_port", "The listening port (0 until the first start picked one).")
 
     @property
     def advertised_port(self) -> int:
@@ -327,12 +322,7 @@ class EmbeddedBroker:
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     async def astart(self) -> EmbeddedBroker:
@@ -350,12 +340,7 @@ class EmbeddedBroker:
     async def __aenter__(self) -> EmbeddedBroker:
         return await self.astart()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.astop()
 
     def __repr__(self) -> str:

@@ -34,31 +34,22 @@ Brokers that lack parts of the protocol are handled by behaviour, never by name:
   ``metadata_max_age_ms``; a group id not seen before refreshes the metadata at once);
 * DescribeGroups batches that fail are split, as above.
 
-aiokafka 0.14 decodes a DescribeGroups v3 answer with the v2 layout (it ignores the trailing
-``authorized_operations`` of each group), which garbles any answer with more than one group;
-this module sends its own DescribeGroups request whose v3 answer is decoded with the v3 layout.
+The requests, error codes and answer parsers are in :mod:`notifier.collect.protocol` (with
+the DescribeGroups request that works around an aiokafka decoding bug).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 import ssl
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-import pyarrow as pa
 from aiokafka.conn import AIOKafkaConnection, CloseReason, create_conn
-from aiokafka.coordinator.protocol import (
-    ConsumerProtocolMemberAssignment,
-    ConsumerProtocolMemberMetadata,
-)
 from aiokafka.errors import (
     CorrelationIdError,
     IncompatibleBrokerVersion,
@@ -66,199 +57,48 @@ from aiokafka.errors import (
     KafkaError,
 )
 from aiokafka.helpers import create_ssl_context
-from aiokafka.protocol.admin import (
-    DescribeGroupsRequest_v0,
-    DescribeGroupsRequest_v1,
-    DescribeGroupsRequest_v2,
-    DescribeGroupsRequest_v3,
-    DescribeGroupsResponse_v3,
-    ListGroupsRequest,
-)
+from aiokafka.protocol.admin import ListGroupsRequest
 from aiokafka.protocol.api import Request
 from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest
 
-from notifier.types import GROUP_STATES, SAMPLE_SCHEMA
-
-__all__ = [
-    "ClusterCollector",
-    "ScanError",
-    "ScanResult",
-    "member_hash",
-    "normalize_group_state",
-]
+from notifier.collect.protocol import (
+    API_NAMES,
+    COORDINATOR_ERRORS,
+    COORDINATOR_LOAD_IN_PROGRESS,
+    EARLIEST,
+    GROUP_AUTHORIZATION_FAILED,
+    GROUP_ID_NOT_FOUND,
+    LATEST,
+    LEADER_ERRORS,
+    NONE,
+    READ_UNCOMMITTED,
+    CoordinatorMoved,
+    DescribeGroups,
+    Group,
+    Metadata,
+    decode_member,
+    parse_metadata,
+    parse_offset_fetch,
+)
+from notifier.collect.readonly import ReadOnly
+from notifier.collect.results import ScanError, ScanResult, TopicPartition
+from notifier.collect.samples import build_samples, normalize_group_state
 
 log = logging.getLogger(__name__)
 
-API_NAMES: Mapping[int, str] = {
-    2: "ListOffsets",
-    3: "Metadata",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    15: "DescribeGroups",
-    16: "ListGroups",
-}
-"""Names used as keys of :attr:`ScanResult.requests`."""
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
-_LATEST = -1
-_EARLIEST = -2
-_READ_UNCOMMITTED = 0
-
-# Kafka error codes this module reacts to.
-_NONE = 0
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_LEADER_NOT_AVAILABLE = 5
-_NOT_LEADER = 6
-_COORDINATOR_LOAD_IN_PROGRESS = 14
-_COORDINATOR_NOT_AVAILABLE = 15
-_NOT_COORDINATOR = 16
-_GROUP_AUTHORIZATION_FAILED = 30
-_KAFKA_STORAGE_ERROR = 56
-_GROUP_ID_NOT_FOUND = 69
-_COORDINATOR_ERRORS = frozenset(
-    {_COORDINATOR_LOAD_IN_PROGRESS, _COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR}
-)
-_LEADER_ERRORS = frozenset(
-    {_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE, _NOT_LEADER, _KAFKA_STORAGE_ERROR}
-)
 _RETRY_BACKOFF_S = 0.1
 _LEADER_REFRESH_MIN_S = 5.0
-
-TopicPartition = tuple[str, int]
-
-
-# --------------------------------------------------------------------------------------------
-# Public helpers and results
-
-
-class ScanError(RuntimeError):
-    """A scan failed or timed out; it returned nothing (the coordinator records a gap)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScanResult:
-    """One successful scan of one cluster.
-
-    ``ts`` is the scan's observation time in ms since the epoch (UTC), the moment the log-end
-    offsets were requested (commits are read before it, so lag is never understated); every
-    row of ``samples`` carries it. ``samples`` is a table in :data:`SAMPLE_SCHEMA`, one row per
-    group-partition that has a committed offset or is assigned to a member.
-    """
-
-    cluster: str
-    ts: int
-    samples: pa.Table
-    requests: Mapping[str, int]
-    """Kafka requests the scan sent, by API name (see :data:`API_NAMES`); the handshake of a
-    new connection (ApiVersions, SASL) is not counted here but in ``connections_opened``."""
-    group_states: Mapping[str, str] = field(default_factory=dict)
-    """Every scanned group's state, including groups that produced no rows."""
-    skipped_groups: Mapping[str, str] = field(default_factory=dict)
-    """Groups left out and why (e.g. not authorized to describe them)."""
-    unavailable_partitions: tuple[TopicPartition, ...] = ()
-    """Partitions with a commit or assignment but no log-end offset (no leader known or none
-    answered for them, even after a metadata refresh): left out of ``samples``."""
-    connections_opened: int = 0
-    duration_s: float = 0.0
-
-    @property
-    def total_requests(self) -> int:
-        return sum(self.requests.values())
-
-
-def member_hash(member_ids: Iterable[str]) -> int:
-    """A stable signed 64-bit fingerprint of a member set; 0 for no members.
-
-    Equal for the same set in any order and across processes (unlike ``hash()``), so the
-    evaluator can tell "the members changed" from one sample to the next without storing ids.
-    """
-    ids = sorted(member_ids)
-    if not ids:
-        return 0
-    digest = hashlib.blake2b("\x00".join(ids).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-def normalize_group_state(state: str | None) -> str:
-    """The broker's state name if it is one of :data:`GROUP_STATES`, else ``"Unknown"``."""
-    return state if state in GROUP_STATES else "Unknown"
-
-
-# --------------------------------------------------------------------------------------------
-# Protocol pieces aiokafka gets wrong
-
-
-class _DescribeGroupsRequestV3(DescribeGroupsRequest_v3):
-    """DescribeGroups v3 decoded with the v3 answer layout (aiokafka 0.14 maps it to v2)."""
-
-    RESPONSE_TYPE = DescribeGroupsResponse_v3
-
-
-class _DescribeGroups(
-    Request[
-        DescribeGroupsRequest_v0
-        | DescribeGroupsRequest_v1
-        | DescribeGroupsRequest_v2
-        | _DescribeGroupsRequestV3
-    ]
-):
-    API_KEY = 15
-
-    def __init__(self, groups: Sequence[str]) -> None:
-        self._groups = list(groups)
-
-    def build(self, request_struct_class: type[Any]) -> Any:
-        if request_struct_class.API_VERSION >= 3:
-            return request_struct_class(self._groups, False)
-        return request_struct_class(self._groups)
-
-
-# --------------------------------------------------------------------------------------------
-# Internal state
 
 
 class _TransportError(Exception):
     """A request got no usable answer: connection refused or dropped, timeout, undecodable."""
-
-
-class _CoordinatorMoved(Exception):
-    """The node asked is not (or not yet) the group's coordinator."""
-
-
-@dataclass(slots=True)
-class _Metadata:
-    brokers: dict[int, tuple[str, int]]
-    leaders: dict[str, dict[int, int]]
-    internal: frozenset[str]
-    fetched_at: float
-
-    def leader(self, tp: TopicPartition) -> int:
-        return self.leaders.get(tp[0], {}).get(tp[1], -1)
-
-    def partitions(self, topic: str) -> list[int]:
-        return sorted(self.leaders.get(topic, {}))
-
-    def user_topics(self) -> list[str]:
-        return sorted(t for t in self.leaders if t not in self.internal)
-
-
-@dataclass(slots=True)
-class _Group:
-    name: str
-    state: str
-    protocol_type: str
-    member_ids: list[str]
-    assigned: set[TopicPartition]
-    subscribed: set[str]
-
-    @property
-    def topics_of_interest(self) -> set[str]:
-        return {topic for topic, _ in self.assigned} | self.subscribed
 
 
 def _compile(patterns: str | Sequence[str] | None) -> list[re.Pattern[str]]:
@@ -283,73 +123,8 @@ def _chunks(items: Sequence[str], size: int) -> list[list[str]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def _decode_member(
-    protocol_type: str, metadata: bytes, assignment: bytes
-) -> tuple[set[TopicPartition], set[str]]:
-    """Assigned partitions and subscribed topics of a consumer-protocol member.
-
-    Only the version-0 prefix of the consumer protocol is read (later versions append fields),
-    and anything undecodable counts as unknown: some brokers leave both empty.
-    """
-    assigned: set[TopicPartition] = set()
-    subscribed: set[str] = set()
-    if protocol_type != "consumer":
-        return assigned, subscribed
-    if assignment:
-        try:
-            decoded = ConsumerProtocolMemberAssignment.decode(assignment)
-            assigned = {(t, p) for t, parts in decoded.assignment for p in parts}
-        except Exception:  # foreign bytes: unknown is the honest answer
-            assigned = set()
-    if metadata:
-        try:
-            subscribed = set(ConsumerProtocolMemberMetadata.decode(metadata).subscription)
-        except Exception:
-            subscribed = set()
-    return assigned, subscribed
-
-
-def _build_samples(
-    *,
-    ts: int,
-    cluster: str,
-    groups: Mapping[str, _Group],
-    commits: Mapping[str, Mapping[TopicPartition, int]],
-    log_end: Mapping[TopicPartition, int],
-    log_start: Mapping[TopicPartition, int | None],
-) -> pa.Table:
-    """One row per group-partition with a commit or an assignment and a known log-end offset."""
-    columns: dict[str, list[Any]] = {name: [] for name in SAMPLE_SCHEMA.names}
-    for name in sorted(groups):
-        group = groups[name]
-        group_commits = commits.get(name, {})
-        state = normalize_group_state(group.state)
-        members = len(group.member_ids)
-        fingerprint = member_hash(group.member_ids)
-        for tp in sorted(set(group_commits) | group.assigned):
-            leo = log_end.get(tp)
-            if leo is None:
-                continue
-            columns["ts"].append(ts)
-            columns["cluster"].append(cluster)
-            columns["group"].append(name)
-            columns["topic"].append(tp[0])
-            columns["partition"].append(tp[1])
-            columns["committed_offset"].append(group_commits.get(tp))
-            columns["log_end_offset"].append(leo)
-            columns["log_start_offset"].append(log_start.get(tp))
-            columns["group_state"].append(state)
-            columns["members"].append(members)
-            columns["member_hash"].append(fingerprint)
-    return pa.Table.from_pydict(columns, schema=SAMPLE_SCHEMA)
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-# --------------------------------------------------------------------------------------------
-# The collector
 
 
 class ClusterCollector:
@@ -436,7 +211,7 @@ class ClusterCollector:
 
         self._conns: dict[tuple[str, int], AIOKafkaConnection] = {}
         self._conn_locks: defaultdict[tuple[str, int], asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._metadata: _Metadata | None = None
+        self._metadata: Metadata | None = None
         self._metadata_stale = True
         self._coordinators: dict[str, int] = {}
         self._fetch_all: bool | None = None
@@ -450,19 +225,15 @@ class ClusterCollector:
     # ----------------------------------------------------------------------------------------
     # Public surface
 
-    @property
-    def cluster(self) -> str:
-        return self._cluster
-
-    @property
-    def describe_batch_size(self) -> int:
-        """The DescribeGroups batch size in use (shrinks when a broker rejects a batch)."""
-        return self._describe_batch
-
-    @property
-    def offset_fetch_all_partitions(self) -> bool | None:
-        """Whether the cluster answers "all partitions" OffsetFetch (None: not tried yet)."""
-        return self._fetch_all
+    cluster = ReadOnly[str]("_cluster")
+    describe_batch_size = ReadOnly[int](
+        "_describe_batch",
+        "The DescribeGroups batch size in use (shrinks when a broker rejects a batch).",
+    )
+    offset_fetch_all_partitions = ReadOnly[bool | None](
+        "_fetch_all",
+        'Whether the cluster answers "all partitions" OffsetFetch (None: not tried yet).',
+    )
 
     def matches(self, group: str) -> bool:
         """Whether the allow/deny regexes let ``group`` through."""
@@ -505,12 +276,7 @@ class ClusterCollector:
     async def __aenter__(self) -> ClusterCollector:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     # ----------------------------------------------------------------------------------------
@@ -529,7 +295,7 @@ class ClusterCollector:
             wanted.update(group.assigned)
         ts, log_end, log_start, unavailable = await self._list_offsets(wanted)
 
-        samples = _build_samples(
+        samples = build_samples(
             ts=ts,
             cluster=self._cluster,
             groups=groups,
@@ -611,7 +377,7 @@ class ClusterCollector:
     # ----------------------------------------------------------------------------------------
     # Metadata
 
-    async def _current_metadata(self) -> tuple[_Metadata, bool]:
+    async def _current_metadata(self) -> tuple[Metadata, bool]:
         md = self._metadata
         if (
             md is None
@@ -621,7 +387,7 @@ class ClusterCollector:
             return await self._refresh_metadata(), True
         return md, False
 
-    async def _refresh_metadata(self) -> _Metadata:
+    async def _refresh_metadata(self) -> Metadata:
         candidates: list[tuple[str, int]] = []
         if self._metadata is not None:
             candidates.extend(self._metadata.brokers[n] for n in sorted(self._metadata.brokers))
@@ -633,7 +399,7 @@ class ClusterCollector:
             except _TransportError as exc:
                 errors.append(str(exc))
                 continue
-            md = _parse_metadata(response)
+            md = parse_metadata(response)
             if not md.brokers:
                 errors.append(f"{address[0]}:{address[1]} returned metadata without brokers")
                 continue
@@ -643,7 +409,7 @@ class ClusterCollector:
             return md
         raise ScanError("cannot fetch cluster metadata: " + "; ".join(errors))
 
-    def _forget_dead_connections(self, md: _Metadata) -> None:
+    def _forget_dead_connections(self, md: Metadata) -> None:
         live = set(md.brokers.values()) | set(self._bootstrap)
         for address in [a for a in self._conns if a not in live]:
             self._conns.pop(address).close(reason=CloseReason.SHUTDOWN)
@@ -651,18 +417,18 @@ class ClusterCollector:
     # ----------------------------------------------------------------------------------------
     # Groups
 
-    async def _list_groups(self, md: _Metadata) -> dict[str, int]:
+    async def _list_groups(self, md: Metadata) -> dict[str, int]:
         """Every group id, mapped to the broker that listed it (its coordinator)."""
         listed: dict[str, int] = {}
 
         async def one(node_id: int) -> None:
             for attempt in range(2):
                 response = await self._send_to_node(node_id, ListGroupsRequest())
-                if response.error_code == _NONE:
+                if response.error_code == NONE:
                     for group_id, _protocol_type in response.groups:
                         listed[group_id] = node_id
                     return
-                if response.error_code != _COORDINATOR_LOAD_IN_PROGRESS or attempt:
+                if response.error_code != COORDINATOR_LOAD_IN_PROGRESS or attempt:
                     raise ScanError(
                         f"ListGroups on broker {node_id} failed with error code "
                         f"{response.error_code}"
@@ -681,8 +447,8 @@ class ClusterCollector:
         md = self._metadata
         assert md is not None
         response = await self._send_to_node(min(md.brokers), FindCoordinatorRequest(group, 0))
-        if response.error_code != _NONE:
-            raise _CoordinatorMoved(f"FindCoordinator({group!r}): error {response.error_code}")
+        if response.error_code != NONE:
+            raise CoordinatorMoved(f"FindCoordinator({group!r}): error {response.error_code}")
         node_id = int(response.coordinator_id)
         if node_id not in md.brokers:
             await self._refresh_metadata()
@@ -691,7 +457,7 @@ class ClusterCollector:
 
     async def _describe(
         self, selected: Mapping[str, int]
-    ) -> tuple[dict[str, _Group], dict[str, str]]:
+    ) -> tuple[dict[str, Group], dict[str, str]]:
         raw: dict[str, tuple[Any, ...]] = {}
         by_node: defaultdict[int, list[str]] = defaultdict(list)
         for group, node_id in selected.items():
@@ -701,7 +467,7 @@ class ClusterCollector:
         )
 
         # Groups whose coordinator moved between ListGroups and DescribeGroups: ask again once.
-        moved = sorted(g for g, entry in raw.items() if entry[0] in _COORDINATOR_ERRORS)
+        moved = sorted(g for g, entry in raw.items() if entry[0] in COORDINATOR_ERRORS)
         if moved:
             await asyncio.sleep(_RETRY_BACKOFF_S)
             by_node = defaultdict(list)
@@ -709,17 +475,17 @@ class ClusterCollector:
                 by_node[await self._find_coordinator(group)].append(group)
             await _run_all(self._describe_on(n, names, raw) for n, names in by_node.items())
 
-        groups: dict[str, _Group] = {}
+        groups: dict[str, Group] = {}
         skipped: dict[str, str] = {}
         for name in sorted(raw):
             error_code, _, state, protocol_type, _protocol, members = raw[name][:6]
-            if error_code == _GROUP_ID_NOT_FOUND:
-                groups[name] = _Group(name, "Dead", protocol_type or "", [], set(), set())
+            if error_code == GROUP_ID_NOT_FOUND:
+                groups[name] = Group(name, "Dead", protocol_type or "", [], set(), set())
                 continue
-            if error_code == _GROUP_AUTHORIZATION_FAILED:
+            if error_code == GROUP_AUTHORIZATION_FAILED:
                 skipped[name] = "GROUP_AUTHORIZATION_FAILED"
                 continue
-            if error_code != _NONE:
+            if error_code != NONE:
                 raise ScanError(f"DescribeGroups({name!r}) failed with error code {error_code}")
             assigned: set[TopicPartition] = set()
             subscribed: set[str] = set()
@@ -727,10 +493,10 @@ class ClusterCollector:
             for member in members:
                 member_id, _client_id, _host, metadata, assignment = member[:5]
                 member_ids.append(member_id)
-                parts, topics = _decode_member(protocol_type or "", metadata, assignment)
+                parts, topics = decode_member(protocol_type or "", metadata, assignment)
                 assigned |= parts
                 subscribed |= topics
-            groups[name] = _Group(
+            groups[name] = Group(
                 name, state or "Unknown", protocol_type or "", member_ids, assigned, subscribed
             )
         return groups, skipped
@@ -794,7 +560,7 @@ class ClusterCollector:
     async def _describe_batch_once(
         self, node_id: int, batch: list[str], out: dict[str, tuple[Any, ...]]
     ) -> None:
-        response = await self._send_to_node(node_id, _DescribeGroups(batch), probing=len(batch) > 1)
+        response = await self._send_to_node(node_id, DescribeGroups(batch), probing=len(batch) > 1)
         answered = {entry[1]: tuple(entry) for entry in response.groups}
         missing = [g for g in batch if g not in answered]
         if missing:
@@ -806,7 +572,7 @@ class ClusterCollector:
     # Committed offsets
 
     async def _fetch_commits(
-        self, groups: Mapping[str, _Group], *, rediscover: bool
+        self, groups: Mapping[str, Group], *, rediscover: bool
     ) -> dict[str, dict[TopicPartition, int]]:
         commits: dict[str, dict[TopicPartition, int]] = {}
         pending = [groups[name] for name in sorted(groups)]
@@ -823,7 +589,7 @@ class ClusterCollector:
             await self._refresh_metadata()
         gate = asyncio.Semaphore(self._concurrency)
 
-        async def one(group: _Group) -> None:
+        async def one(group: Group) -> None:
             async with gate:
                 result = await self._fetch_group(group, rediscover)
                 assert result is not None
@@ -834,7 +600,7 @@ class ClusterCollector:
         return commits
 
     async def _fetch_group(
-        self, group: _Group, rediscover: bool, *, probe: bool = False
+        self, group: Group, rediscover: bool, *, probe: bool = False
     ) -> dict[TopicPartition, int] | None:
         for attempt in range(2):
             node_id = self._coordinators.get(group.name)
@@ -842,7 +608,7 @@ class ClusterCollector:
                 if node_id is None:
                     node_id = await self._find_coordinator(group.name)
                 result = await self._fetch_group_from(node_id, group, rediscover, probe)
-            except _CoordinatorMoved as exc:
+            except CoordinatorMoved as exc:
                 self._coordinators.pop(group.name, None)
                 if attempt:
                     raise ScanError(f"OffsetFetch({group.name!r}): {exc}") from exc
@@ -854,7 +620,7 @@ class ClusterCollector:
         raise AssertionError("unreachable")
 
     async def _fetch_group_from(
-        self, node_id: int, group: _Group, rediscover: bool, probe: bool
+        self, node_id: int, group: Group, rediscover: bool, probe: bool
     ) -> dict[TopicPartition, int] | None:
         """One OffsetFetch for the whole group; ``None`` when a probe found "all" unsupported."""
         if self._fetch_all is not False:
@@ -874,15 +640,15 @@ class ClusterCollector:
                 self._fetch_all = False
                 return None
             self._fetch_all = True
-            return _parse_offset_fetch(group.name, response)
+            return parse_offset_fetch(group.name, response)
 
         request_topics = self._named_partitions(group, rediscover)
         if not request_topics:
             return {}
         response = await self._send_to_node(node_id, OffsetFetchRequest(group.name, request_topics))
-        return _parse_offset_fetch(group.name, response)
+        return parse_offset_fetch(group.name, response)
 
-    def _named_partitions(self, group: _Group, rediscover: bool) -> list[tuple[str, list[int]]]:
+    def _named_partitions(self, group: Group, rediscover: bool) -> list[tuple[str, list[int]]]:
         """Every partition a group may have committed to, for brokers without "all partitions".
 
         Topics the group is assigned or subscribed to and topics it committed to before, each
@@ -936,7 +702,7 @@ class ClusterCollector:
 
     async def _list_offsets_round(
         self,
-        md: _Metadata,
+        md: Metadata,
         wanted: Iterable[TopicPartition],
         log_end: dict[TopicPartition, int],
         log_start: dict[TopicPartition, int | None],
@@ -956,19 +722,19 @@ class ClusterCollector:
             by_topic: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
             for topic, partition in sorted(tps):
                 by_topic[topic].append((partition, timestamp))
-            request = OffsetRequest(-1, _READ_UNCOMMITTED, sorted(by_topic.items()))
+            request = OffsetRequest(-1, READ_UNCOMMITTED, sorted(by_topic.items()))
             response = await self._send_to_node(leader, request)
-            target = log_end if timestamp == _LATEST else log_start
+            target = log_end if timestamp == LATEST else log_start
             for topic, partitions in response.topics:
                 for entry in partitions:
                     partition, error_code = entry[0], entry[1]
                     tp = (topic, partition)
-                    if error_code == _NONE:
+                    if error_code == NONE:
                         offset = entry[2][0] if response.API_VERSION == 0 else entry[3]
                         target[tp] = int(offset)
-                    elif error_code in _LEADER_ERRORS:
+                    elif error_code in LEADER_ERRORS:
                         retry.add(tp)
-                    elif timestamp == _LATEST:
+                    elif timestamp == LATEST:
                         raise ScanError(
                             f"ListOffsets({topic}/{partition}) failed with error code {error_code}"
                         )
@@ -976,7 +742,7 @@ class ClusterCollector:
         await _run_all(
             one(leader, tps, timestamp)
             for leader, tps in by_leader.items()
-            for timestamp in (_LATEST, _EARLIEST)
+            for timestamp in (LATEST, EARLIEST)
         )
         return retry
 
@@ -987,40 +753,3 @@ def _parse_address(server: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         return server.strip("[]"), 9092
     return host.strip("[]"), int(port)
-
-
-def _parse_metadata(response: Any) -> _Metadata:
-    data = response.to_object()
-    brokers = {int(b["node_id"]): (str(b["host"]), int(b["port"])) for b in data["brokers"]}
-    leaders: dict[str, dict[int, int]] = {}
-    internal: set[str] = set()
-    for topic in data["topics"]:
-        if not topic["partitions"]:
-            continue
-        name = topic["topic"]
-        leaders[name] = {int(p["partition"]): int(p["leader"]) for p in topic["partitions"]}
-        if topic.get("is_internal") or name.startswith("__"):
-            internal.add(name)
-    return _Metadata(brokers, leaders, frozenset(internal), time.monotonic())
-
-
-def _parse_offset_fetch(group: str, response: Any) -> dict[TopicPartition, int]:
-    top_error = getattr(response, "error_code", _NONE)
-    if top_error in _COORDINATOR_ERRORS:
-        raise _CoordinatorMoved(f"error code {top_error}")
-    if top_error != _NONE:
-        raise ScanError(f"OffsetFetch({group!r}) failed with error code {top_error}")
-    commits: dict[TopicPartition, int] = {}
-    for topic, partitions in response.topics:
-        for partition, offset, _metadata, error_code in partitions:
-            if error_code == _NONE:
-                if offset >= 0:
-                    commits[(topic, partition)] = int(offset)
-            elif error_code in _COORDINATOR_ERRORS:
-                raise _CoordinatorMoved(f"error code {error_code}")
-            elif error_code != _UNKNOWN_TOPIC_OR_PARTITION:
-                raise ScanError(
-                    f"OffsetFetch({group!r}) for {topic}/{partition} failed with error code "
-                    f"{error_code}"
-                )
-    return commits

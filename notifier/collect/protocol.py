@@ -1,0 +1,188 @@
+"""The Kafka protocol as the collector speaks it: API names, error codes, requests, and the
+records its answers are decoded into.
+
+aiokafka 0.14 decodes a DescribeGroups v3 answer with the v2 layout (it ignores the trailing
+``authorized_operations`` of each group), which garbles any answer with more than one group;
+:class:`DescribeGroups` is a request of our own whose v3 answer is decoded with the v3 layout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
+from aiokafka.protocol.admin import (
+    DescribeGroupsRequest_v0,
+    DescribeGroupsRequest_v1,
+    DescribeGroupsRequest_v2,
+    DescribeGroupsRequest_v3,
+    DescribeGroupsResponse_v3,
+)
+from aiokafka.protocol.api import Request
+
+from notifier.collect.results import ScanError, TopicPartition
+
+API_NAMES: Mapping[int, str] = {
+    2: "ListOffsets",
+    3: "Metadata",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    15: "DescribeGroups",
+    16: "ListGroups",
+}
+"""Names used as keys of :attr:`ScanResult.requests`."""
+
+LATEST = -1
+EARLIEST = -2
+READ_UNCOMMITTED = 0
+
+# Kafka error codes the collector reacts to.
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER = 6
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+GROUP_AUTHORIZATION_FAILED = 30
+KAFKA_STORAGE_ERROR = 56
+GROUP_ID_NOT_FOUND = 69
+COORDINATOR_ERRORS = frozenset(
+    {COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
+)
+LEADER_ERRORS = frozenset(
+    {UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER, KAFKA_STORAGE_ERROR}
+)
+
+
+class _DescribeGroupsRequestV3(DescribeGroupsRequest_v3):
+    """DescribeGroups v3 decoded with the v3 answer layout (aiokafka 0.14 maps it to v2)."""
+
+    RESPONSE_TYPE = DescribeGroupsResponse_v3
+
+
+class DescribeGroups(
+    Request[
+        DescribeGroupsRequest_v0
+        | DescribeGroupsRequest_v1
+        | DescribeGroupsRequest_v2
+        | _DescribeGroupsRequestV3
+    ]
+):
+    API_KEY = 15
+
+    def __init__(self, groups: Sequence[str]) -> None:
+        self._groups = list(groups)
+
+    def build(self, request_struct_class: type[Any]) -> Any:
+        if request_struct_class.API_VERSION >= 3:
+            return request_struct_class(self._groups, False)
+        return request_struct_class(self._groups)
+
+
+class CoordinatorMoved(Exception):
+    """The node asked is not (or not yet) the group's coordinator."""
+
+
+@dataclass(slots=True)
+class Metadata:
+    """The cluster metadata a scan works from: brokers, partition leaders, internal topics."""
+
+    brokers: dict[int, tuple[str, int]]
+    leaders: dict[str, dict[int, int]]
+    internal: frozenset[str]
+    fetched_at: float
+
+    def leader(self, tp: TopicPartition) -> int:
+        return self.leaders.get(tp[0], {}).get(tp[1], -1)
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(self.leaders.get(topic, {}))
+
+    def user_topics(self) -> list[str]:
+        return sorted(t for t in self.leaders if t not in self.internal)
+
+
+@dataclass(slots=True)
+class Group:
+    """A consumer group as DescribeGroups showed it, with its members' partitions decoded."""
+
+    name: str
+    state: str
+    protocol_type: str
+    member_ids: list[str]
+    assigned: set[TopicPartition]
+    subscribed: set[str]
+
+    @property
+    def topics_of_interest(self) -> set[str]:
+        return {topic for topic, _ in self.assigned} | self.subscribed
+
+
+def decode_member(
+    protocol_type: str, metadata: bytes, assignment: bytes
+) -> tuple[set[TopicPartition], set[str]]:
+    """Assigned partitions and subscribed topics of a consumer-protocol member.
+
+    Only the version-0 prefix of the consumer protocol is read (later versions append fields),
+    and anything undecodable counts as unknown: some brokers leave both empty.
+    """
+    assigned: set[TopicPartition] = set()
+    subscribed: set[str] = set()
+    if protocol_type != "consumer":
+        return assigned, subscribed
+    if assignment:
+        try:
+            decoded = ConsumerProtocolMemberAssignment.decode(assignment)
+            assigned = {(t, p) for t, parts in decoded.assignment for p in parts}
+        except Exception:  # foreign bytes: unknown is the honest answer
+            assigned = set()
+    if metadata:
+        try:
+            subscribed = set(ConsumerProtocolMemberMetadata.decode(metadata).subscription)
+        except Exception:
+            subscribed = set()
+    return assigned, subscribed
+
+
+def parse_metadata(response: Any) -> Metadata:
+    data = response.to_object()
+    brokers = {int(b["node_id"]): (str(b["host"]), int(b["port"])) for b in data["brokers"]}
+    leaders: dict[str, dict[int, int]] = {}
+    internal: set[str] = set()
+    for topic in data["topics"]:
+        if not topic["partitions"]:
+            continue
+        name = topic["topic"]
+        leaders[name] = {int(p["partition"]): int(p["leader"]) for p in topic["partitions"]}
+        if topic.get("is_internal") or name.startswith("__"):
+            internal.add(name)
+    return Metadata(brokers, leaders, frozenset(internal), time.monotonic())
+
+
+def parse_offset_fetch(group: str, response: Any) -> dict[TopicPartition, int]:
+    top_error = getattr(response, "error_code", NONE)
+    if top_error in COORDINATOR_ERRORS:
+        raise CoordinatorMoved(f"error code {top_error}")
+    if top_error != NONE:
+        raise ScanError(f"OffsetFetch({group!r}) failed with error code {top_error}")
+    commits: dict[TopicPartition, int] = {}
+    for topic, partitions in response.topics:
+        for partition, offset, _metadata, error_code in partitions:
+            if error_code == NONE:
+                if offset >= 0:
+                    commits[(topic, partition)] = int(offset)
+            elif error_code in COORDINATOR_ERRORS:
+                raise CoordinatorMoved(f"error code {error_code}")
+            elif error_code != UNKNOWN_TOPIC_OR_PARTITION:
+                raise ScanError(
+                    f"OffsetFetch({group!r}) for {topic}/{partition} failed with error code "
+                    f"{error_code}"
+                )
+    return commits

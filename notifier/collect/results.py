@@ -1,0 +1,46 @@
+"""What a scan of a cluster hands the coordinator: a :class:`ScanResult` or a :class:`ScanError`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+TopicPartition = tuple[str, int]
+
+
+class ScanError(RuntimeError):
+    """A scan failed or timed out; it returned nothing (the coordinator records a gap)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """One successful scan of one cluster.
+
+    ``ts`` is the scan's observation time in ms since the epoch (UTC), the moment the log-end
+    offsets were requested (commits are read before it, so lag is never understated); every
+    row of ``samples`` carries it. ``samples`` is a table in :data:`SAMPLE_SCHEMA`, one row per
+    group-partition that has a committed offset or is assigned to a member.
+    """
+
+    cluster: str
+    ts: int
+    samples: pa.Table
+    requests: Mapping[str, int]
+    """Kafka requests the scan sent, by API name (see
+    :data:`~notifier.collect.protocol.API_NAMES`); the handshake of a new connection
+    (ApiVersions, SASL) is not counted here but in ``connections_opened``."""
+    group_states: Mapping[str, str] = field(default_factory=dict)
+    """Every scanned group's state, including groups that produced no rows."""
+    skipped_groups: Mapping[str, str] = field(default_factory=dict)
+    """Groups left out and why (e.g. not authorized to describe them)."""
+    unavailable_partitions: tuple[TopicPartition, ...] = ()
+    """Partitions with a commit or assignment but no log-end offset (no leader known or none
+    answered for them, even after a metadata refresh): left out of ``samples``."""
+    connections_opened: int = 0
+    duration_s: float = 0.0
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
