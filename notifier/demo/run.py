@@ -1,7 +1,8 @@
 """``notifier demo``: the whole service against real consumer groups on an embedded broker.
 
 A new user should see, in about two minutes and without a Kafka cluster, what the service is
-for: consumer groups misbehaving in the ways DOMAIN.md describes and the service noticing each
+for: consumer groups misbehaving in the ways docs/architecture.md describes and the service
+noticing each
 one. So :func:`run_demo` starts the embedded Tansu broker (:mod:`notifier.collect.broker`),
 creates one topic per scenario, runs the scenarios' real aiokafka producers and consumer groups
 with scripted behaviours (:mod:`notifier.demo.scenarios`), and runs the real service

@@ -23,7 +23,8 @@ retention-loss  lose the records under them to retention                retentio
                                                                         DeleteRecords works
 =============== ======================================================= ======================
 
-The embedded broker shapes some scripts (DOMAIN.md §7): the *stopped* and *rebalance-loop*
+The embedded broker shapes some scripts (docs/architecture.md, "The embedded broker"): the
+*stopped* and *rebalance-loop*
 groups have two members, joined one after the other, because the stopped group must end up
 Empty and a consumer only sends LeaveGroup after a rebalance; where DeleteRecords is refused the
 retention scenario is reported as skipped rather than faked. Joining in turn takes several

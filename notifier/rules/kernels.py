@@ -5,7 +5,7 @@ right-aligned: ``count`` valid entries at the end of each row) and returns array
 state: the evaluator feeds them from the store, the backtest from history, the tests from
 Burrow's own vectors.
 
-Burrow's per-partition rules, in Burrow's order (DOMAIN.md §3):
+Burrow's per-partition rules, in Burrow's order (docs/architecture.md, "Burrow's rules"):
 
 1. no offsets → OK (complete 0);
 2. ``complete < minimum_complete`` → OK, no rules run;

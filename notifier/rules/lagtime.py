@@ -1,4 +1,5 @@
-"""Lag in seconds from per-partition LEO tables (DOMAIN.md §4, as Kafka Lag Exporter does it).
+"""Lag in seconds from per-partition LEO tables (docs/architecture.md, "Lag in seconds", as Kafka
+Lag Exporter does it).
 
 Each (cluster, topic, partition) keeps up to ``P`` points ``(LEO, time)`` from successive scans,
 oldest first and right-aligned in a row of a 2-D array (``count`` valid points at the end).
