@@ -338,7 +338,7 @@ def backtest(**options: object) -> None:
     """Replay a history for every configuration of a grid: what each would have sent.
 
     Writes summary.csv/.parquet, alerts.parquet, report.html and recommended-rules.yaml to
-    --out. The same job runs on a cluster with `spark-submit notifier/backtest.py ...`.
+    --out. The same job runs on a cluster with `spark-submit notifier/backtest/__main__.py ...`.
     """
     from notifier.backtest import request_from_options, run_backtest, summary_text
     from notifier.history import HistoryError
