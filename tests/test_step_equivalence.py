@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from notifier.backtest import synthesize
+from notifier.backtest import GridConfig, ReplayOptions, SampleArrays, replay, synthesize
 from notifier.config import RulesConfig, load_rules
 from notifier.history import read_history
 from notifier.rules import replay_table, scans
@@ -77,9 +77,20 @@ def replay_transitions(table: pa.Table, rules: RulesConfig) -> list:
     return seen
 
 
-async def test_live_and_replay_send_the_same_transitions(tmp_path, history, rules):
+def backtest_transitions(table: pa.Table, rules: RulesConfig) -> list:
+    seen: list[Transition] = []
+    replay(
+        SampleArrays.from_arrow(table),
+        [GridConfig(config_id=0, parameters={}, rules=rules)],
+        ReplayOptions(scan_interval_s=INTERVAL_S),
+        on_transitions=lambda _config, transitions: seen.extend(transitions),
+    )
+    return seen
+
+
+async def test_live_replay_and_backtest_send_the_same_transitions(tmp_path, history, rules):
     live = comparable(await live_transitions(tmp_path, history, rules))
-    replayed = comparable(replay_transitions(history, rules))
     assert live, "the history should make the rules fire"
     assert any(gone for *_, gone, _ in live), "the deleted group should resolve as gone"
-    assert replayed == live
+    assert comparable(replay_transitions(history, rules)) == live
+    assert comparable(backtest_transitions(history, rules)) == live

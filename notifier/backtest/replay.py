@@ -25,7 +25,7 @@ tables (:mod:`notifier.rules.lagtime`) the ``lag_seconds`` rule uses, in configu
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +36,15 @@ from notifier.backtest.grid import GridConfig
 from notifier.backtest.samples import SampleArrays
 from notifier.config import NotifyConfig, RouteConfig, WindowSettings
 from notifier.notify import Dispatcher
-from notifier.rules import Evaluator, ScanColumns, TransitionTracker, WindowStore
+from notifier.rules import (
+    Evaluator,
+    ScanColumns,
+    StoreStep,
+    TransitionTracker,
+    WindowStore,
+    evaluate_step,
+)
 from notifier.types import Incident, Transition
-
-EXPIRE_EVERY_MS = 60_000
-"""How often the service runs Burrow's expire-group (its scheduler job every 60 s)."""
 
 DEFAULT_ROUTE = RouteConfig.model_validate(
     {
@@ -242,7 +246,7 @@ class _ClusterReplay:
     """The live service's per-cluster state: a store per window setting, an evaluator and a
     transition tracker per configuration."""
 
-    __slots__ = ("evaluators", "name", "next_expire", "slo", "stores", "touched", "trackers")
+    __slots__ = ("evaluators", "name", "slo", "steps", "stores", "trackers")
 
     def __init__(self, name: str, engine: _Replay) -> None:
         self.name = name
@@ -253,20 +257,8 @@ class _ClusterReplay:
             for k in members:
                 self.evaluators[k] = Evaluator(engine.configs[k].rules, self.stores[w])
         self.trackers = [TransitionTracker() for _ in engine.configs]
-        self.touched: list[np.ndarray | None] = [None] * len(self.stores)
-        self.next_expire = [-1] * len(self.stores)
+        self.steps = [StoreStep(store) for store in self.stores]
         self.slo = _SloEpisodes(engine.options.slo_s, round(engine.options.slo_for_s * 1000))
-
-
-def _gone_groups(
-    store: WindowStore, before: list[tuple[str, str] | None]
-) -> tuple[list[tuple[str, str]], np.ndarray | None]:
-    """The groups known in ``before`` (the id → key table) that the store has since forgotten."""
-    gids = [g for g, key in enumerate(before) if key is not None and store.group_key[g] is None]
-    if not gids:
-        return [], None
-    keys = sorted(before[g] for g in gids)  # type: ignore[type-var]
-    return keys, np.asarray(gids, dtype=np.int64)  # type: ignore[return-value]
 
 
 class _Replay:
@@ -293,6 +285,7 @@ class _Replay:
         self.sent = [dict.fromkeys(COUNTER_COLUMNS, 0) for _ in self.configs]
         self.closed: list[tuple[Any, ...]] = []
         self.clusters: dict[int, _ClusterReplay] = {}
+        self.on_transitions: Callable[[int, list[Transition]], None] | None = None
 
     # ---------------------------------------------------------------- the loop
 
@@ -429,45 +422,24 @@ class _Replay:
                     sent[_EVENT_COLUMNS[alert.event.value]] += 1
 
     def _scan(self, state: _ClusterReplay, scan: ScanColumns, now: int) -> None:
-        """One successful scan of one cluster, as the coordinator processes it: ingest, drop
-        the rows the scan no longer lists (their groups resolve as gone), Burrow's
-        expire-group every minute, evaluate, track transitions, notify."""
+        """One successful scan of one cluster, through the service's own step
+        (:mod:`notifier.rules.step`): once per window setting for the store, then once per
+        configuration for evaluation and transitions, which go to that configuration's
+        dispatcher."""
         for w, (_, members) in enumerate(self.window_groups):
-            store = state.stores[w]
-            touched = store.ingest_scan(scan)
-            # The store hands back the same rows array while a cluster's layout is unchanged:
-            # then nothing can have vanished.
-            vanish_check = touched is not state.touched[w]
-            expire_due = now >= state.next_expire[w]
-            gone: list[tuple[str, str]] = []
-            gone_gids: np.ndarray | None = None
-            if vanish_check or (expire_due and state.next_expire[w] >= 0):
-                before = list(store.group_key)
-                if vanish_check:
-                    state.touched[w] = touched
-                    alive = store.alive_rows()
-                    if alive.size != touched.size:
-                        store.remove_rows(np.setdiff1d(alive, touched, assume_unique=True))
-                if expire_due and state.next_expire[w] >= 0:
-                    store.expire(now)
-                gone, gone_gids = _gone_groups(store, before)
-                if gone_gids is not None and w == self.slo_window:
-                    state.slo.close(gone_gids, before)
-            if expire_due:
-                state.next_expire[w] = now + EXPIRE_EVERY_MS
-            alive_rows = store.alive_rows().size > 0
+            change = state.steps[w].advance(scan)
+            gone_ids, keys_before = change.gone_ids, change.keys_before
+            if gone_ids is not None and keys_before is not None and w == self.slo_window:
+                state.slo.close(gone_ids, keys_before)
             for k in members:
-                evaluator = state.evaluators[k]
-                tracker = state.trackers[k]
-                transitions: list[Transition] = tracker.gone(gone, now) if gone else []
-                if alive_rows:
-                    evaluation = evaluator.evaluate(now)
-                    if k == self.slo_config:
-                        state.slo.update(store.group_key, evaluation)
-                    changed = tracker.update(evaluation)
-                    if changed:
-                        transitions.extend(changed)
+                evaluation, transitions = evaluate_step(
+                    state.evaluators[k], state.trackers[k], change.gone, now
+                )
+                if evaluation is not None and k == self.slo_config:
+                    state.slo.update(state.stores[w].group_key, evaluation)
                 if transitions:
+                    if self.on_transitions is not None:
+                        self.on_transitions(self.configs[k].config_id, transitions)
                     self._dispatch(k, transitions, now)
 
     def _dispatch(self, k: int, transitions: list[Transition], now: int) -> None:
@@ -580,6 +552,7 @@ def replay(
     configs: Sequence[GridConfig],
     options: ReplayOptions,
     scan_times: Mapping[str, np.ndarray] | None = None,
+    on_transitions: Callable[[int, list[Transition]], None] | None = None,
 ) -> ReplayOutput:
     """Replay ``samples`` once per configuration through the live code path.
 
@@ -588,9 +561,12 @@ def replay(
     its groups had rows still counts as a scan (and those groups as gone), exactly as in a
     replay of the whole history. The result for a group does not depend on which other groups
     are replayed with it, unless the routes batch several groups into one notification.
+    ``on_transitions(config_id, transitions)`` sees every configuration's transitions.
     """
     began = time.perf_counter()
-    output = _Replay(configs, options).run(samples, scan_times)
+    engine = _Replay(configs, options)
+    engine.on_transitions = on_transitions
+    output = engine.run(samples, scan_times)
     elapsed = round((time.perf_counter() - began) * 1000)
     output.tasks = pd.DataFrame({"samples": [len(samples)], "task_ms": [elapsed]}, dtype=np.int64)
     return output
