@@ -1,8 +1,23 @@
-"""api"""
+"""api: the service's HTTP face, read-only over what the coordinator already computed.
 
-from notifier.api.app import ApiServer, create_app
+* ``app``: :func:`create_app`, every route, and the silence request model.
+* ``burrow``: Burrow's v3 JSON bodies.
+* ``views``: the /api JSON the status page reads (groups overview, group detail, incidents).
+* ``metrics``: :class:`ServiceMetrics`, the Prometheus collector behind /metrics.
+* ``sources``: Protocols for what the API reads from the coordinator and the notifier.
+* ``server``: :class:`ApiServer`, uvicorn in the service's event loop.
+* ``static/``: the status page.
+
+Imports from notifier: :mod:`notifier.config`, :mod:`notifier.rules`, :mod:`notifier.types`.
+"""
+
+from notifier.api.app import create_app
+from notifier.api.server import ApiServer
+from notifier.api.sources import CoordinatorView, NotifierView
 
 __all__ = [
     "ApiServer",
+    "CoordinatorView",
+    "NotifierView",
     "create_app",
 ]

@@ -1,0 +1,189 @@
+"""What the API reads from the service, as Protocols: the coordinator with its clusters (and
+each cluster's window store, last evaluation and scan metrics), and the notifier.
+
+The API only reads: every member here is a read-only property or a query, and it is all the
+API uses (:class:`notifier.service.Coordinator` and :class:`notifier.notify.Notifier` satisfy
+them; tests may pass anything that does). The store's sample and offset columns are numpy
+arrays; the API reads them by row or table index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from notifier.config import ClusterConfig
+from notifier.rules import Evaluation
+from notifier.types import CommitPoint, Incident
+
+
+class StoreView(Protocol):
+    """A cluster's window store (:class:`notifier.rules.WindowStore`)."""
+
+    @property
+    def width(self) -> int:
+        """Samples in a row's window."""
+
+    @property
+    def ring_size(self) -> int:
+        """Commits in a row's ring."""
+
+    @property
+    def row_key(self) -> Sequence[tuple[str, str, str, int] | None]:
+        """(cluster, group, topic, partition) of each row; None for a freed row."""
+
+    @property
+    def group_key(self) -> Sequence[tuple[str, str] | None]:
+        """(cluster, group) of each group id; None for a freed id."""
+
+    @property
+    def _table_of(self) -> Mapping[tuple[str, str, int], int]:
+        """The LEO table of each (cluster, topic, partition): the store has no public index of
+        the topics it knows, so Burrow's topic endpoints read this one."""
+
+    @property
+    def s_committed(self) -> np.ndarray:
+        """Committed offset of each row's window samples (rows × width; NULL: none)."""
+
+    @property
+    def s_leo(self) -> np.ndarray:
+        """Log-end offset of each row's window samples (rows × width)."""
+
+    @property
+    def latest_committed(self) -> np.ndarray:
+        """Each row's newest committed offset."""
+
+    @property
+    def latest_leo(self) -> np.ndarray:
+        """Each row's newest log-end offset."""
+
+    @property
+    def latest_log_start(self) -> np.ndarray:
+        """Each row's newest log-start offset (NULL: unknown)."""
+
+    @property
+    def row_table(self) -> np.ndarray:
+        """Each row's LEO table."""
+
+    @property
+    def t_count(self) -> np.ndarray:
+        """Points in each LEO table."""
+
+    @property
+    def t_leo(self) -> np.ndarray:
+        """Log-end offsets of each LEO table (tables × points, newest last)."""
+
+    def row(self, cluster: str, group: str, topic: str, partition: int) -> int | None: ...
+
+    def group_id(self, cluster: str, group: str) -> int | None: ...
+
+    def groups(self, cluster: str | None = None) -> list[tuple[str, str]]: ...
+
+    def samples(self, row: int) -> list[dict[str, Any]]: ...
+
+    def ring(self, row: int) -> list[CommitPoint]: ...
+
+    def leo_table(self, row: int) -> list[tuple[int, int]]: ...
+
+
+class ScanMetricsView(Protocol):
+    """A cluster's scan counters (:class:`notifier.service.ScanMetrics`)."""
+
+    @property
+    def scans(self) -> int: ...
+
+    @property
+    def failures(self) -> int: ...
+
+    @property
+    def consecutive_failures(self) -> int: ...
+
+    @property
+    def last_success_ms(self) -> int | None: ...
+
+    @property
+    def last_error(self) -> str | None: ...
+
+    @property
+    def last_duration_s(self) -> float: ...
+
+    @property
+    def last_evaluate_s(self) -> float: ...
+
+    @property
+    def last_requests(self) -> Mapping[str, int]: ...
+
+    @property
+    def down(self) -> bool: ...
+
+
+class ClusterView(Protocol):
+    """One cluster of the coordinator (:class:`notifier.service.ClusterState`)."""
+
+    @property
+    def config(self) -> ClusterConfig: ...
+
+    @property
+    def store(self) -> StoreView: ...
+
+    @property
+    def evaluation(self) -> Evaluation | None:
+        """The last evaluation; None before the first scan was evaluated."""
+
+    @property
+    def metrics(self) -> ScanMetricsView: ...
+
+    @property
+    def groups(self) -> Mapping[str, str]:
+        """Every group the last scan listed, with its state (groups without partitions too)."""
+
+
+class CoordinatorView(Protocol):
+    """The coordinator (:class:`notifier.service.Coordinator`)."""
+
+    @property
+    def clusters(self) -> Mapping[str, ClusterView]: ...
+
+    def ready(self) -> bool: ...
+
+
+class SilenceView(Protocol):
+    """A silence as the API returns it."""
+
+    @property
+    def id(self) -> str: ...
+
+    def to_dict(self, now: int | None = None) -> dict[str, Any]: ...
+
+
+class NotifierView(Protocol):
+    """The notification pipeline (:class:`notifier.notify.Notifier`): incidents, silences and
+    delivery metrics. Optional: without ``notify:`` in the config there is none."""
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """Now, in epoch ms."""
+
+    def incidents(self, open_only: bool = True) -> list[Incident]: ...
+
+    def list_silences(self) -> Sequence[SilenceView]: ...
+
+    def add_silence(
+        self,
+        matchers: Any,
+        *,
+        ends_at: int,
+        starts_at: int | None = None,
+        author: str,
+        comment: str,
+    ) -> SilenceView:
+        """Raises :class:`notifier.config.ConfigError` naming each bad field."""
+
+    def delete_silence(self, silence_id: str) -> object:
+        """Raises :class:`notifier.config.ConfigError` for a silence the API cannot delete."""
+
+    def metrics(self) -> Mapping[str, Any]:
+        """Delivery counters by channel (``sent``, ``failed``, ``retried``), ``outbox_depth``,
+        ``oldest_pending_age_seconds``."""

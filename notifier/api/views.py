@@ -1,0 +1,187 @@
+"""The /api JSON the status page reads: every group of a cluster at a glance, one group with
+its evidence, incidents, and each cluster's scan health.
+
+Built from the coordinator's last evaluation of each cluster (numpy arrays, read in bulk for
+the overview) and, when notifications are configured, the notifier's open incidents.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from fastapi import HTTPException
+
+from notifier.api.burrow import burrow_point
+from notifier.api.sources import ClusterView, CoordinatorView, NotifierView, StoreView
+from notifier.rules import Evaluation, group_without_partitions, not_found
+from notifier.types import GroupResult, GroupStatus, Incident
+
+
+def group_result(state: ClusterView, cluster: str, group: str) -> GroupResult:
+    """The group's last result; Burrow's OK/complete 0 for a listed group with no partitions;
+    NOTFOUND for a group the cluster does not list."""
+    evaluation: Evaluation | None = state.evaluation
+    now = evaluation.now if evaluation is not None else 0
+    if evaluation is not None:
+        gid = state.store.group_id(cluster, group)
+        if gid is not None and np.any(evaluation.group_ids == gid):
+            return evaluation.result_for_gid(gid)
+    if group in state.groups:
+        return group_without_partitions(cluster, group, now)
+    return not_found(cluster, group, now)
+
+
+def group_name(store: StoreView, gid: int) -> str:
+    """The name of a group id an evaluation reports (those are never freed ids)."""
+    key = store.group_key[gid]
+    assert key is not None, gid
+    return key[1]
+
+
+def groups_overview(
+    state: ClusterView, cluster: str, notifier: NotifierView | None
+) -> list[dict[str, Any]]:
+    """Every group of a cluster from the evaluation arrays (no per-group objects built), with
+    a lag sparkline: the group's total lag at each sample of the window."""
+    evaluation: Evaluation | None = state.evaluation
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    incidents = _open_incidents(notifier)
+    if evaluation is not None and evaluation.rows.size:
+        store = state.store
+        rows = evaluation.rows
+        gids = evaluation.gids
+        n_groups = len(store.group_key)
+        committed = store.s_committed[rows]
+        leo = store.s_leo[rows]
+        lag2d = np.where(committed >= 0, np.maximum(leo - committed, 0), 0)
+        spark = np.stack(
+            [
+                np.bincount(gids, weights=lag2d[:, j], minlength=n_groups)
+                for j in range(store.width)
+            ],
+            axis=1,
+        )
+        counts = np.bincount(gids, minlength=n_groups)
+        firing = {name: fired for name, fired in evaluation.group_fired.items() if fired.any()}
+        for gid in evaluation.group_ids.tolist():
+            group = group_name(store, gid)
+            seen.add(group)
+            seconds = float(evaluation.group_max_lag_seconds[gid])
+            incident = incidents.get((cluster, group))
+            out.append(
+                {
+                    "cluster": cluster,
+                    "group": group,
+                    "status": evaluation.status_of(gid).value,
+                    "complete": float(evaluation.group_complete[gid]),
+                    "partial": bool(evaluation.group_partial[gid]),
+                    "total_lag": int(evaluation.group_total_lag[gid]),
+                    "max_lag_seconds": None if math.isnan(seconds) else round(seconds, 1),
+                    "partitions": int(counts[gid]),
+                    "rules": sorted(name for name, fired in firing.items() if fired[gid]),
+                    "lag_history": [int(v) for v in spark[gid]],
+                    "incident_id": incident.id if incident else None,
+                    "silenced": bool(incident.silenced) if incident else False,
+                    "group_state": state.groups.get(group, "Unknown"),
+                }
+            )
+    for group in sorted(set(state.groups) - seen):
+        out.append(
+            {
+                "cluster": cluster, "group": group, "status": "OK", "complete": 0.0,
+                "partial": False, "total_lag": 0, "max_lag_seconds": None, "partitions": 0,
+                "rules": [], "lag_history": [], "incident_id": None, "silenced": False,
+                "group_state": state.groups[group],
+            }
+        )  # fmt: skip
+    return out
+
+
+def _open_incidents(notifier: NotifierView | None) -> dict[tuple[str, str], Incident]:
+    if notifier is None:
+        return {}
+    return {(i.cluster, i.group): i for i in notifier.incidents(open_only=True)}
+
+
+def group_detail(
+    state: ClusterView, cluster: str, group: str, notifier: NotifierView | None
+) -> dict[str, Any]:
+    """One group with its evidence: each partition's sample window, commit ring and LEO
+    table, and the findings."""
+    result = group_result(state, cluster, group)
+    if result.status is GroupStatus.NOTFOUND:
+        raise HTTPException(404, "cluster or consumer not found")
+    store = state.store
+    partitions = []
+    for p in result.partitions:
+        row = store.row(cluster, group, p.topic, p.partition)
+        partitions.append(
+            {
+                **jsonable(p.to_dict()),
+                "status": p.status.value,
+                "window": store.samples(row) if row is not None else [],
+                "commits": [burrow_point(c) for c in store.ring(row)] if row is not None else [],
+                "leo_table": [{"log_end_offset": leo, "ts": ts} for leo, ts in store.leo_table(row)]
+                if row is not None
+                else [],
+            }
+        )
+    incident = _open_incidents(notifier).get((cluster, group))
+    return {
+        "cluster": cluster,
+        "group": group,
+        "status": result.status.value,
+        "complete": result.complete,
+        "burrow_complete": result.burrow_complete,
+        "partial": result.partial,
+        "evaluated_at": result.evaluated_at,
+        "total_lag": result.total_lag,
+        "max_lag_seconds": result.max_lag_seconds,
+        "group_state": result.group_state,
+        "members": result.members,
+        "findings": [jsonable(f.to_dict()) for f in result.findings],
+        "partitions": partitions,
+        "incident_id": incident.id if incident else None,
+        "silenced": bool(incident.silenced) if incident else False,
+    }
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with NaN and infinities as None, numpy scalars as Python's, enums as values."""
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "value") and isinstance(getattr(value, "value", None), str):
+        return value.value
+    return value
+
+
+def incident_view(incident: Incident) -> dict[str, Any]:
+    """An incident as ``/api/incidents`` lists it."""
+    return {
+        "id": incident.id, "cluster": incident.cluster, "group": incident.group,
+        "status": incident.status, "peak_status": incident.peak_status,
+        "opened_at": incident.opened_at, "closed_at": incident.closed_at,
+        "close_reason": incident.close_reason, "silenced": incident.silenced,
+        "findings": [f.to_dict() for f in incident.findings],
+    }  # fmt: skip
+
+
+def cluster_summaries(coordinator: CoordinatorView) -> list[dict[str, Any]]:
+    """Each cluster's scan health (``/api/groups``, ``/readyz``)."""
+    return [
+        {
+            "cluster": name, "last_scan": s.metrics.last_success_ms, "down": s.metrics.down,
+            "consecutive_failures": s.metrics.consecutive_failures,
+            "last_error": s.metrics.last_error, "scan_interval_s": s.config.scan_interval,
+        }
+        for name, s in coordinator.clusters.items()
+    ]  # fmt: skip
