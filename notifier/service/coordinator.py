@@ -33,13 +33,12 @@ from notifier.collect import ClusterCollector, ScanError, ScanResult
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
 from notifier.history import HistoryWriter
 from notifier.rules import (
+    ClusterPipeline,
     Evaluation,
     Evaluator,
     ScanColumns,
-    StoreStep,
     TransitionTracker,
     WindowStore,
-    evaluate_step,
 )
 from notifier.service import checkpoint
 from notifier.types import Transition
@@ -130,16 +129,25 @@ class ClusterState:
     """Everything the coordinator keeps for one cluster."""
 
     config: ClusterConfig
-    store: WindowStore
-    evaluator: Evaluator
-    tracker: TransitionTracker
+    pipeline: ClusterPipeline
     collector: Any
-    step: StoreStep
     metrics: ScanMetrics = field(default_factory=ScanMetrics)
     evaluation: Evaluation | None = None
     groups: dict[str, str] = field(default_factory=dict)
     """Every group the last scan listed, with its state (groups without partitions too)."""
     retry_at: float = 0.0
+
+    @property
+    def store(self) -> WindowStore:
+        return self.pipeline.store
+
+    @property
+    def evaluator(self) -> Evaluator:
+        return self.pipeline.evaluator
+
+    @property
+    def tracker(self) -> TransitionTracker:
+        return self.pipeline.tracker
 
 
 class Coordinator:
@@ -162,14 +170,10 @@ class Coordinator:
         self._make_collector = collector_factory or make_collector
         self.clusters: dict[str, ClusterState] = {}
         for cluster in config.clusters:
-            store = WindowStore(rules.window, cluster.scan_interval)
             self.clusters[cluster.name] = ClusterState(
                 config=cluster,
-                store=store,
-                evaluator=Evaluator(rules, store),
-                tracker=TransitionTracker(),
+                pipeline=ClusterPipeline(rules, cluster.scan_interval),
                 collector=None,
-                step=StoreStep(store),
             )
         self.history: HistoryWriter | None = None
         self.scheduler: AsyncIOScheduler | None = None
@@ -345,9 +349,8 @@ class Coordinator:
 
         started = time.perf_counter()
         scan = ScanColumns.from_table(result.samples, name, result.ts)
-        change = state.step.advance(scan, result.group_states, result.unavailable_partitions)
-        state.evaluation, transitions = evaluate_step(
-            state.evaluator, state.tracker, change.gone, result.ts
+        state.evaluation, transitions = state.pipeline.step(
+            scan, result.group_states, result.unavailable_partitions
         )
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
