@@ -90,9 +90,16 @@ async def drive(coord: Coordinator, count: int, cluster: str = "c") -> None:
         await coord.scan_once(cluster)
 
 
-def replayed_service(tmp_path: Path, history: Path, rules: RulesConfig) -> tuple[Coordinator, list]:
-    """A coordinator fed every scan of a stored history (e.g. examples/sample-history.csv)."""
-    table = read_samples(history)
+def replayed_service(
+    tmp_path: Path,
+    history: Path | pa.Table,
+    rules: RulesConfig,
+    interval_s: float = 10,
+    sink: Any = None,
+) -> tuple[Coordinator, list]:
+    """A coordinator fed every scan of a stored history (e.g. examples/sample-history.csv, or
+    a table of samples)."""
+    table = history if isinstance(history, pa.Table) else read_samples(history)
     script = []
     cluster = None
     for scan in scans(table):
@@ -100,5 +107,5 @@ def replayed_service(tmp_path: Path, history: Path, rules: RulesConfig) -> tuple
         ts = scan.ts
         rows = table.filter(pa.compute.equal(table.column("ts").cast(pa.int64()), ts))
         script.append(scan_result(rows, cluster, ts))
-    coord, _ = service(tmp_path, script, rules, cluster=cluster)
+    coord, _ = service(tmp_path, script, rules, cluster=cluster, interval_s=interval_s, sink=sink)
     return coord, script

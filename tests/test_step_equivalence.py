@@ -16,10 +16,10 @@ import pytest
 from notifier.backtest import GridConfig, ReplayOptions, SampleArrays, replay, synthesize
 from notifier.config import RulesConfig, load_rules
 from notifier.history import read_history
-from notifier.rules import replay_table, scans
+from notifier.rules import replay_table
 from notifier.types import Transition
 
-from .scripted import drive, scan_result, service
+from .scripted import RecordingSink, drive, replayed_service
 
 ROOT = Path(__file__).resolve().parents[1]
 INTERVAL_S = 10
@@ -60,13 +60,8 @@ def rules() -> RulesConfig:
 
 
 async def live_transitions(tmp_path: Path, table: pa.Table, rules: RulesConfig) -> list:
-    script = []
-    for scan in scans(table):
-        rows = table.filter(pc.equal(pc.cast(table.column("ts"), pa.int64()), scan.ts))
-        script.append(scan_result(rows, scan.cluster, scan.ts))
-    coord, sink = service(
-        tmp_path, script, rules, cluster=script[0].cluster, interval_s=INTERVAL_S
-    )
+    sink = RecordingSink()
+    coord, script = replayed_service(tmp_path, table, rules, interval_s=INTERVAL_S, sink=sink)
     await drive(coord, len(script), cluster=script[0].cluster)
     return sink.transitions
 
