@@ -1,11 +1,11 @@
 """The Kafka work the scenario scripts share: the scenario's traffic, polling and committing,
 members joining a group in turn, and the admin requests (topics, DeleteRecords).
 
-The embedded broker's gaps shape them (docs/architecture.md, "The embedded broker"): producers send
-one record per batch,
-because it reports the log end as the last batch's base offset + 1; a consumer only sends
-LeaveGroup after a rebalance (generation > 0), so groups whose members must leave join them one
-after the other; DeleteRecords is probed, because not every broker enforces it.
+The embedded broker's gaps shape them (docs/architecture.md, "The embedded broker"): producers
+send one record per batch, because it reports the log end as the last batch's base offset + 1; a
+consumer only sends LeaveGroup after a rebalance (generation > 0), so groups whose members must
+leave join them one after the other; DeleteRecords is probed, because not every broker enforces
+it.
 """
 
 from __future__ import annotations

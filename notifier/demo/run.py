@@ -2,10 +2,10 @@
 
 A new user should see, in about two minutes and without a Kafka cluster, what the service is
 for: consumer groups misbehaving in the ways docs/architecture.md describes and the service
-noticing each
-one. So :func:`run_demo` starts the embedded Tansu broker (:mod:`notifier.collect.broker`),
-creates one topic per scenario, runs the scenarios' real aiokafka producers and consumer groups
-with scripted behaviours (:mod:`notifier.demo.scenarios`), and runs the real service
+noticing each one. So :func:`run_demo` starts the embedded Tansu broker
+(:mod:`notifier.collect.broker`), creates one topic per scenario, runs the scenarios' real
+aiokafka producers and consumer groups with scripted behaviours
+(:mod:`notifier.demo.scenarios`), and runs the real service
 (:class:`notifier.service.coordinator.Coordinator`: collector, window store, rules, gate,
 transitions, checkpoints, history; the status page; notifications) against them, watching what
 it reports (:mod:`notifier.demo.watch`). A timed run ends as soon as every story is told;

@@ -24,14 +24,13 @@ retention-loss  lose the records under them to retention                retentio
 =============== ======================================================= ======================
 
 The embedded broker shapes some scripts (docs/architecture.md, "The embedded broker"): the
-*stopped* and *rebalance-loop*
-groups have two members, joined one after the other, because the stopped group must end up
-Empty and a consumer only sends LeaveGroup after a rebalance; where DeleteRecords is refused the
-retention scenario is reported as skipped rather than faked. Joining in turn takes several
-seconds here, so those groups start their story only after a window of scans has seen them
-settled. The rebalance loop is a crash loop rather than a consumer slower than
-``max.poll.interval``: a member kicked out that way rejoins under its old member id and, on
-this broker, the group looks Stable while it makes no progress (Burrow's STALL, not a
+*stopped* and *rebalance-loop* groups have two members, joined one after the other, because the
+stopped group must end up Empty and a consumer only sends LeaveGroup after a rebalance; where
+DeleteRecords is refused the retention scenario is reported as skipped rather than faked.
+Joining in turn takes several seconds here, so those groups start their story only after a
+window of scans has seen them settled. The rebalance loop is a crash loop rather than a consumer
+slower than ``max.poll.interval``: a member kicked out that way rejoins under its old member id
+and, on this broker, the group looks Stable while it makes no progress (Burrow's STALL, not a
 rebalance); crash-looping incarnations that each leave as they die change the member set scan
 after scan (``rebalance-storm``) and keep the group rebalancing (``stuck-rebalance``), and a
 fixed consumer can join afterwards because no ghost member is left.
