@@ -22,12 +22,14 @@ replay: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check notifier tests benchmarks examples
+	$(BIN)/mypy
 	$(BIN)/notifier check rules.yaml
 	$(BIN)/notifier test-rules examples/*.test.yaml
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check notifier tests benchmarks examples
+	$(BIN)/mypy
 	$(BIN)/ruff format --check notifier tests benchmarks examples
 
 bench: $(STAMP)

@@ -2,7 +2,7 @@
 
 A synthetic history (``notifier.backtest.synth``) is replayed for a grid of 24 configurations plus
 the
-rules file (25 in all) by the real job (:func:`notifier.backtest.job.run_backtest` on a local[2]
+rules file (25 in all) by the real job (:func:`notifier.backtest.run_backtest` on a local[2]
 Spark session, outputs included). In the same run, a slice of the same history — a few groups,
 every scan — is replayed through the plain, one-partition-at-a-time reference implementation
 (``tests/reference.py``: Burrow's rules, lag in seconds, the other rules, ``for`` and
@@ -36,8 +36,16 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from notifier.backtest import job as bt  # noqa: E402
-from notifier.backtest import synthesize  # noqa: E402
+from notifier.backtest import (  # noqa: E402
+    BacktestRequest,
+    GridConfig,
+    ReplayOptions,
+    SampleArrays,
+    replay,
+    run_backtest,
+    spark_session,
+    synthesize,
+)
 from notifier.config import RulesConfig  # noqa: E402
 from notifier.history import read_history  # noqa: E402
 from tests import reference as ref  # noqa: E402
@@ -142,7 +150,7 @@ class _RuleClock:
         return fired
 
 
-def reference_replay(rows: list[dict[str, Any]], configs: list[bt.GridConfig]) -> set[tuple]:
+def reference_replay(rows: list[dict[str, Any]], configs: list[GridConfig]) -> set[tuple]:
     """Incidents (config_id, cluster, group, opened_at) of a plain replay of ``rows``."""
     window = configs[0].rules.window
     width = window.intervals
@@ -243,11 +251,11 @@ def measure(size: str, workdir: Path, buckets: int | None) -> dict[str, Any]:
     )
     grid = workdir / "grid.yaml"
     grid.write_text(json.dumps({"parameters": GRID}))
-    spark, _ = bt.spark_session("local[2]")
+    spark, _ = spark_session("local[2]")
     try:
         started = time.perf_counter()
-        result = bt.run_backtest(
-            bt.BacktestRequest(
+        result = run_backtest(
+            BacktestRequest(
                 history=str(history),
                 rules=ROOT / "rules.yaml",
                 grid=grid,
@@ -294,7 +302,7 @@ def measure(size: str, workdir: Path, buckets: int | None) -> dict[str, Any]:
     expected = reference_replay(rows, picked)
     reference_s = time.process_time() - cpu
     cpu = time.process_time()
-    output = bt.replay(bt.SampleArrays.from_arrow(piece), picked, bt.ReplayOptions(INTERVAL_S))
+    output = replay(SampleArrays.from_arrow(piece), picked, ReplayOptions(INTERVAL_S))
     vectorized_s = time.process_time() - cpu
     got = {
         (int(r.config_id), r.cluster, r.group, int(r.start_ms))

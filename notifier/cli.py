@@ -57,7 +57,7 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
     sys.exit(1 if failed else 0)
 
 
-def check_templates(directory: str | None) -> bool:
+def check_templates(directory: str | Path | None) -> bool:
     """Render every notification template with sample data; print problems with template name
     and line."""
     from notifier.notify.channels import Templates
@@ -338,7 +338,7 @@ def backtest(**options: object) -> None:
     """Replay a history for every configuration of a grid: what each would have sent.
 
     Writes summary.csv/.parquet, alerts.parquet, report.html and recommended-rules.yaml to
-    --out. The same job runs on a cluster with `spark-submit notifier/backtest.py ...`.
+    --out. The same job runs on a cluster with `spark-submit notifier/backtest/__main__.py ...`.
     """
     from notifier.backtest import request_from_options, run_backtest, summary_text
     from notifier.history import HistoryError

@@ -13,6 +13,7 @@ with ``.`` or ``_`` are never part of the dataset.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -600,7 +601,8 @@ class HistoryWriter:
                 due = (self._roll_deadline is not None and now >= self._roll_deadline) or (
                     not failing and self._queued_rows > self.max_queued_rows
                 )
-                if self._pending and (flushing or (due and (not failing or now >= self._retry_at))):
+                retry_due = self._retry_at is None or now >= self._retry_at
+                if self._pending and (flushing or (due and retry_due)):
                     error = self._write_roll()
                 if self._retry_at is not None:
                     self._bound_queue()
@@ -664,9 +666,7 @@ class HistoryWriter:
             try:
                 write_parquet_atomic(
                     path,
-                    lambda handle, t=table: pq.write_table(
-                        t, handle, compression=PARQUET_COMPRESSION
-                    ),
+                    functools.partial(_write_table, table),
                 )
             except Exception as exc:
                 self._record_error(exc, f"writing {path}")
@@ -708,3 +708,7 @@ def _split_by_day(table: pa.Table) -> dict[date, pa.Table]:
     return {
         day_of_ms(int(day) * DAY_MS): table.filter(pa.array(days == day)) for day in np.unique(days)
     }
+
+
+def _write_table(table: pa.Table, handle: Any) -> None:
+    pq.write_table(table, handle, compression=PARQUET_COMPRESSION)

@@ -1,6 +1,7 @@
 """A plain, one-partition-at-a-time reference implementation of every rule.
 
-Written for clarity, straight from DOMAIN.md §3-4 and the rules' docs, with no numpy. The
+Written for clarity, straight from docs/architecture.md ("Burrow's rules", "Lag in seconds") and
+the rules' docs, with no numpy. The
 vectorized kernels in ``notifier.rules.kernels`` must agree with it on every window (see
 ``test_rules_property.py``).
 """

@@ -23,21 +23,34 @@ import yaml
 from click.testing import CliRunner
 
 from notifier.backtest import (
+    COUNTER_COLUMNS,
+    INCIDENT_COLUMNS,
     BacktestRequest,
     GridConfig,
+    HistorySpan,
     ReplayOptions,
+    ReplayOutput,
     SampleArrays,
+    TaskPlan,
+    aggregation_scope,
     expand_grid,
     match_incidents,
     parse_grid,
     plan_tasks,
+    read_history_spark,
     recommend,
     replay,
     rules_yaml,
     run_backtest,
+    spark_replay,
+    spark_scans,
+    spark_session,
+    summarize,
     synthesize,
 )
-from notifier.backtest import job as bt
+from notifier.backtest.__main__ import build_parser
+from notifier.backtest.job import _scan_calendar
+from notifier.backtest.replay import _sorted_incidents
 from notifier.cli import main
 from notifier.config import ConfigError, load_rules, parse_notify, parse_rules
 from notifier.history import (
@@ -135,8 +148,8 @@ def expected_incidents() -> pd.DataFrame:
         for configs, group, rule, status, first, last, reason in EXPECTED
         for config_id in configs
     ]
-    frame = pd.DataFrame(rows, columns=list(bt.INCIDENT_COLUMNS))
-    return bt._sorted_incidents(frame)
+    frame = pd.DataFrame(rows, columns=list(INCIDENT_COLUMNS))
+    return _sorted_incidents(frame)
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +215,7 @@ def spark():
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Spark needs Java")
-    session, created = bt.spark_session(
+    session, created = spark_session(
         "local[2]",
         {
             "spark.sql.shuffle.partitions": "4",
@@ -433,16 +446,16 @@ def test_two_would_be_incidents_for_one_label_count_once_from_the_first() -> Non
     assert result.alert_matched.tolist() == [True, True]
     assert result.first.values.tolist() == [[0, 0, T0 - 30_000]]
     configs = expand_grid(parse_rules(RULES), {})
-    output = bt.ReplayOutput(
+    output = ReplayOutput(
         incidents=alerts.assign(rule="burrow", status="WARN", close_reason="recovered"),
         counters=pd.DataFrame({"config_id": [0], "samples": [1]}).assign(
-            **dict.fromkeys(bt.COUNTER_COLUMNS, 0)
+            **dict.fromkeys(COUNTER_COLUMNS, 0)
         ),
         breaches=pd.DataFrame(columns=["cluster", "group", "start_ms", "end_ms"]),
         groups=pd.DataFrame(columns=["cluster", "group", "start_ms", "end_ms"]),
     )
-    span = bt.HistorySpan(1, 1, 1, T0 - 3_600_000, T0 + 3_600_000, T0 - 3_600_000)
-    summary, _ = bt.summarize(configs, output, span, 10.0, MINUTE, LABEL.assign(kind=""))
+    span = HistorySpan(1, 1, 1, T0 - 3_600_000, T0 + 3_600_000, T0 - 3_600_000)
+    summary, _ = summarize(configs, output, span, 10.0, MINUTE, LABEL.assign(kind=""))
     row = summary.iloc[0]
     assert (row["tp"], row["fp"], row["fn"], row["precision"]) == (1, 0, 0, 1.0)
     assert row["delay_p50_s"] == -30.0
@@ -545,11 +558,11 @@ def test_spark_equals_the_single_process_replay_on_a_synthetic_fleet(
     configs = expand_grid(rules, {"rules.lag-seconds-warn.threshold": ["5m", "10m"]})
     options = ReplayOptions(10.0, None, 300.0, 120.0, None)
     local = replay(SampleArrays.from_arrow(read_history(history)), configs, options)
-    frame = bt.read_history_spark(spark, str(history))
-    scans = bt._spark_scans(frame, str(history))
-    plan = bt.TaskPlan(buckets=3, slices=[[0, 2], [1]])
-    distributed = bt._spark_replay(
-        spark, frame, configs, options, bt._scan_calendar(scans), plan, "group", str(history)
+    frame = read_history_spark(spark, str(history))
+    scans = spark_scans(frame, str(history))
+    plan = TaskPlan(buckets=3, slices=[[0, 2], [1]])
+    distributed = spark_replay(
+        spark, frame, configs, options, _scan_calendar(scans), plan, "group", str(history)
     )
     assert len(local.incidents) > 10  # the comparison means something
     pd.testing.assert_frame_equal(distributed.incidents, local.incidents)
@@ -564,11 +577,11 @@ def test_spark_equals_the_single_process_replay_on_a_synthetic_fleet(
             "route": {"receiver": "team", "group_by": ["cluster"], "group_wait": "30s"},
         }
     )
-    assert bt.aggregation_scope(notify) == "cluster"
+    assert aggregation_scope(notify) == "cluster"
     batched = ReplayOptions(10.0, notify, 300.0, 120.0, None)
     local = replay(SampleArrays.from_arrow(read_history(history)), configs, batched)
-    distributed = bt._spark_replay(
-        spark, frame, configs, batched, bt._scan_calendar(scans), plan, "cluster", str(history)
+    distributed = spark_replay(
+        spark, frame, configs, batched, _scan_calendar(scans), plan, "cluster", str(history)
     )
     pd.testing.assert_frame_equal(distributed.incidents, local.incidents)
     pd.testing.assert_frame_equal(distributed.counters, local.counters)
@@ -698,7 +711,7 @@ def test_spark_submit_parser_takes_the_same_options_as_the_command() -> None:
     clicked = {opt for param in command.params for opt in param.opts if opt.startswith("--")}
     parsed = {
         opt
-        for action in bt.build_parser()._actions
+        for action in build_parser()._actions
         for opt in action.option_strings
         if opt.startswith("--") and opt != "--help"
     }

@@ -145,7 +145,8 @@ def test_commit_ring_insertion_and_min_distance_match_burrow(case):
     assert ring == case["expected_ring_oldest_first"]
 
 
-# DOMAIN.md §3: the four windows of the well-known walkthrough (samples 60 s apart).
+# docs/architecture.md, "Burrow's rules": the four windows of the well-known walkthrough (samples
+# 60 s apart).
 WALKTHROUGH = [
     ("zero lag in the window", list(range(10, 101, 10)), [0, 0, 0, 0, 0, 0, 1, 3, 5, 5], 540, "OK"),
     ("committing, not moving", [10] * 10, [1, 1, 1, 1, 1, 2, 2, 2, 3, 3], 540, "STALL"),

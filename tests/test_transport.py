@@ -15,7 +15,7 @@ import trustme
 from notifier.demo import HttpReceiver
 from notifier.notify.channels import AsyncioTransport, Webhook
 
-from .test_channels import make_notification
+from .channel_helpers import make_notification
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
 A scan reads, for every consumer group the allow/deny regexes let through, its state and
 members, its committed offsets, and the log-end and log-start offsets of the partitions it
 commits to or is assigned. Tools that send a request per partition or per group-partition fall
-over at a few thousand groups (DOMAIN.md §6), so the request pattern here is fixed:
+over at a few thousand groups (docs/architecture.md, "What a scan reads"), so the request pattern
+here is fixed:
 
 * ``ListGroups`` once per broker;
 * ``DescribeGroups`` in batches per group coordinator (the batch size shrinks, and stays shrunk,

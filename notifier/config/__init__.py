@@ -22,6 +22,7 @@ from notifier.config.base import (
 )
 from notifier.config.notify import (
     CHANNEL_KINDS,
+    PAGERDUTY_SEVERITIES,
     BasicAuthConfig,
     ChannelConfig,
     ChannelEntry,
@@ -72,6 +73,7 @@ from notifier.config.service import (
 
 __all__ = [
     "CHANNEL_KINDS",
+    "PAGERDUTY_SEVERITIES",
     "RULE_KINDS",
     "ApiConfig",
     "BasicAuthConfig",

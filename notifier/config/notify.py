@@ -284,7 +284,7 @@ class PagerDutyConfig(_ChannelConfig):
     routing_key: SecretValue
     url: str = "https://events.pagerduty.com/v2/enqueue"
     severity_map: dict[Literal["WARN", "ERR"], str] = Field(
-        default_factory=lambda: {"WARN": "warning", "ERR": "error"}
+        default_factory=lambda: {"WARN": "warning", "ERR": "error"}  # type: ignore[arg-type]
     )
     rate: RateValue = Rate(120, 60)
 

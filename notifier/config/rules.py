@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
     Field,
     ValidationError,
     field_validator,
@@ -317,17 +316,18 @@ def with_parameters(config: RulesConfig, parameters: dict[str, Any]) -> RulesCon
     return parse_rules(data, "grid parameters")
 
 
-def _section_model(dotted: str, node: dict[str, Any]) -> type[BaseModel]:
+def _section_model(dotted: str, node: dict[str, Any]) -> type[StrictModel]:
     section = dotted.split(".")[0]
     if section == "window":
         return WindowSettings
     if section == "burrow":
         return BurrowRule
-    return {
+    models: dict[str, type[StrictModel]] = {
         "lag": LagRule,
         "lag_seconds": LagSecondsRule,
         "stuck_rebalance": StuckRebalanceRule,
         "rebalance_storm": RebalanceStormRule,
         "retention": RetentionRule,
         "consumers_gone": ConsumersGoneRule,
-    }[node["kind"]]
+    }
+    return models[node["kind"]]

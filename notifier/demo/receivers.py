@@ -267,7 +267,7 @@ class _RecordingHandler:
             return self.receiver.refuse_data
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         self.receiver.messages.append(
-            Envelope(envelope.mail_from, list(envelope.rcpt_tos), message)  # type: ignore[arg-type]
+            Envelope(envelope.mail_from, list(envelope.rcpt_tos), message)
         )
         return "250 Message accepted"
 

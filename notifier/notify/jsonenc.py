@@ -5,8 +5,7 @@ row, the request body), which at a thousand deliveries a second made the standar
 encoder a tenth of the notifier's CPU; orjson does the same work in a fraction of the time.
 Values neither encoder knows go through one :func:`_default`: numpy scalars and arrays from
 the evaluator's evidence, sets, paths, and anything else as its ``str`` (a
-:class:`~notifier.notify.channels.base.Secret` prints masked). Output is compact UTF-8 with
-non-ASCII kept
+:class:`~notifier.config.Secret` prints masked). Output is compact UTF-8 with non-ASCII kept
 as is; NaN and infinities become ``null`` (JSON has no such numbers).
 """
 

@@ -33,7 +33,7 @@ from notifier.config import (
     StuckRebalanceRule,
 )
 from notifier.rules import kernels as kernels
-from notifier.rules.store import NULL, WindowStore, _as_index
+from notifier.rules.store import NULL, WindowStore, as_index
 from notifier.types import (
     GROUP_STATES,
     PARTITION_STATUS_CODES,
@@ -48,7 +48,7 @@ from notifier.types import (
 
 _SEVERITY_CODE = {Severity.WARN: kernels.SEVERITY_WARN, Severity.ERR: kernels.SEVERITY_ERR}
 _SEVERITY_NAME = {kernels.SEVERITY_WARN: "WARN", kernels.SEVERITY_ERR: "ERR"}
-_RULE_PARAMS = {
+_RULE_PARAMS: dict[type, tuple[str, ...]] = {
     BurrowRule: ("allowed_lag",),
     LagRule: ("threshold",),
     LagSecondsRule: ("threshold",),
@@ -274,7 +274,7 @@ class Evaluation:
         """Build the full result (partitions, findings, evidence) of one group."""
         ev = self.evaluator
         store = ev.store
-        cluster, group = store.group_key[gid]
+        cluster, group = store.group_key_of(gid)
         local = self._rows_of(gid)
         local = local[
             np.lexsort((store.row_partition[self.rows[local]], _topics(store, self.rows[local])))
@@ -285,12 +285,8 @@ class Evaluation:
             fired = int(self.group_fired[binding.name][gid])
             if fired:
                 findings.extend(self._findings(binding, gid, local, fired))
-        max_lag = None
-        for p in partitions:
-            if p.current_lag is not None and (
-                max_lag is None or p.current_lag > max_lag.current_lag
-            ):
-                max_lag = p
+        known = [p for p in partitions if p.current_lag is not None]
+        max_lag = max(known, key=lambda p: p.current_lag or 0) if known else None
         newest = int(self.rows[local[-1]]) if local.size else None
         max_seconds = float(self.group_max_lag_seconds[gid])
         return GroupResult(
@@ -315,7 +311,7 @@ class Evaluation:
     def _partition(self, i: int) -> PartitionResult:
         store = self.evaluator.store
         row = int(self.rows[i])
-        _, _, topic, partition = store.row_key[row]
+        _, _, topic, partition = store.row_key_of(row)
         ring = store.ring(row)
         committed = int(store.s_committed[row, -1])
         log_start = int(store.s_log_start[row, -1])
@@ -371,7 +367,7 @@ class Evaluation:
     ) -> Finding:
         store = self.evaluator.store
         row = int(self.rows[i])
-        _, _, topic, partition = store.row_key[row]
+        _, _, topic, partition = store.row_key_of(row)
         window = store.samples(row)
         lags = [s["lag"] for s in window]
         lag = int(self.current_lag[i])
@@ -432,7 +428,7 @@ class Evaluation:
         window = store.samples(row)
         kind = binding.kind
         partitions = [
-            f"{store.row_key[int(self.rows[i])][2]}/{store.row_key[int(self.rows[i])][3]}"
+            "{}/{}".format(*store.row_key_of(int(self.rows[i]))[2:])
             for i in hits.tolist()
         ]
         evidence: dict[str, Any] = {
@@ -469,7 +465,7 @@ class Evaluation:
 
 
 def _topics(store: WindowStore, rows: np.ndarray) -> list[str]:
-    return [store.row_key[int(r)][2] for r in rows]
+    return [store.row_key_of(int(r))[2] for r in rows]
 
 
 def _human_seconds(seconds: float) -> str:
@@ -566,7 +562,7 @@ class Evaluator:
         """Evaluate ``rows`` (default: every live window) as of ``now`` (ms)."""
         store = self.store
         rows = store.alive_rows() if rows is None else np.asarray(rows, dtype=np.int64)
-        index = _as_index(rows)
+        index = as_index(rows)
         count = store.s_count[index]
         committed = store.s_committed[index]
         log_end = store.s_leo[index]

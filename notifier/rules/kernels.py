@@ -5,7 +5,7 @@ right-aligned: ``count`` valid entries at the end of each row) and returns array
 state: the evaluator feeds them from the store, the backtest from history, the tests from
 Burrow's own vectors.
 
-Burrow's per-partition rules, in Burrow's order (DOMAIN.md §3):
+Burrow's per-partition rules, in Burrow's order (docs/architecture.md, "Burrow's rules"):
 
 1. no offsets → OK (complete 0);
 2. ``complete < minimum_complete`` → OK, no rules run;
@@ -140,13 +140,14 @@ def burrow_status(
     )
     status = np.full(n, OK, dtype=np.int8)
     undecided = behind.copy()
-    for code, condition in (
+    decisions: tuple[tuple[int, np.ndarray], ...] = (
         (STOP, stopped & ~recent_lag_zero),
         (REWIND, unrecovered),
         (OK, ~lag_always_not_zero),
         (STALL, stalled),
         (WARN, lag_not_decreasing),
-    ):
+    )
+    for code, condition in decisions:
         hit = undecided & condition
         status[hit] = code
         undecided &= ~hit

@@ -1,4 +1,5 @@
-"""Lag in seconds from per-partition LEO tables (DOMAIN.md §4, as Kafka Lag Exporter does it).
+"""Lag in seconds from per-partition LEO tables (docs/architecture.md, "Lag in seconds", as Kafka
+Lag Exporter does it).
 
 Each (cluster, topic, partition) keeps up to ``P`` points ``(LEO, time)`` from successive scans,
 oldest first and right-aligned in a row of a 2-D array (``count`` valid points at the end).
@@ -86,7 +87,9 @@ def lag_seconds(
     idx = np.nonzero(todo)[0]
     o = committed[idx]
     b = base[idx]
-    now = now_ms if np.isscalar(now_ms) else np.asarray(now_ms)[idx]
+    now = np.asarray(now_ms, dtype=np.float64)
+    if now.ndim:
+        now = now[idx]
     # Most consumers are less than one scan behind: their offset sits in the newest segment,
     # whose ends we can read without a search.
     prev_leo = flat_leo[b + width - 2]

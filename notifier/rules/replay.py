@@ -1,12 +1,14 @@
 """Replay stored samples through the live code path: store → evaluate → transitions.
 
-``notifier test-rules``, ``notifier replay`` and the backtest's single-process reference all
-call :func:`replay_table`, so that what a test or a backtest says is what the service would do.
+``notifier test-rules`` and ``notifier replay`` call :func:`replay_table`, which drives the
+service's own step (:mod:`notifier.rules.step`), as the backtest does: what a test says is what
+the service would do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,9 +19,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from notifier.config import RulesConfig
-from notifier.rules.evaluate import Evaluation, Evaluator, TransitionTracker
-from notifier.rules.store import ScanColumns, WindowStore
-from notifier.types import SAMPLE_SCHEMA, Transition
+from notifier.rules.evaluate import Evaluation, not_found
+from notifier.rules.step import ClusterPipeline
+from notifier.rules.store import ScanColumns
+from notifier.types import SAMPLE_SCHEMA, GroupResult, Transition
 
 
 def read_samples(path: Path) -> pa.Table:
@@ -61,6 +64,24 @@ def scans(table: pa.Table) -> Iterable[ScanColumns]:
         )
 
 
+class Moment:
+    """Every cluster's evaluation at one time (what ``test-rules`` checks its ``expect`` on)."""
+
+    def __init__(self, now: int, evaluations: dict[str, Evaluation]) -> None:
+        self.now = now
+        self.evaluations = evaluations
+
+    def result(self, cluster: str, group: str) -> GroupResult:
+        evaluation = self.evaluations.get(cluster)
+        if evaluation is None:
+            return not_found(cluster, group, self.now)
+        return evaluation.result(cluster, group)
+
+    def results(self) -> Iterator[GroupResult]:
+        for cluster in sorted(self.evaluations):
+            yield from self.evaluations[cluster].results()
+
+
 def replay_table(
     table: pa.Table,
     rules: RulesConfig,
@@ -68,52 +89,47 @@ def replay_table(
     at_times: Iterable[int] = (),
     on_evaluation: Callable[[Evaluation], None] | None = None,
     on_transitions: Callable[[list[Transition]], None] | None = None,
-) -> dict[int, Evaluation]:
-    """Feed samples scan by scan to a fresh store, evaluating after each scan (and at each of
-    ``at_times``, ms) as the service does. Returns the evaluations at ``at_times``."""
-    store = WindowStore(rules.window, scan_interval_s)
-    evaluator = Evaluator(rules, store)
-    tracker = TransitionTracker()
+) -> dict[int, Moment]:
+    """Feed samples scan by scan through the live service's step (:mod:`notifier.rules.step`),
+    one pipeline per cluster: each cluster is evaluated after each of its scans, and every
+    cluster at each of ``at_times`` (ms). A group with no rows in a scan of its cluster is
+    gone, as a group the cluster stops listing is in the service. Returns what every cluster's
+    evaluation said at each of ``at_times``."""
+    pipelines: dict[str, ClusterPipeline] = {}
+    latest: dict[str, Evaluation] = {}
     pending = sorted(set(at_times))
-    results: dict[int, Evaluation] = {}
+    results: dict[int, Moment] = {}
 
-    def evaluate(now: int) -> None:
-        if store.rows_in_use == 0:
-            return
-        evaluation = evaluator.evaluate(now)
-        if on_evaluation is not None:
-            on_evaluation(evaluation)
-        if on_transitions is not None:
-            transitions = tracker.update(evaluation)
-            if transitions:
-                on_transitions(transitions)
-        if now in at_times_set:
-            results[now] = evaluation
+    def report(cluster: str, evaluation: Evaluation | None, transitions: list[Transition]) -> None:
+        if evaluation is not None:
+            latest[cluster] = evaluation
+            if on_evaluation is not None:
+                on_evaluation(evaluation)
+        else:
+            latest.pop(cluster, None)
+        if transitions and on_transitions is not None:
+            on_transitions(transitions)
 
-    at_times_set = set(pending)
+    def evaluate_all(now: int, skip: Collection[str] = ()) -> None:
+        for cluster, pipeline in pipelines.items():
+            if cluster not in skip:
+                report(cluster, *pipeline.evaluate(now))
+        results[now] = Moment(now, dict(latest))
 
-    def ingest_and_evaluate(batch: list[ScanColumns]) -> None:
-        """One moment: the scans of every cluster at that time, then one evaluation (with any
-        requested evaluation times that fall before it)."""
-        ts = batch[0].ts
+    for ts, moment in itertools.groupby(scans(table), key=lambda scan: scan.ts):
         while pending and pending[0] < ts:
-            evaluate(pending.pop(0))
-        for scan in batch:
-            store.ingest_scan(scan)
+            evaluate_all(pending.pop(0))
+        scanned = set()
+        for scan in moment:
+            pipeline = pipelines.get(scan.cluster)
+            if pipeline is None:
+                pipeline = pipelines[scan.cluster] = ClusterPipeline(rules, scan_interval_s)
+            report(scan.cluster, *pipeline.step(scan))
+            scanned.add(scan.cluster)
         if pending and pending[0] == ts:
-            pending.pop(0)
-        evaluate(ts)
-
-    batch: list[ScanColumns] = []
-    for scan in scans(table):
-        if batch and scan.ts != batch[0].ts:
-            ingest_and_evaluate(batch)
-            batch = []
-        batch.append(scan)
-    if batch:
-        ingest_and_evaluate(batch)
+            evaluate_all(pending.pop(0), skip=scanned)
     for now in pending:
-        evaluate(now)
+        evaluate_all(now)
     return results
 
 
@@ -126,7 +142,7 @@ def print_replay(
 ) -> None:
     """``notifier replay``: transitions as they happen, then every group's final status."""
     table = read_samples(path)
-    last: list[Evaluation] = []
+    last: dict[int, Evaluation] = {}  # the latest evaluation of each cluster's evaluator
 
     def show(transitions: list[Transition]) -> None:
         for t in transitions:
@@ -139,18 +155,18 @@ def print_replay(
             echo(f"{_when(t.at)}  {t.cluster}/{t.group}: {t.previous} -> {t.current}  {findings}")
 
     def keep(evaluation: Evaluation) -> None:
-        last[:] = [evaluation]
+        last[id(evaluation.evaluator)] = evaluation
 
     echo(f"replaying {table.num_rows} samples from {path} with {len(rules.rules) + 1} rules")
     replay_table(table, rules, scan_interval_s, on_evaluation=keep, on_transitions=show)
     if not last:
         echo("no samples")
         return
-    final = last[-1]
     echo("")
     header = f"{'cluster/group':<32} {'status':<7} {'complete':>8} {'total lag':>10}"
     echo(f"{header} {'behind':>9}  findings")
-    for result in sorted(final.results(), key=lambda r: (r.cluster, r.group)):
+    finals = (result for evaluation in last.values() for result in evaluation.results())
+    for result in sorted(finals, key=lambda r: (r.cluster, r.group)):
         behind = "-" if result.max_lag_seconds is None else f"{result.max_lag_seconds:.0f}s"
         rules_fired = ", ".join(sorted({f"{f.rule}:{f.status}" for f in result.findings})) or "-"
         echo(

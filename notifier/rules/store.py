@@ -41,6 +41,35 @@ real sample is always a gap."""
 
 _INITIAL_ROWS = 1024
 
+_ROW_COLUMNS: tuple[tuple[str, str, type, int, bool], ...] = (
+    # name, shape ("window", "ring" or per row), dtype, initial value, reset when a row is freed
+    ("s_ts", "window", np.int64, UNSET_TS, True),
+    ("s_committed", "window", np.int64, NULL, True),
+    ("s_leo", "window", np.int64, NULL, True),
+    ("s_log_start", "window", np.int64, NULL, True),
+    ("s_state", "window", np.int8, NULL, True),
+    ("s_members", "window", np.int32, 0, True),
+    ("s_member_changed", "window", np.bool_, False, True),
+    ("s_count", "row", np.int16, 0, True),
+    ("latest_committed", "row", np.int64, NULL, True),
+    ("latest_leo", "row", np.int64, NULL, True),
+    ("latest_log_start", "row", np.int64, NULL, True),
+    ("latest_state", "row", np.int8, NULL, True),
+    ("latest_members", "row", np.int32, 0, True),
+    ("last_hash", "row", np.int64, 0, True),
+    ("r_offset", "ring", np.int64, NULL, True),
+    ("r_ts", "ring", np.int64, 0, True),
+    ("r_lag", "ring", np.int64, NULL, True),
+    ("r_order", "ring", np.int64, NULL, True),
+    ("r_count", "row", np.int16, 0, True),
+    ("row_group", "row", np.int32, NULL, True),
+    ("row_table", "row", np.int32, NULL, False),
+    ("row_partition", "row", np.int32, NULL, False),
+    ("row_alive", "row", np.bool_, False, True),
+    ("row_epoch", "row", np.int64, 0, False),
+)
+"""Every per-row column of :class:`WindowStore`, for allocating, growing and freeing rows."""
+
 
 @dataclass(slots=True)
 class ScanColumns:
@@ -117,7 +146,47 @@ def _int_column(table: pa.Table, name: str) -> np.ndarray:
 
 
 class WindowStore:
-    """Windows for many group-partitions of many clusters, updated one scan at a time."""
+    """Windows for many group-partitions of many clusters, updated one scan at a time.
+
+    Rows are (cluster, group, topic, partition); every column below has one entry per row
+    (``capacity`` rows allocated, ``rows_in_use`` handed out). Window and ring columns are
+    ``(rows, intervals)``, oldest entry first, right-aligned: ``s_count`` / ``r_count`` valid
+    entries at the end. LEO tables are per (cluster, topic, partition), ``(tables, points)``.
+    """
+
+    # The sample window: one entry per scan that saw the row.
+    s_ts: np.ndarray
+    s_committed: np.ndarray
+    s_leo: np.ndarray
+    s_log_start: np.ndarray
+    s_state: np.ndarray
+    s_members: np.ndarray
+    s_member_changed: np.ndarray
+    s_count: np.ndarray
+    # The newest sample again, contiguous: the evaluator reads it for every window, and a
+    # column of a row-major (N, W) array costs as much memory traffic as the whole array.
+    latest_committed: np.ndarray
+    latest_leo: np.ndarray
+    latest_log_start: np.ndarray
+    latest_state: np.ndarray
+    latest_members: np.ndarray
+    last_hash: np.ndarray
+    # Burrow's commit ring: one entry per change of the committed offset.
+    r_offset: np.ndarray
+    r_ts: np.ndarray
+    r_lag: np.ndarray
+    r_order: np.ndarray
+    r_count: np.ndarray
+    # What a row is: its group id, LEO table, partition, whether in use, and its epoch.
+    row_group: np.ndarray
+    row_table: np.ndarray
+    row_partition: np.ndarray
+    row_alive: np.ndarray
+    row_epoch: np.ndarray
+    # LEO tables for lag in seconds.
+    t_leo: np.ndarray
+    t_time: np.ndarray
+    t_count: np.ndarray
 
     def __init__(self, settings: WindowSettings | None = None, scan_interval_s: float = 10.0):
         self.settings = settings or WindowSettings()
@@ -140,6 +209,8 @@ class WindowStore:
         self._epoch = 0
         self.group_epoch = np.zeros(1024, dtype=np.int64)
 
+        self.capacity = 0
+        self.table_capacity = 0
         self._alloc_rows(_INITIAL_ROWS)
         self._alloc_tables(_INITIAL_ROWS)
         self.group_rows = np.zeros(0, dtype=np.int32)
@@ -147,56 +218,24 @@ class WindowStore:
     # ---------------------------------------------------------------- allocation
 
     def _alloc_rows(self, capacity: int) -> None:
-        w, r = self.width, self.ring_size
-
-        def grow(name: str, shape: tuple[int, ...], dtype: type, fill: int) -> None:
-            new = np.full(shape, fill, dtype=dtype)
-            old = getattr(self, name, None)
-            if old is not None:
-                new[: old.shape[0]] = old
+        shapes = {"window": (capacity, self.width), "ring": (capacity, self.ring_size)}
+        for name, shape, dtype, fill, _ in _ROW_COLUMNS:
+            new: np.ndarray = np.full(shapes.get(shape, (capacity,)), fill, dtype=dtype)
+            if self.capacity:
+                new[: self.capacity] = getattr(self, name)
             setattr(self, name, new)
-
-        grow("s_ts", (capacity, w), np.int64, UNSET_TS)
-        grow("s_committed", (capacity, w), np.int64, NULL)
-        grow("s_leo", (capacity, w), np.int64, NULL)
-        grow("s_log_start", (capacity, w), np.int64, NULL)
-        grow("s_state", (capacity, w), np.int8, NULL)
-        grow("s_members", (capacity, w), np.int32, 0)
-        grow("s_member_changed", (capacity, w), np.bool_, 0)
-        grow("s_count", (capacity,), np.int16, 0)
-        # The newest sample again, contiguous: the evaluator reads it for every window, and a
-        # column of a row-major (N, W) array costs as much memory traffic as the whole array.
-        grow("latest_committed", (capacity,), np.int64, NULL)
-        grow("latest_leo", (capacity,), np.int64, NULL)
-        grow("latest_log_start", (capacity,), np.int64, NULL)
-        grow("latest_state", (capacity,), np.int8, NULL)
-        grow("latest_members", (capacity,), np.int32, 0)
-        grow("last_hash", (capacity,), np.int64, 0)
-        grow("r_offset", (capacity, r), np.int64, NULL)
-        grow("r_ts", (capacity, r), np.int64, 0)
-        grow("r_lag", (capacity, r), np.int64, NULL)
-        grow("r_order", (capacity, r), np.int64, NULL)
-        grow("r_count", (capacity,), np.int16, 0)
-        grow("row_group", (capacity,), np.int32, NULL)
-        grow("row_table", (capacity,), np.int32, NULL)
-        grow("row_partition", (capacity,), np.int32, NULL)
-        grow("row_alive", (capacity,), np.bool_, 0)
-        grow("row_epoch", (capacity,), np.int64, 0)
         self.capacity = capacity
 
     def _alloc_tables(self, capacity: int) -> None:
-        p = self.points
-        for name, dtype in (("t_leo", np.int64), ("t_time", np.int64)):
-            new = np.zeros((capacity, p), dtype=dtype)
-            old = getattr(self, name, None)
-            if old is not None:
-                new[: old.shape[0]] = old
+        for name, shape, dtype in (
+            ("t_leo", (capacity, self.points), np.int64),
+            ("t_time", (capacity, self.points), np.int64),
+            ("t_count", (capacity,), np.int16),
+        ):
+            new = np.zeros(shape, dtype=dtype)
+            if self.table_capacity:
+                new[: self.table_capacity] = getattr(self, name)
             setattr(self, name, new)
-        counts = np.zeros(capacity, dtype=np.int16)
-        old_counts = getattr(self, "t_count", None)
-        if old_counts is not None:
-            counts[: old_counts.shape[0]] = old_counts
-        self.t_count = counts
         self.table_capacity = capacity
 
     def _new_group(self, key: tuple[str, str]) -> int:
@@ -247,33 +286,29 @@ class WindowStore:
         return row
 
     def _reset_rows(self, rows: np.ndarray) -> None:
-        self.s_ts[rows] = UNSET_TS
-        self.s_committed[rows] = NULL
-        self.s_leo[rows] = NULL
-        self.s_log_start[rows] = NULL
-        self.s_state[rows] = NULL
-        self.s_members[rows] = 0
-        self.s_member_changed[rows] = False
-        self.s_count[rows] = 0
-        self.latest_committed[rows] = NULL
-        self.latest_leo[rows] = NULL
-        self.latest_log_start[rows] = NULL
-        self.latest_state[rows] = NULL
-        self.latest_members[rows] = 0
-        self.last_hash[rows] = 0
-        self.r_offset[rows] = NULL
-        self.r_ts[rows] = 0
-        self.r_lag[rows] = NULL
-        self.r_order[rows] = NULL
-        self.r_count[rows] = 0
-        self.row_alive[rows] = False
-        self.row_group[rows] = NULL
+        for name, _, _, fill, reset in _ROW_COLUMNS:
+            if reset:
+                getattr(self, name)[rows] = fill
 
     # ---------------------------------------------------------------- lookups
 
     @property
     def rows_in_use(self) -> int:
         return len(self.row_key)
+
+    def row_key_of(self, row: int) -> tuple[str, str, str, int]:
+        """(cluster, group, topic, partition) of a row in use."""
+        key = self.row_key[row]
+        if key is None:
+            raise KeyError(f"row {row} is not in use")
+        return key
+
+    def group_key_of(self, gid: int) -> tuple[str, str]:
+        """(cluster, group) of a group id in use."""
+        key = self.group_key[gid]
+        if key is None:
+            raise KeyError(f"group id {gid} is not in use")
+        return key
 
     def row(self, cluster: str, group: str, topic: str, partition: int) -> int | None:
         return self._row_of.get((cluster, group, topic, partition))
@@ -339,7 +374,7 @@ class WindowStore:
         return rows
 
     def _append_samples(self, rows: np.ndarray, scan: ScanColumns) -> None:
-        index = _as_index(rows)
+        index = as_index(rows)
         for name, values in (
             ("s_ts", scan.ts),
             ("s_committed", scan.committed),
@@ -422,7 +457,7 @@ class WindowStore:
             self.r_lag[target, -1] = lag[merge]
         push = ~merge
         if push.any():
-            target = _as_index(rows[push])
+            target = as_index(rows[push])
             for name, values in (
                 ("r_offset", offsets[push]),
                 ("r_order", orders[push]),
@@ -518,7 +553,7 @@ class WindowStore:
 
     def lag_seconds(self, rows: np.ndarray, now_ms: int) -> np.ndarray:
         """Seconds behind for each row's latest committed offset (NaN: unknown)."""
-        index = _as_index(rows)
+        index = as_index(rows)
         return lagtime.lag_seconds(
             self.t_leo,
             self.t_time,
@@ -583,7 +618,7 @@ class WindowStore:
         return self.remove_groups(k for k in keys if k is not None)
 
 
-def _as_index(rows: np.ndarray) -> slice | np.ndarray:
+def as_index(rows: np.ndarray) -> slice | np.ndarray:
     """A slice when ``rows`` is a run of consecutive integers (a view, no fancy-index copy)."""
     if (
         rows.size

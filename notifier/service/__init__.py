@@ -1,9 +1,21 @@
-"""service"""
+"""The running service: the coordinator that scans every cluster on a schedule and drives the
+pipeline (scan → :mod:`notifier.rules.step` → transitions → sink), warm restarts and logs.
 
-from notifier.service.coordinator import Coordinator, LogSink, make_collector
+- :mod:`~notifier.service.coordinator`: the asyncio + APScheduler coordinator, the
+  ``TransitionSink`` protocol the notifier implements, and the log sink.
+- :mod:`~notifier.service.checkpoint`: windows, ``for`` state and open statuses in SQLite.
+- :mod:`~notifier.service.logs`: structured logs (JSON lines or key=value).
+
+Imports :mod:`notifier.collect`, :mod:`notifier.rules`, :mod:`notifier.history`,
+:mod:`notifier.config` and :mod:`notifier.types`; never :mod:`notifier.notify` (the sink is a
+protocol) nor the API.
+"""
+
+from notifier.service.coordinator import Coordinator, LogSink, TransitionSink, make_collector
 
 __all__ = [
     "Coordinator",
     "LogSink",
+    "TransitionSink",
     "make_collector",
 ]

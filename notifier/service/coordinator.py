@@ -3,9 +3,11 @@
     scan → window store → evaluate → transitions → sink (the notifier, or structured logs)
 
 Each cluster has its own store, evaluator and transition tracker (clusters may scan at
-different intervals), its own collector and its own checkpoint. APScheduler runs one scan job
-per cluster (never two at once for the same cluster), a checkpoint job, a history-retention job
-and a group-expiry job, all in the service's event loop.
+different intervals), its own collector and its own checkpoint. Every successful scan goes
+through :mod:`notifier.rules.step`, the one step that replays and backtests run too (it also
+runs Burrow's expire-group once a minute of scan time). APScheduler runs one scan job per
+cluster (never two at once for the same cluster), a checkpoint job and a history-retention job,
+all in the service's event loop.
 
 A scan that fails is a gap: nothing is ingested, nothing is evaluated, so it can never become
 an alert. It is logged and counted; the next tries back off exponentially; after
@@ -20,18 +22,25 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from notifier.collect import ClusterCollector, ScanError, ScanResult
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
 from notifier.history import HistoryWriter
-from notifier.rules import Evaluation, Evaluator, ScanColumns, TransitionTracker, WindowStore
+from notifier.rules import (
+    Evaluation,
+    Evaluator,
+    ScanColumns,
+    StoreStep,
+    TransitionTracker,
+    WindowStore,
+    evaluate_step,
+)
 from notifier.service import checkpoint
 from notifier.types import Transition
 
@@ -125,6 +134,7 @@ class ClusterState:
     evaluator: Evaluator
     tracker: TransitionTracker
     collector: Any
+    step: StoreStep
     metrics: ScanMetrics = field(default_factory=ScanMetrics)
     evaluation: Evaluation | None = None
     groups: dict[str, str] = field(default_factory=dict)
@@ -159,6 +169,7 @@ class Coordinator:
                 evaluator=Evaluator(rules, store),
                 tracker=TransitionTracker(),
                 collector=None,
+                step=StoreStep(store),
             )
         self.history: HistoryWriter | None = None
         self.scheduler: AsyncIOScheduler | None = None
@@ -197,7 +208,6 @@ class Coordinator:
             self.save_checkpoints, "interval", seconds=self.config.checkpoint_interval,
             id="checkpoint", max_instances=1, coalesce=True,
         )  # fmt: skip
-        self.scheduler.add_job(self._expire, "interval", seconds=60, id="expire", coalesce=True)
         if self.history is not None:
             self.scheduler.add_job(
                 self.history.prune, "interval", hours=1, id="history-retention", coalesce=True
@@ -225,7 +235,7 @@ class Coordinator:
                 await state.collector.close()
                 state.collector = None
 
-    async def run_until_signalled(self, companions: list[Any] = ()) -> None:
+    async def run_until_signalled(self, companions: Sequence[Any] = ()) -> None:
         """``notifier run``: start, wait for SIGINT/SIGTERM, stop cleanly. ``companions`` (the
         notifier, the API server) start before the coordinator scans and stop after its last
         scan, checkpoint and history flush."""
@@ -252,6 +262,8 @@ class Coordinator:
         a typo never takes the service down."""
         from notifier.config import ConfigError, load_rules
 
+        if self.rules_path is None:
+            return False  # nothing to re-read: the rules were given, not loaded from a file
         try:
             rules = load_rules(self.rules_path)
             for state in self.clusters.values():
@@ -331,18 +343,12 @@ class Coordinator:
             m.down = False
             self.sink.cluster_up(name, result.ts)
 
-        store = state.store
         started = time.perf_counter()
-        touched = store.ingest_scan(ScanColumns.from_table(result.samples, name, result.ts))
-        gone_groups = self._forget_vanished(state, result, touched)
-        transitions = state.tracker.gone(gone_groups, result.ts)
-        rows = store.alive_rows()
-        if rows.size:
-            evaluation = state.evaluator.evaluate(result.ts, rows)
-            state.evaluation = evaluation
-            transitions += state.tracker.update(evaluation)
-        else:
-            state.evaluation = None
+        scan = ScanColumns.from_table(result.samples, name, result.ts)
+        change = state.step.advance(scan, result.group_states, result.unavailable_partitions)
+        state.evaluation, transitions = evaluate_step(
+            state.evaluator, state.tracker, change.gone, result.ts
+        )
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
         if transitions:
@@ -355,41 +361,6 @@ class Coordinator:
                            "requests": result.total_requests, "transitions": len(transitions)},
         )  # fmt: skip
         return transitions
-
-    def _forget_vanished(
-        self, state: ClusterState, result: ScanResult, touched: np.ndarray
-    ) -> list[tuple[str, str]]:
-        """Drop partitions the scan no longer lists (deleted topics, groups gone), except those
-        only unavailable for the moment; return the groups that are gone entirely or lost
-        every partition, so their open alerts resolve as gone."""
-        store = state.store
-        name = state.config.name
-        before = set(store.groups(name))
-        alive = store.alive_rows()
-        missing = np.setdiff1d(alive, touched)
-        if missing.size:
-            unavailable = set(result.unavailable_partitions)
-            drop = [
-                int(r) for r in missing
-                if (store.row_key[int(r)][2], store.row_key[int(r)][3]) not in unavailable
-            ]  # fmt: skip
-            store.remove_rows(drop)
-        listed = set(result.group_states)
-        vanished = [k for k in store.groups(name) if k[1] not in listed]
-        store.remove_groups(vanished)
-        after = set(store.groups(name))
-        return sorted(before - after)
-
-    def _expire(self) -> None:
-        now = _now_ms()
-        for name, state in self.clusters.items():
-            expired = state.store.expire(now)
-            if expired:
-                log.info("groups expired", extra={"event": "expire", "cluster": name,
-                                                   "groups": [g for _, g in expired]})  # fmt: skip
-                transitions = state.tracker.gone(expired, now)
-                if transitions:
-                    self.sink.handle(transitions, now)
 
     # ---------------------------------------------------------------- reading (API, demo)
 

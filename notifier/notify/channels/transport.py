@@ -137,7 +137,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
 
 
 # httpcore's exceptions → httpx's, most specific first (the order httpx itself uses).
-_EXCEPTIONS: list[tuple[type[Exception], type[httpx.HTTPError]]] = [
+_EXCEPTIONS: list[tuple[type[Exception], type[httpx.TransportError]]] = [
     (httpcore.ConnectTimeout, httpx.ConnectTimeout),
     (httpcore.ReadTimeout, httpx.ReadTimeout),
     (httpcore.WriteTimeout, httpx.WriteTimeout),

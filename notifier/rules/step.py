@@ -1,0 +1,150 @@
+"""One scan's step through the pipeline, the same code for the live service, ``notifier
+replay`` / ``test-rules`` and the backtest:
+
+    ingest the scan into the window store → forget what vanished → expire → evaluate → transitions
+
+:class:`StoreStep` moves one cluster's window store forward by one scan; :func:`evaluate_step`
+evaluates the store and turns the result into transitions. The backtest shares one store
+between the rule configurations that have the same window settings, so the two halves are
+separate; :class:`ClusterPipeline` joins them for the usual case of one store, one evaluator and
+one transition tracker per cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from notifier.config import RulesConfig
+from notifier.rules.evaluate import Evaluation, Evaluator, TransitionTracker
+from notifier.rules.store import ScanColumns, WindowStore
+from notifier.types import Transition
+
+EXPIRE_EVERY_MS = 60_000
+"""How often (in scan time) Burrow's expire-group runs: it drops groups after days, so once a
+minute is plenty and keeps the per-scan cost flat."""
+
+GroupKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class StoreChange:
+    """What one scan removed from a store: the groups it forgot (sorted ``(cluster, group)``),
+    their group ids, and the id → key table as it was before (ids may be reused later)."""
+
+    gone: list[GroupKey] = field(default_factory=list)
+    gone_ids: np.ndarray | None = None
+    keys_before: list[GroupKey | None] | None = None
+
+
+_NOTHING_GONE = StoreChange()
+
+
+class StoreStep:
+    """Moves one cluster's window store forward, one successful scan at a time."""
+
+    def __init__(self, store: WindowStore, expire_every_ms: int = EXPIRE_EVERY_MS) -> None:
+        self.store = store
+        self.expire_every_ms = expire_every_ms
+        self._touched: np.ndarray | None = None
+        self._next_expire = -1
+
+    def advance(
+        self,
+        scan: ScanColumns,
+        listed_groups: Collection[str] | None = None,
+        unavailable: Collection[tuple[str, int]] = (),
+    ) -> StoreChange:
+        """Ingest ``scan``; drop the group-partitions it no longer lists, except partitions
+        that are only ``unavailable`` for the moment (``(topic, partition)``), and the groups
+        the cluster no longer lists (``listed_groups``; default: the groups with rows in the
+        scan); once every :data:`EXPIRE_EVERY_MS` of scan time, drop the groups Burrow's
+        expire-group says are dead. Returns what was forgotten, so open alerts resolve as gone.
+        """
+        store = self.store
+        now = scan.ts
+        touched = store.ingest_scan(scan)
+        # The store hands back the same rows array while a cluster's layout is unchanged: then
+        # nothing can have vanished.
+        layout_changed = touched is not self._touched
+        expire_due = now >= self._next_expire
+        expiring = expire_due and self._next_expire >= 0
+        if expire_due:
+            self._next_expire = now + self.expire_every_ms
+        if not layout_changed and not expiring:
+            return _NOTHING_GONE
+        before = list(store.group_key)
+        if layout_changed:
+            self._touched = touched
+            alive = store.alive_rows()
+            if alive.size != touched.size:
+                missing = np.setdiff1d(alive, touched, assume_unique=True)
+                if unavailable:
+                    keep = set(unavailable)
+                    missing = np.asarray(
+                        [r for r in missing.tolist() if _topic_partition(store, r) not in keep],
+                        dtype=np.int64,
+                    )
+                store.remove_rows(missing)
+            if listed_groups is not None:
+                listed = set(listed_groups)
+                store.remove_groups(
+                    k for k in store.groups(scan.cluster) if k[1] not in listed
+                )
+        if expiring:
+            store.expire(now)
+        return _forgotten(store, before)
+
+
+def _topic_partition(store: WindowStore, row: int) -> tuple[str, int]:
+    key = store.row_key[row]
+    assert key is not None  # rows handed out by alive_rows() are in use
+    return key[2], key[3]
+
+
+def _forgotten(store: WindowStore, before: list[GroupKey | None]) -> StoreChange:
+    gids = [g for g, key in enumerate(before) if key is not None and store.group_key[g] is None]
+    if not gids:
+        return _NOTHING_GONE
+    gone = sorted(key for g in gids if (key := before[g]) is not None)
+    return StoreChange(gone, np.asarray(gids, dtype=np.int64), before)
+
+
+def evaluate_step(
+    evaluator: Evaluator, tracker: TransitionTracker, gone: list[GroupKey], now: int
+) -> tuple[Evaluation | None, list[Transition]]:
+    """Evaluate every live window of the evaluator's store as of ``now``; the transitions are
+    the groups that ``gone`` (resolved as gone) and every change of a group's status."""
+    transitions = tracker.gone(gone, now) if gone else []
+    rows = evaluator.store.alive_rows()
+    if rows.size == 0:
+        return None, transitions
+    evaluation = evaluator.evaluate(now, rows)
+    transitions.extend(tracker.update(evaluation))
+    return evaluation, transitions
+
+
+class ClusterPipeline:
+    """One cluster's store, evaluator and transition tracker, stepped one scan at a time."""
+
+    def __init__(self, rules: RulesConfig, scan_interval_s: float) -> None:
+        self.store = WindowStore(rules.window, scan_interval_s)
+        self.evaluator = Evaluator(rules, self.store)
+        self.tracker = TransitionTracker()
+        self._step = StoreStep(self.store)
+
+    def step(
+        self,
+        scan: ScanColumns,
+        listed_groups: Collection[str] | None = None,
+        unavailable: Collection[tuple[str, int]] = (),
+    ) -> tuple[Evaluation | None, list[Transition]]:
+        """One successful scan: ingest, forget, expire, evaluate, transitions."""
+        change = self._step.advance(scan, listed_groups, unavailable)
+        return evaluate_step(self.evaluator, self.tracker, change.gone, scan.ts)
+
+    def evaluate(self, now: int) -> tuple[Evaluation | None, list[Transition]]:
+        """An evaluation between scans (``test-rules`` asks for results at given times)."""
+        return evaluate_step(self.evaluator, self.tracker, [], now)
