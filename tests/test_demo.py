@@ -19,7 +19,7 @@ from notifier.demo import (
 from notifier.notify import Notifier
 from notifier.types import GroupStatus
 
-from .test_notify import move
+from .notify_helpers import move
 
 OK, WARN, ERR = GroupStatus.OK, GroupStatus.WARN, GroupStatus.ERR
 

@@ -10,7 +10,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from notifier.api.sources import CoordinatorView, NotifierView
-from notifier.api.views import group_name
 from notifier.rules import NULL
 
 
@@ -118,9 +117,7 @@ class ServiceMetrics:
             store = state.store
             seen_tables: set[int] = set()
             for i, row in enumerate(evaluation.rows.tolist()):
-                row_key = store.row_key[row]
-                assert row_key is not None, row  # an evaluation reports live rows only
-                _, group, topic, part = row_key
+                _, group, topic, part = store.row_key_of(row)
                 key = [name, group, topic, str(part)]
                 current = int(evaluation.current_lag[i])
                 if current >= 0:
@@ -138,7 +135,7 @@ class ServiceMetrics:
                             [name, topic, str(part)], int(store.latest_log_start[row])
                         )
             for gid in evaluation.group_ids.tolist():
-                group = group_name(store, gid)
+                _, group = store.group_key_of(gid)
                 status.add_metric([name, group], int(evaluation.group_status[gid]))
                 complete.add_metric([name, group], float(evaluation.group_complete[gid]))
                 partial.add_metric([name, group], 1 if evaluation.group_partial[gid] else 0)

@@ -31,12 +31,8 @@ class StoreView(Protocol):
         """Commits in a row's ring."""
 
     @property
-    def row_key(self) -> Sequence[tuple[str, str, str, int] | None]:
-        """(cluster, group, topic, partition) of each row; None for a freed row."""
-
-    @property
     def group_key(self) -> Sequence[tuple[str, str] | None]:
-        """(cluster, group) of each group id; None for a freed id."""
+        """(cluster, group) of each group id handed out; None for a freed id."""
 
     @property
     def _table_of(self) -> Mapping[tuple[str, str, int], int]:
@@ -74,6 +70,10 @@ class StoreView(Protocol):
     @property
     def t_leo(self) -> np.ndarray:
         """Log-end offsets of each LEO table (tables × points, newest last)."""
+
+    def row_key_of(self, row: int) -> tuple[str, str, str, int]: ...
+
+    def group_key_of(self, gid: int) -> tuple[str, str]: ...
 
     def row(self, cluster: str, group: str, topic: str, partition: int) -> int | None: ...
 

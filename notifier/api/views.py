@@ -14,7 +14,7 @@ import numpy as np
 from fastapi import HTTPException
 
 from notifier.api.burrow import burrow_point
-from notifier.api.sources import ClusterView, CoordinatorView, NotifierView, StoreView
+from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.rules import Evaluation, group_without_partitions, not_found
 from notifier.types import GroupResult, GroupStatus, Incident
 
@@ -31,13 +31,6 @@ def group_result(state: ClusterView, cluster: str, group: str) -> GroupResult:
     if group in state.groups:
         return group_without_partitions(cluster, group, now)
     return not_found(cluster, group, now)
-
-
-def group_name(store: StoreView, gid: int) -> str:
-    """The name of a group id an evaluation reports (those are never freed ids)."""
-    key = store.group_key[gid]
-    assert key is not None, gid
-    return key[1]
 
 
 def groups_overview(
@@ -67,7 +60,7 @@ def groups_overview(
         counts = np.bincount(gids, minlength=n_groups)
         firing = {name: fired for name, fired in evaluation.group_fired.items() if fired.any()}
         for gid in evaluation.group_ids.tolist():
-            group = group_name(store, gid)
+            _, group = store.group_key_of(gid)
             seen.add(group)
             seconds = float(evaluation.group_max_lag_seconds[gid])
             incident = incidents.get((cluster, group))

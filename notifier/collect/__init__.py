@@ -5,6 +5,7 @@
 * ``samples``: the sample table of a scan, member fingerprints, group states.
 * ``results``: :class:`ScanResult` and :class:`ScanError`, what the coordinator receives.
 * ``broker``: :class:`EmbeddedBroker`, a Tansu broker process for tests and the demo.
+* ``readonly``: ``ReadOnly``, the read-only attributes of the collector and the broker.
 
 Imports only :mod:`notifier.types` from notifier.
 """

@@ -88,7 +88,7 @@ from notifier.collect.readonly import ReadOnly
 from notifier.collect.results import ScanError, ScanResult, TopicPartition
 from notifier.collect.samples import build_samples, normalize_group_state
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("notifier.collect")  # the name it logged under before the split
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

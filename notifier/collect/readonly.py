@@ -12,6 +12,8 @@ T = TypeVar("T")
 
 
 class ReadOnly(Generic[T]):
+    """Reads ``attribute`` of the instance; assigning raises AttributeError, as for a property."""
+
     def __init__(self, attribute: str, doc: str | None = None) -> None:
         self.attribute = attribute
         self.__doc__ = doc

@@ -443,7 +443,3 @@ class NotifyStore:
         )
         for incident, ref in refs.items():
             self._slack_cache[(channel, incident)] = ref
-
-
-# --------------------------------------------------------------------------------------------
-# Delivery

@@ -1,0 +1,115 @@
+"""Silences in the dispatcher: what they hold back and release, resolves that still go out,
+validation that names the field, and silences from the config file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from notifier.notify import SilenceError, make_silence
+
+from .notify_helpers import ERR, OK, T0, H, M, dispatcher, events, finding, move
+
+
+def silence(matchers: Any, ends_at: int, *, starts_at: int | None = None, now: int = T0):
+    return make_silence(
+        matchers, ends_at=ends_at, starts_at=starts_at, author="me", comment="maintenance", now=now
+    )
+
+
+def test_a_silenced_incident_is_tracked_marked_and_notified_when_the_silence_expires():
+    d = dispatcher({"group_interval": "1m"})
+    d.add_silence(silence(['group="orders"'], T0 + 10 * M), T0)
+    d.handle([move("orders", OK, ERR, T0), move("billing", OK, ERR, T0)], T0)
+
+    assert events(d.tick(T0)) == [("oncall", "open", "billing")]
+    [orders] = [i for i in d.incidents(T0) if i.group == "orders"]
+    assert orders.silenced
+    assert d.counters.held["silenced"] == 1
+    assert d.next_due() == T0 + 10 * M  # the silence's end wakes the group
+
+    assert events(d.tick(T0 + 10 * M)) == [("oncall", "open", "orders")]
+    assert not next(i for i in d.incidents(T0 + 10 * M) if i.group == "orders").silenced
+
+
+def test_a_silence_on_a_rule_holds_only_incidents_with_that_finding():
+    d = dispatcher()
+    d.add_silence(silence(['rule="retention"'], T0 + H), T0)
+    d.handle(
+        [
+            move("a", OK, ERR, T0, findings=[finding(ERR, rule="retention")]),
+            move("b", OK, ERR, T0),
+        ],
+        T0,
+    )
+    assert events(d.tick(T0)) == [("oncall", "open", "b")]
+
+
+def test_deleting_a_silence_releases_what_it_held():
+    d = dispatcher({"group_interval": "1m"})
+    s = silence(["cluster=prod"], T0 + 24 * H)
+    d.add_silence(s, T0)
+    d.handle([move("orders", OK, ERR, T0)], T0)
+    assert d.tick(T0) == []
+    d.delete_silence(s.id, T0 + 5 * M)
+    assert events(d.tick(T0 + 5 * M)) == [("oncall", "open", "orders")]
+
+
+def test_a_silence_in_the_future_does_not_hold_yet():
+    d = dispatcher()
+    d.add_silence(silence(["cluster=prod"], T0 + 2 * H, starts_at=T0 + H), T0)
+    d.handle([move("orders", OK, ERR, T0)], T0)
+    assert events(d.tick(T0)) == [("oncall", "open", "orders")]
+
+
+def test_a_resolve_is_sent_even_while_silenced():
+    d = dispatcher()
+    d.handle([move("orders", OK, ERR, T0)], T0)
+    d.tick(T0)
+    d.add_silence(silence(["cluster=prod"], T0 + H), T0 + M)
+    d.handle([move("orders", ERR, OK, T0 + 2 * M)], T0 + 2 * M)
+    assert events(d.tick(T0 + 2 * M)) == [("oncall", "resolve", "orders")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"matchers": []}, "matchers"),
+        ({"matchers": ['group=~"("']}, "matchers[0]"),
+        ({"matchers": ["shape=round"]}, "matchers"),
+        ({"ends_at": T0 - 1}, "ends_at"),
+        ({"starts_at": T0 + H, "ends_at": T0 + M}, "ends_at"),
+        ({"author": " "}, "author"),
+        ({"comment": ""}, "comment"),
+    ],
+)
+def test_silence_validation_names_the_field(kwargs, field):
+    request = {
+        "matchers": ["cluster=prod"],
+        "ends_at": T0 + H,
+        "author": "me",
+        "comment": "why",
+        **kwargs,
+    }
+
+    with pytest.raises(SilenceError) as exc:
+        make_silence(now=T0, **request)
+    assert field in dict(exc.value.problems)
+
+
+def test_config_silences_are_loaded():
+    d = dispatcher(
+        silences=[
+            {
+                "matchers": ['group="batch"'],
+                "ends_at": "2100-01-01T00:00:00Z",
+                "author": "ops",
+                "comment": "lags by design",
+            }
+        ]
+    )
+    d.handle([move("batch", OK, ERR, T0)], T0)
+    assert d.tick(T0) == []
+    assert [s.source for s in d.silences.values()] == ["config"]
