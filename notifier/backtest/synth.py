@@ -47,11 +47,9 @@ import pandas as pd
 from notifier.backtest.synthbase import (
     DEFAULT_START,
     INCIDENTS_FILE,
-    HistoryArrays,
+    SynthModel,
     group_names,
-    iso_ms,
     last_true_index,
-    ms_to_datetime,
     scan_count,
     scan_times,
     topic_names,
@@ -155,49 +153,25 @@ def synthesize(
     return SynthResult(
         out=out,
         incidents_path=incidents_path,
-        rows=rows,
-        clusters=clusters,
-        groups=groups,
-        partitions=partitions,
-        topics=model.n_topics,
-        scans=n_scans,
-        missed_scans=int((~model.scan_ok).sum()),
         incidents=len(model.incidents),
         incidents_by_kind=counts,
-        files=files,
-        start=ms_to_datetime(model.t0_ms),
-        end=ms_to_datetime(int(model.scan_ts.max())),
-        seconds=time.perf_counter() - began,
+        **model.result_counts(rows, files, began),
     )
 
 
-class _Model:
-    """All arrays of one synthetic run; ``build`` fills them, ``write`` streams them out.
+class _Model(SynthModel):
+    """All arrays of one synthetic run; ``build`` fills them, ``arrays`` hands them out.
 
     Shapes: per group ``(G, S)``, per topic-partition ``(T·P, S)``, per group-partition
     ``(G·P, S)``; row ``g·P + p`` is partition ``p`` of group ``g`` (topics likewise).
     """
 
-    def __init__(
-        self,
-        rng: np.random.Generator,
-        n_groups: int,
-        n_partitions: int,
-        n_scans: int,
-        n_clusters: int,
-        interval_s: float,
-        t0_ms: int,
-    ) -> None:
-        self.rng = rng
-        self.G, self.P, self.S, self.C = n_groups, n_partitions, n_scans, n_clusters
-        self.interval_s = interval_s
-        self.t0_ms = t0_ms
-        self.incidents: list[_Incident] = []
-        self.n_topics = 0
+    incidents: list[_Incident]
 
     # -- build -------------------------------------------------------------------------------
 
     def build(self) -> None:
+        self.incidents = []
         self._layout()
         self._scans()
         self._commit_schedule()
@@ -543,7 +517,7 @@ class _Model:
         last = np.repeat(last_true_index(self.commits), P, axis=0)
         self.committed = np.take_along_axis(self.pos, last, axis=1)
         del last
-        self.committed_null: np.ndarray | None = None
+        self.committed_null = None
         faulty = {i.group for i in self.incidents}
         candidates = np.array([g for g in range(G) if g not in faulty], dtype=np.int64)
         new = candidates[rng.random(candidates.size) < 0.03] if G >= 20 else candidates[:0]
@@ -558,35 +532,5 @@ class _Model:
     def incidents_frame(self) -> pd.DataFrame:
         rows = []
         for incident in sorted(self.incidents, key=lambda i: (i.first, i.group)):
-            c = int(self.cluster_of_group[incident.group])
-            rows.append(
-                {
-                    "cluster": self.cluster_names[c],
-                    "group": self.group_names[incident.group],
-                    "start": iso_ms(int(self.scan_ts[c, incident.first])),
-                    "end": iso_ms(int(self.scan_ts[c, incident.last])),
-                    "kind": incident.kind,
-                }
-            )
+            rows.append(self.label(incident.group, incident.first, incident.last, incident.kind))
         return pd.DataFrame(rows, columns=["cluster", "group", "start", "end", "kind"])
-
-    def arrays(self) -> HistoryArrays:
-        return HistoryArrays(
-            partitions=self.P,
-            cluster_names=self.cluster_names,
-            group_names=self.group_names,
-            topic_names=self.topic_names,
-            cluster_of_group=self.cluster_of_group,
-            topic_of_group=self.topic_of_group,
-            tp_of_gp=self.tp_of_gp,
-            scan_ts=self.scan_ts,
-            scan_ok=self.scan_ok,
-            committed=self.committed,
-            committed_null=self.committed_null,
-            leo=self.leo,
-            log_start=self.log_start,
-            state=self.state,
-            members=self.members,
-            generation=self.generation,
-            group_salt=self.group_salt,
-        )

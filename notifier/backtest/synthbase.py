@@ -9,7 +9,8 @@ partition, rows in scan order, strings dictionary-encoded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,71 @@ class HistoryArrays:
     group_salt: np.ndarray
     present: np.ndarray | None = None
     """False where the group does not exist (not created yet, or deleted): no rows."""
+
+
+class SynthModel:
+    """What every generator's model has: its sizes, its random generator, and the whole-run
+    arrays (the fields of :class:`HistoryArrays`, filled by the subclass's ``build``) that
+    :meth:`arrays` hands to the writer."""
+
+    cluster_names: list[str]
+    group_names: list[str]
+    cluster_of_group: np.ndarray
+    scan_ts: np.ndarray
+    scan_ok: np.ndarray
+    committed_null: np.ndarray | None
+    present: np.ndarray | None = None
+
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        n_groups: int,
+        n_partitions: int,
+        n_scans: int,
+        n_clusters: int,
+        interval_s: float,
+        t0_ms: int,
+    ) -> None:
+        self.rng = rng
+        self.G, self.P, self.S, self.C = n_groups, n_partitions, n_scans, n_clusters
+        self.interval_s = interval_s
+        self.t0_ms = t0_ms
+        self.n_topics = 0
+
+    @property
+    def partitions(self) -> int:
+        return self.P
+
+    def arrays(self) -> HistoryArrays:
+        return HistoryArrays(**{f.name: getattr(self, f.name) for f in fields(HistoryArrays)})
+
+    def label(self, group: int, first: int, last: int, kind: str) -> dict[str, str]:
+        """An ``incidents.csv`` row: the group's cluster, its name, the times of the first and
+        the last labelled scan, the kind."""
+        c = int(self.cluster_of_group[group])
+        return {
+            "cluster": self.cluster_names[c],
+            "group": self.group_names[group],
+            "start": iso_ms(int(self.scan_ts[c, first])),
+            "end": iso_ms(int(self.scan_ts[c, last])),
+            "kind": kind,
+        }
+
+    def result_counts(self, rows: int, files: int, began: float) -> dict[str, Any]:
+        """The counts every generator's result reports (``began``: its ``perf_counter``)."""
+        return {
+            "rows": rows,
+            "clusters": self.C,
+            "groups": self.G,
+            "partitions": self.P,
+            "topics": self.n_topics,
+            "scans": self.S,
+            "missed_scans": int((~self.scan_ok).sum()),
+            "files": files,
+            "start": ms_to_datetime(self.t0_ms),
+            "end": ms_to_datetime(int(self.scan_ts.max())),
+            "seconds": time.perf_counter() - began,
+        }
 
 
 def write_history(out: Path, token: str, arrays: HistoryArrays) -> tuple[int, int]:
