@@ -455,9 +455,9 @@ class _Fleet(SynthModel):
 
     def _choose_incidents(self) -> None:
         rng, G = self.rng, self.G
-        run_end = float(self.t[:, -1].min())
-        if run_end < MIN_RUN_FOR_INCIDENTS_S:
+        if self.S * self.interval_s < MIN_RUN_FOR_INCIDENTS_S:
             return
+        run_end = float(self.t[:, -1].min())
         eligible = np.flatnonzero(np.isnan(self.appears) & np.isnan(self.deleted))
         count = min(eligible.size, round(INCIDENT_SHARE * G))
         chosen = rng.choice(eligible, count, replace=False)
@@ -676,7 +676,7 @@ class _Fleet(SynthModel):
             consumption = self._consume(g, timeline, schedule)
             self._observe(g, timeline, consumption)
             if plan is not None:
-                self._label(plan, timeline, consumption)
+                self._label(plan, consumption)
         self.committed_null = self.uncommitted if self.uncommitted.any() else None
         self.present = self.alive
 
@@ -1015,7 +1015,7 @@ class _Fleet(SynthModel):
         for begin, end, code in timeline.states:
             self.state[g, (tt >= begin) & (tt < end)] = code
 
-    def _label(self, plan: _Plan, timeline: _Timeline, consumption: _Consumption) -> None:
+    def _label(self, plan: _Plan, consumption: _Consumption) -> None:
         """The label's start and end scans (scans that wrote rows)."""
         g, kind = plan.group, plan.kind
         c = int(self.cluster_of_group[g])
@@ -1031,7 +1031,7 @@ class _Fleet(SynthModel):
             plan.until = max(self._caught_up(plan, consumption), plan.onset + 600.0)
         acting = ok & (tt < plan.until)
         if kind == "retention_loss":
-            # Reset to the earliest offset just before a retention check, a consumer can lose
+            # A consumer reset to the earliest offset just before a retention check can lose
             # records once more before it pulls ahead: that is still this fault.
             k, rows = int(self.topic_of_group[g]), slice(g * self.P, (g + 1) * self.P)
             log_start = self.log_start[k * self.P : (k + 1) * self.P]
