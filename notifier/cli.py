@@ -366,6 +366,15 @@ def history() -> None:
 @click.option("--interval", default="10s", show_default=True, help="Scan interval.")
 @click.option("--clusters", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--start", help="First scan (ISO 8601; default 2026-01-05T00:00Z).")
+@click.option(
+    "--profile",
+    type=click.Choice(["basic", "fleet"]),
+    default="basic",
+    show_default=True,
+    help="basic: every group healthy but for its injected fault. fleet: a production fleet with "
+    "benign restarts, deploys, spikes, batch consumers and outages, incidents labelled from when "
+    "they can be told apart, and a patterns.csv.",
+)
 def synth(
     out: Path,
     groups: int,
@@ -375,11 +384,12 @@ def synth(
     interval: str,
     clusters: int,
     start: str | None,
+    profile: str,
 ) -> None:
     """Write a synthetic history with injected incidents and their incidents.csv."""
     from datetime import UTC, datetime
 
-    from notifier.backtest import synthesize
+    from notifier.backtest import FleetResult, SynthResult, synthesize, synthesize_fleet
 
     try:
         interval_s = parse_duration(interval)
@@ -387,7 +397,12 @@ def synth(
         if start is not None:
             first = datetime.fromisoformat(start.replace("Z", "+00:00"))
             first = first if first.tzinfo else first.replace(tzinfo=UTC)
-        result = synthesize(out, groups, partitions, hours, seed, interval_s, first, clusters)
+        if profile == "fleet":
+            result: SynthResult = synthesize_fleet(
+                out, groups, partitions, hours, seed, interval_s, clusters, first
+            )
+        else:
+            result = synthesize(out, groups, partitions, hours, seed, interval_s, first, clusters)
     except (ValueError, FileExistsError) as exc:
         click.echo(f"{out}: {exc}", err=True)
         sys.exit(2)
@@ -401,6 +416,9 @@ def synth(
     click.echo(
         f"{result.incidents} labelled incidents ({kinds or 'none'}) in {result.incidents_path}"
     )
+    if isinstance(result, FleetResult):
+        patterns = ", ".join(f"{n} {k}" for k, n in result.patterns_by_kind.items())
+        click.echo(f"groups by pattern ({patterns}) in {result.patterns_path}")
 
 
 def _notify_section(path: Path) -> dict:
