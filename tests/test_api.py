@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import httpx
@@ -156,6 +157,36 @@ async def test_group_detail_has_windows_and_evidence(demo_service):
     partition = detail["partitions"][0]
     assert len(partition["window"]) == 10 and partition["commits"] and partition["leo_table"]
     assert missing.status_code == 404
+
+
+async def test_a_log_end_offset_reset_is_logged_once_and_shown_with_the_evidence(tmp_path, caplog):
+    # The topic is recreated between scans 4 and 5: its log-end offset falls from 1040 to 10.
+    leo = [1000 + 10 * i for i in range(5)] + [10 + i for i in range(5)]
+    script = [
+        scan_result([Sample(ts=1_000_000 + i * 10_000, cluster="c", group="g", topic="t",
+                            partition=0, committed_offset=offset, log_end_offset=offset)],
+                    "c", 1_000_000 + i * 10_000)
+        for i, offset in enumerate(leo)
+    ]  # fmt: skip
+    coord, _ = service(tmp_path, script, RulesConfig())
+    caplog.set_level(logging.INFO, logger="notifier.service")
+    await drive(coord, len(script))
+    resets = [r for r in caplog.records if getattr(r, "event", None) == "log_end_offset_reset"]
+    assert len(resets) == 1
+    (line,) = resets
+    assert "log-end offset went backwards" in line.getMessage()
+    assert (line.cluster, line.topic, line.partition) == ("c", "t", 0)
+    assert (line.previous_log_end_offset, line.log_end_offset) == (1040, 10)
+    async with client(coord) as http:
+        detail = (await http.get("/api/groups/c/g")).json()
+    (partition,) = detail["partitions"]
+    assert partition["leo_reset"] == {
+        "at": 1_050_000,
+        "previous_log_end_offset": 1040,
+        "log_end_offset": 10,
+    }
+    assert [p["log_end_offset"] for p in partition["leo_table"]] == [10, 11, 12, 13, 14]
+    assert detail["max_lag_seconds"] == 0.0
 
 
 async def test_metrics_parse_and_follow_exporter_names(demo_service):

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from notifier.config import ClusterConfig
-from notifier.rules import Evaluation
+from notifier.rules import Evaluation, LeoReset
 from notifier.types import CommitPoint, Incident
 
 
@@ -138,6 +138,10 @@ class ClusterView(Protocol):
     @property
     def groups(self) -> Mapping[str, str]:
         """Every group the last scan listed, with its state (groups without partitions too)."""
+
+    @property
+    def leo_resets(self) -> Mapping[tuple[str, int], LeoReset]:
+        """The latest log-end offset reset of each (topic, partition) seen since the start."""
 
 
 class CoordinatorView(Protocol):

@@ -103,7 +103,7 @@ def group_detail(
     state: ClusterView, cluster: str, group: str, notifier: NotifierView | None
 ) -> dict[str, Any]:
     """One group with its evidence: each partition's sample window, commit ring and LEO
-    table, and the findings."""
+    table (and when its log-end offset last went backwards), and the findings."""
     result = group_result(state, cluster, group)
     if result.status is GroupStatus.NOTFOUND:
         raise HTTPException(404, "cluster or consumer not found")
@@ -120,6 +120,7 @@ def group_detail(
                 "leo_table": [{"log_end_offset": leo, "ts": ts} for leo, ts in store.leo_table(row)]
                 if row is not None
                 else [],
+                "leo_reset": _leo_reset(state, p.topic, p.partition),
             }
         )
     incident = _open_incidents(notifier).get((cluster, group))
@@ -140,6 +141,11 @@ def group_detail(
         "incident_id": incident.id if incident else None,
         "silenced": bool(incident.silenced) if incident else False,
     }
+
+
+def _leo_reset(state: ClusterView, topic: str, partition: int) -> dict[str, Any] | None:
+    reset = state.leo_resets.get((topic, partition))
+    return None if reset is None else reset.to_dict()
 
 
 def jsonable(value: Any) -> Any:

@@ -21,6 +21,7 @@ from notifier.rules.evaluate import (
     group_without_partitions,
     not_found,
 )
+from notifier.rules.lagtime import LeoReset
 from notifier.rules.replay import Moment, print_replay, read_samples, replay_table, scans
 from notifier.rules.step import (
     EXPIRE_EVERY_MS,
@@ -38,6 +39,7 @@ __all__ = [
     "ClusterPipeline",
     "Evaluation",
     "Evaluator",
+    "LeoReset",
     "Moment",
     "RuleTest",
     "ScanColumns",

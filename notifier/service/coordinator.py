@@ -36,6 +36,7 @@ from notifier.rules import (
     ClusterPipeline,
     Evaluation,
     Evaluator,
+    LeoReset,
     ScanColumns,
     TransitionTracker,
     WindowStore,
@@ -135,6 +136,8 @@ class ClusterState:
     evaluation: Evaluation | None = None
     groups: dict[str, str] = field(default_factory=dict)
     """Every group the last scan listed, with its state (groups without partitions too)."""
+    leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
+    """The latest log-end offset reset of each (topic, partition) since the service started."""
     retry_at: float = 0.0
 
     @property
@@ -354,6 +357,8 @@ class Coordinator:
         )
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
+        for reset in state.store.leo_resets:
+            self._leo_reset(state, reset)
         if transitions:
             self.sink.handle(transitions, result.ts)
         if self.history is not None and result.samples.num_rows:
@@ -364,6 +369,17 @@ class Coordinator:
                            "requests": result.total_requests, "transitions": len(transitions)},
         )  # fmt: skip
         return transitions
+
+    @staticmethod
+    def _leo_reset(state: ClusterState, reset: LeoReset) -> None:
+        state.leo_resets[(reset.topic, reset.partition)] = reset
+        log.warning(
+            "log-end offset went backwards: the partition's log started over (topic recreated "
+            "or cluster rebuilt); lag in seconds starts again from this scan",
+            extra={"event": "log_end_offset_reset", "cluster": reset.cluster,
+                   "topic": reset.topic, "partition": reset.partition,
+                   "previous_log_end_offset": reset.previous, "log_end_offset": reset.current},
+        )  # fmt: skip
 
     # ---------------------------------------------------------------- reading (API, demo)
 

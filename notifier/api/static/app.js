@@ -170,7 +170,10 @@ function notifierGroup() {
       [el("p", { class: "muted", text: "Nothing is firing." })]));
     const body = document.querySelector("#partitions tbody");
     body.replaceChildren(...g.partitions.map((p) => el("tr", { class: `status-${p.status === "OK" ? "OK" : p.status === "WARN" ? "WARN" : "ERR"}` },
-      el("td", { text: `${p.topic}/${p.partition}` }),
+      el("td", { text: `${p.topic}/${p.partition}` }, ...(p.leo_reset ? [" ", el("span", {
+        class: "mark", "data-leo-reset": "",
+        title: `log-end offset went from ${humanNumber(p.leo_reset.previous_log_end_offset)} back to ${humanNumber(p.leo_reset.log_end_offset)}: lag in seconds started over`,
+        text: `log restarted ${clock(p.leo_reset.at)}` })] : [])),
       el("td", {}, badge(p.status)),
       el("td", { class: "num", text: humanNumber(p.current_lag) }),
       el("td", { class: "num", text: humanSeconds(p.lag_seconds) }),
