@@ -10,7 +10,8 @@ cluster (never two at once for the same cluster), a checkpoint job and a history
 all in the service's event loop.
 
 A scan that fails is a gap: nothing is ingested, nothing is evaluated, so it can never become
-an alert. It is logged and counted; the next tries back off exponentially; after
+an alert. It is logged and counted; the next tries back off exponentially, to at most
+:data:`MAX_BACKOFF_INTERVALS` scan intervals; after
 ``down_after_failures`` failures in a row the cluster is reported down to the sink (which mutes
 its groups and raises one cluster alert) until a scan succeeds again.
 """
@@ -46,7 +47,9 @@ from notifier.types import Transition
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_S = 300.0
+MAX_BACKOFF_INTERVALS = 3
+"""Failed scans back off to at most this many scan intervals: enough to spare a struggling
+cluster, short enough that its recovery is noticed within a few intervals."""
 
 
 class TransitionSink(Protocol):
@@ -324,8 +327,9 @@ class Coordinator:
         m.failures += 1
         m.consecutive_failures += 1
         m.last_error = error
-        backoff = min(MAX_BACKOFF_S, state.config.scan_interval * 2 ** (m.consecutive_failures - 1))
-        state.retry_at = time.monotonic() + backoff - state.config.scan_interval
+        interval = state.config.scan_interval
+        backoff = interval * min(MAX_BACKOFF_INTERVALS, 2 ** (m.consecutive_failures - 1))
+        state.retry_at = time.monotonic() + backoff - interval
         name = state.config.name
         log.warning(
             "scan failed", extra={"event": "scan_failed", "cluster": name, "error": error,
