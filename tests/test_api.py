@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import httpx
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifier.api import create_app
+from notifier.collect import ScanError
 from notifier.config import RulesConfig, load_rules
 from notifier.types import Sample
 
@@ -50,8 +52,14 @@ async def burrow_vector_service(tmp_path: Path, case: dict):
     return coord
 
 
-def client(coord, notifier=None) -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=create_app(coord, notifier))
+def last_scan(coord) -> int:
+    """When the coordinator's newest data was observed: tests look at it as fresh by default."""
+    return max((s.metrics.last_success_ms or 0) for s in coord.clusters.values())
+
+
+def client(coord, notifier=None, now: int | None = None) -> httpx.AsyncClient:
+    clock = (lambda: now) if now is not None else (lambda: last_scan(coord))
+    transport = httpx.ASGITransport(app=create_app(coord, notifier, clock=clock))
     return httpx.AsyncClient(transport=transport, base_url="http://notifier")
 
 
@@ -189,6 +197,67 @@ async def test_a_log_end_offset_reset_is_logged_once_and_shown_with_the_evidence
     assert detail["max_lag_seconds"] == 0.0
 
 
+async def test_during_an_outage_every_answer_says_how_old_the_data_is(tmp_path):
+    # Twelve good scans 10 s apart fill every window; then the cluster stops answering.
+    t0 = 1_800_000_000_000
+    script = [
+        scan_result([Sample(ts=t0 + i * 10_000, cluster="c", group="g", topic="t", partition=0,
+                            committed_offset=100 * i, log_end_offset=100 * i)],
+                    "c", t0 + i * 10_000)
+        for i in range(12)
+    ]  # fmt: skip
+    script += [ScanError("connection refused")] * 6
+    coord, _ = service(tmp_path, script, RulesConfig())
+    await drive(coord, len(script))
+    last = t0 + 11 * 10_000
+
+    async def answers(now: int) -> dict:
+        async with client(coord, now=now) as http:
+            return {
+                path: (await http.get(path))
+                for path in ("/v3/kafka/c/consumer/g/status", "/v3/kafka/c/consumer/g/lag",
+                             "/api/groups", "/api/groups/c/g", "/metrics")
+            }  # fmt: skip
+
+    fresh = await answers(last + 5_000)
+    status = fresh["/v3/kafka/c/consumer/g/lag"].json()["status"]
+    assert (status["complete"], status["stale"], status["data_age_seconds"]) == (1.0, False, 5.0)
+    assert status["partitions"][0]["complete"] == 1.0
+    assert "kafka_consumergroup_lag{" in fresh["/metrics"].text
+
+    stale = await answers(last + 60_000)  # six scan intervals without a successful scan
+    for path in ("/v3/kafka/c/consumer/g/status", "/v3/kafka/c/consumer/g/lag"):
+        body = stale[path]
+        assert body.status_code == 200
+        status = body.json()["status"]
+        assert status["status"] == "OK"  # the last verdict stays, but says how old it is
+        assert (status["stale"], status["data_age_seconds"], status["last_scan"]) == (
+            True, 60.0, last
+        )  # fmt: skip
+        assert status["complete"] == 0.0  # Burrow's complete drops: the window is not covered
+    (partition,) = stale["/v3/kafka/c/consumer/g/lag"].json()["status"]["partitions"]
+    assert partition["complete"] == pytest.approx(0.4)  # 4 of the window's 10 intervals seen
+    overview = stale["/api/groups"].json()
+    (cluster,) = overview["clusters"]
+    assert (cluster["stale"], cluster["data_age_seconds"], cluster["last_scan"]) == (
+        True, 60.0, last
+    )  # fmt: skip
+    (group,) = overview["groups"]
+    assert (group["stale"], group["data_age_seconds"], group["complete"], group["partial"]) == (
+        True, 60.0, 0.0, True
+    )  # fmt: skip
+    detail = stale["/api/groups/c/g"].json()
+    assert (detail["stale"], detail["data_age_seconds"], detail["complete"]) == (True, 60.0, 0.0)
+    families = {f.name: f for f in text_string_to_metric_families(stale["/metrics"].text)}
+    for name in ("kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds",
+                 "kafka_consumergroup_lag_sum", "notifier_group_status",
+                 "kafka_topic_partition_current_offset"):  # fmt: skip
+        assert not families[name].samples, name  # stale values are not exported as current
+    assert families["notifier_cluster_stale"].samples[0].value == 1
+    assert families["notifier_cluster_data_age_seconds"].samples[0].value == 60.0
+    assert families["notifier_last_scan_timestamp_seconds"].samples[0].value == last / 1000
+
+
 async def test_metrics_parse_and_follow_exporter_names(demo_service):
     async with client(demo_service) as http:
         text = (await http.get("/metrics")).text
@@ -206,15 +275,16 @@ async def test_metrics_parse_and_follow_exporter_names(demo_service):
 
 async def test_readiness_follows_successful_scans(tmp_path, demo_service):
     coord, _ = service(tmp_path, [], RulesConfig())
-    async with client(coord) as http:
+    now = int(time.time() * 1000)
+    async with client(coord, now=now) as http:
         assert (await http.get("/healthz")).json() == {"status": "ok"}
         assert (await http.get("/readyz")).status_code == 503
     # the demo service scanned, but long ago (the sample history is from 2026-11-21 00:00)
-    async with client(demo_service) as http:
+    async with client(demo_service, now=now) as http:
         assert (await http.get("/readyz")).status_code == 503
     state = demo_service.clusters["demo"]
-    state.metrics.last_success_ms = int(__import__("time").time() * 1000)
-    async with client(demo_service) as http:
+    state.metrics.last_success_ms = now
+    async with client(demo_service, now=now) as http:
         assert (await http.get("/readyz")).status_code == 200
 
 
@@ -252,7 +322,8 @@ def _robust_app():
         await drive(coord, len(script), "demo")
         return coord
 
-    return create_app(asyncio.run(build()))
+    coord = asyncio.run(build())
+    return create_app(coord, clock=lambda: last_scan(coord))
 
 
 ROBUST = schemathesis.openapi.from_asgi("/openapi.json", _robust_app())
@@ -298,7 +369,8 @@ def notifier(tmp_path):
 
 
 def writer(coord, notifier, token=None) -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=create_app(coord, notifier, token))
+    app = create_app(coord, notifier, token, clock=lambda: last_scan(coord))
+    transport = httpx.ASGITransport(app=app)
     return httpx.AsyncClient(transport=transport, base_url="http://notifier")
 
 

@@ -9,6 +9,8 @@ the clusters nothing. The bodies are built in :mod:`~notifier.api.burrow`,
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,9 @@ from notifier.api.burrow import burrow_body, burrow_point, burrow_status, reques
 from notifier.api.metrics import ServiceMetrics
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import (
+    as_of,
     cluster_summaries,
+    freshness,
     group_detail,
     group_result,
     groups_overview,
@@ -62,9 +66,18 @@ def _epoch_ms(value: str | int, field: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def create_app(
-    coordinator: CoordinatorView, notifier: NotifierView | None = None, token: str | None = None
+    coordinator: CoordinatorView,
+    notifier: NotifierView | None = None,
+    token: str | None = None,
+    clock: Callable[[], int] = _wall_ms,
 ) -> FastAPI:
+    """The app over a running coordinator (and notifier); ``clock`` (epoch ms) is what the age
+    of the data is measured against."""
     app = FastAPI(
         title="notifier",
         description=(
@@ -146,10 +159,10 @@ def create_app(
 
     def _status(cluster: str, group: str, request: Request, show_all: bool) -> JSONResponse:
         state = _cluster(coordinator, cluster)
-        result = group_result(state, cluster, group)
-        body = burrow_body(
-            request, "consumer status returned", status=burrow_status(result, show_all)
-        )
+        fresh = freshness(state, clock())
+        result = as_of(group_result(state, cluster, group), fresh)
+        status = burrow_status(result, show_all, fresh.fields())
+        body = burrow_body(request, "consumer status returned", status=status)
         if result.status is GroupStatus.NOTFOUND:
             body["error"] = True
             body["message"] = "cluster or consumer not found"
@@ -190,14 +203,15 @@ def create_app(
 
     @app.get("/api/groups", tags=["notifier"])
     def api_groups() -> dict[str, Any]:
+        now = clock()
         groups = []
         for name, state in coordinator.clusters.items():
-            groups += groups_overview(state, name, notifier)
-        return {"groups": groups, "clusters": cluster_summaries(coordinator)}
+            groups += groups_overview(state, name, notifier, now)
+        return {"groups": groups, "clusters": cluster_summaries(coordinator, now)}
 
     @app.get("/api/groups/{cluster}/{group}", tags=["notifier"])
     def api_group(cluster: str, group: str) -> dict[str, Any]:
-        return group_detail(_cluster(coordinator, cluster), cluster, group, notifier)
+        return group_detail(_cluster(coordinator, cluster), cluster, group, notifier, clock())
 
     @app.get("/api/incidents", tags=["notifier"])
     def api_incidents() -> dict[str, Any]:
@@ -249,12 +263,13 @@ def create_app(
 
     @app.get("/readyz", tags=["ops"])
     def readyz() -> JSONResponse:
-        ready = coordinator.ready()
-        return JSONResponse({"ready": ready, "clusters": cluster_summaries(coordinator)},
-                            status_code=200 if ready else 503)  # fmt: skip
+        now = clock()
+        ready = not any(state.stale(now) for state in coordinator.clusters.values())
+        body = {"ready": ready, "clusters": cluster_summaries(coordinator, now)}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServiceMetrics(coordinator, notifier))
+    registry.register(ServiceMetrics(coordinator, notifier, clock))
 
     @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
     def metrics() -> Response:

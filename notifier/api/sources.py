@@ -143,14 +143,16 @@ class ClusterView(Protocol):
     def leo_resets(self) -> Mapping[tuple[str, int], LeoReset]:
         """The latest log-end offset reset of each (topic, partition) seen since the start."""
 
+    def stale(self, now_ms: int) -> bool:
+        """Whether the cluster's data is too old to show as current (no recent successful
+        scan: the same test as readiness)."""
+
 
 class CoordinatorView(Protocol):
     """The coordinator (:class:`notifier.service.Coordinator`)."""
 
     @property
     def clusters(self) -> Mapping[str, ClusterView]: ...
-
-    def ready(self) -> bool: ...
 
 
 class SilenceView(Protocol):

@@ -47,6 +47,10 @@ from notifier.types import Transition
 
 log = logging.getLogger(__name__)
 
+STALE_AFTER_INTERVALS = 3
+"""A cluster's data is stale (and the service not ready) when no scan succeeded within this
+many scan intervals."""
+
 MAX_BACKOFF_INTERVALS = 3
 """Failed scans back off to at most this many scan intervals: enough to spare a struggling
 cluster, short enough that its recovery is noticed within a few intervals."""
@@ -146,6 +150,13 @@ class ClusterState:
     @property
     def store(self) -> WindowStore:
         return self.pipeline.store
+
+    def stale(self, now_ms: int) -> bool:
+        """No successful scan within the last :data:`STALE_AFTER_INTERVALS` intervals."""
+        last = self.metrics.last_success_ms
+        return (
+            last is None or now_ms - last > STALE_AFTER_INTERVALS * self.config.scan_interval * 1000
+        )
 
     @property
     def evaluator(self) -> Evaluator:
@@ -388,13 +399,9 @@ class Coordinator:
     # ---------------------------------------------------------------- reading (API, demo)
 
     def ready(self, now_ms: int | None = None) -> bool:
-        """Every cluster scanned successfully within the last three intervals."""
+        """Every cluster scanned successfully within the last three intervals (none stale)."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        return all(
-            s.metrics.last_success_ms is not None
-            and now_ms - s.metrics.last_success_ms <= 3 * s.config.scan_interval * 1000
-            for s in self.clusters.values()
-        )
+        return not any(s.stale(now_ms) for s in self.clusters.values())
 
 
 def make_collector(cluster: ClusterConfig) -> ClusterCollector:
