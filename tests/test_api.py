@@ -307,6 +307,20 @@ async def test_status_page_and_assets_are_served(demo_service):
     assert "http://" not in index.text.replace("http://www.w3.org", "")  # nothing from the internet
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/static/%00", "/static/app.js%00.png", "/static/..%2F..%2Fapi%2Fapp.py", "/static/%2e%2e",
+     "/static/..%5Capp.py", "/static/" + "a" * 5000, "/static/%ff%fe", "/static/.",
+     "/static/%0d%0aSet-Cookie:x=1"],
+    ids=lambda path: path[:40],
+)  # fmt: skip
+async def test_odd_static_paths_are_404_never_500(demo_service, path):
+    async with client(demo_service) as http:
+        response = await http.get(path)
+    assert response.status_code == 404, response.text[:200]
+    assert response.json()["error"] is True
+
+
 # ---------------------------------------------------------------------------------------------
 # Robustness: generated requests against the OpenAPI document never get a 500.
 

@@ -287,10 +287,14 @@ def create_app(
     def group_page(cluster: str, group: str) -> FileResponse:
         return FileResponse(STATIC / "group.html")
 
+    # Only the files shipped beside the app are served: a name is looked up, never turned into
+    # a path, so traversal, NUL bytes and names too long for the filesystem are all a 404.
+    assets = {path.name: path for path in STATIC.iterdir() if path.is_file()}
+
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> FileResponse:
-        path = (STATIC / name).resolve()
-        if path.parent != STATIC.resolve() or not path.is_file():
+        path = assets.get(name)
+        if path is None:
             raise HTTPException(404, "not found")
         return FileResponse(path)
 
