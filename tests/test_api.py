@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -443,6 +444,40 @@ async def test_a_bad_silence_is_rejected_with_the_field(demo_service, notifier):
         no_comment.status_code == 422
         and no_comment.json()["problems"][0]["field"] == "body.comment"
     )
+
+
+async def test_oversized_silence_bodies_are_refused_with_413(demo_service, notifier):
+    # 200,000 matchers, about 3 MB: refused before it is parsed, whether its size is declared
+    # or it arrives chunked.
+    body = {"matchers": ['group="g"'] * 200_000, "ends_at": "2099-01-01T00:00:00Z",
+            "author": "ops", "comment": "x"}  # fmt: skip
+    data = json.dumps(body).encode()
+
+    async def chunks():
+        for start in range(0, len(data), 65_536):
+            yield data[start : start + 65_536]
+
+    async with writer(demo_service, notifier) as http:
+        declared = await http.post("/api/silences", content=data,
+                                   headers={"Content-Type": "application/json"})  # fmt: skip
+        chunked = await http.post("/api/silences", content=chunks(),
+                                  headers={"Content-Type": "application/json"})  # fmt: skip
+        listed = (await http.get("/api/silences")).json()["silences"]
+    for response in (declared, chunked):
+        assert response.status_code == 413
+        assert response.json()["error"] is True
+        assert "larger than 65536 bytes" in response.json()["message"]
+    assert listed == []
+
+
+async def test_a_catastrophic_regex_is_refused_naming_the_matcher(demo_service, notifier):
+    body = {"matchers": ['cluster="demo"', 'group=~"(a+)+$"'],
+            "ends_at": "2099-01-01T00:00:00Z", "author": "ops", "comment": "x"}  # fmt: skip
+    async with writer(demo_service, notifier) as http:
+        response = await http.post("/api/silences", json=body)
+    assert response.status_code == 422
+    assert "matchers[1]" in response.json()["message"]
+    assert "nested quantifier" in response.json()["message"]
 
 
 async def test_writing_silences_needs_the_token_when_one_is_set(demo_service, notifier):
