@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from notifier.demo import SmtpReceiver
+from notifier.notify import IncidentBook
 from notifier.notify.channels import (
     Channel,
     Email,
@@ -19,8 +20,9 @@ from notifier.notify.channels import (
     Templates,
     Webhook,
     sample_notification,
+    webhook_payload,
 )
-from notifier.types import Event
+from notifier.types import Alert, Event, Notification
 
 from .channel_helpers import WEBHOOK_PATH, make_notification
 
@@ -120,3 +122,36 @@ def test_every_template_file_is_documented_in_the_naming_scheme():
     names = Templates().names()
     assert "slack/open.json.j2" in names
     assert all(Path(name).name.count(".") >= 2 for name in names)
+
+
+def cluster_down_notification(event: Event) -> Notification:
+    """What the dispatcher sends when cluster prod cannot be scanned (and when it is back)."""
+    book = IncidentBook()
+    opened = 1_714_560_000_000
+    incident = book.cluster_down("prod", opened, "connection refused").incident
+    if event is Event.RESOLVE:
+        book.cluster_up("prod", opened + 600_000)
+    alert = Alert(event=event, incident=incident, result=None)
+    return Notification(id="n1", receiver="oncall", group_key='{cluster="prod"}',
+                        alerts=[alert], created_at=opened + 600_000)  # fmt: skip
+
+
+@pytest.mark.parametrize("event", [Event.OPEN, Event.REPEAT, Event.RESOLVE])
+def test_a_cluster_down_notification_talks_about_the_cluster(event):
+    templates = Templates()
+    notification = cluster_down_notification(event)
+    context = templates.context(notification, payload=webhook_payload(notification))
+    names = [Templates.name("slack", event, "json"), Templates.name("email", event, "subject"),
+             Templates.name("email", event, "txt"), Templates.name("email", event, "html"),
+             "webhook/text.json.j2"]  # fmt: skip
+    if event is not Event.RESOLVE:
+        names.append(Templates.name("pagerduty", event, "summary"))
+    for name in names:
+        text = templates.render(name, context)
+        assert "no longer reported" not in text, name  # that is a vanished group's wording
+        assert "prod/*" not in text and "/ <strong>*</strong>" not in text, name
+        assert "cluster prod" in text or "prod (cluster)" in text, (name, text)
+        if event is Event.RESOLVE:
+            assert "can be scanned again" in text or "subject" in name, (name, text)
+        elif "subject" not in name:
+            assert "cannot be scanned: connection refused" in text, (name, text)

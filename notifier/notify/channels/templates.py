@@ -30,6 +30,7 @@ from notifier.notify.channels.format import (
     headline_event,
     humanize_lag,
     humanize_seconds,
+    is_cluster_alert,
     iso8601,
     slack_escape,
     status_color,
@@ -203,6 +204,7 @@ class Templates:
             findings=alert_findings,
         )
         self.env.globals.update(Event=Event, GroupStatus=GroupStatus)
+        self.env.tests["cluster_alert"] = is_cluster_alert
 
     @staticmethod
     def name(channel: str, event: Event | str, part: str) -> str:
