@@ -11,6 +11,7 @@ import pytest
 
 from notifier.config import ConfigError
 from notifier.notify import Notifier, SilenceError
+from notifier.service.logs import JsonFormatter
 
 from .notify_helpers import ERR, OK, WARN, alerts_of, config, eventually, move, now_ms, webhook
 
@@ -64,7 +65,7 @@ async def test_secrets_never_reach_logs_errors_or_metrics(http, tmp_path, notifi
     notifier.flush_due()
     assert await notifier.wait_delivered(5)
 
-    shown = "\n".join(r.getMessage() for r in caplog.records)
+    shown = "\n".join(JsonFormatter().format(r) for r in caplog.records)  # the lines as logged
     shown += json.dumps(notifier.metrics()) + repr(notifier.config) + repr(notifier.channels)
     shown += json.dumps(notifier.store.outbox_rows())
     assert "notification_failed" in shown and "notification_retry" in shown

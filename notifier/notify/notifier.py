@@ -39,7 +39,7 @@ from notifier.notify.channels import (
     Templates,
     Webhook,
 )
-from notifier.notify.delivery import Deliverer, log_json, wall_ms
+from notifier.notify.delivery import Deliverer, log_event, wall_ms
 from notifier.notify.dispatcher import Dispatcher
 from notifier.notify.outbox import NotifyStore, OutboxEntry, OutboxRow
 from notifier.notify.policy import ChannelPolicy, RetryPolicy, default_policy
@@ -377,7 +377,7 @@ class Notifier:
             notification = item.notification
             channels = self.channels.get(notification.receiver, [])
             if not channels:
-                log_json(
+                log_event(
                     logging.ERROR,
                     "notification_failed",
                     receiver=notification.receiver,
