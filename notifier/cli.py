@@ -113,10 +113,16 @@ def run(config_path: Path) -> None:
     coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
     companions = [notifier] if notifier is not None else []
     if service.api.enabled:
-        from notifier.api import ApiServer, create_app
+        from notifier.api import ApiServer, ApiServerError, create_app
 
         app = create_app(coordinator, notifier, service.api.token)
-        companions.append(ApiServer(app, service.api.host, service.api.port))
+        server = ApiServer(app, service.api.host, service.api.port)
+        try:
+            server.bind()  # a port in use is a config problem: say so before anything starts
+        except ApiServerError as exc:
+            click.echo(f"{config_path}: api: {exc}", err=True)
+            sys.exit(2)
+        companions.append(server)
     asyncio.run(coordinator.run_until_signalled(companions))
 
 

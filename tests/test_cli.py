@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,23 @@ def test_run_refuses_to_start_with_a_broken_body_template(tmp_path):
     assert done.returncode == 2, done.stderr
     assert f"template {template}" in done.stderr and "shout" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_run_with_the_api_port_in_use_says_so_in_one_line(tmp_path):
+    shutil.copy(ROOT / "rules.yaml", tmp_path / "rules.yaml")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        config = tmp_path / "service.yaml"
+        config.write_text(
+            "clusters: [{name: a, bootstrap_servers: '127.0.0.1:1'}]\n"
+            f"data_dir: {tmp_path / 'data'}\n"
+            f"api: {{enabled: true, host: 127.0.0.1, port: {port}}}\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "notifier.cli", "run", "--config", str(config)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"{config}: api: cannot listen on 127.0.0.1:{port}: the address is already in use"
+    ]
