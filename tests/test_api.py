@@ -322,6 +322,47 @@ async def test_odd_static_paths_are_404_never_500(demo_service, path):
     assert response.json()["error"] is True
 
 
+async def test_the_openapi_document_lists_the_status_codes_the_api_answers_with(demo_service):
+    async with client(demo_service) as http:
+        doc = (await http.get("/openapi.json")).json()
+
+    def codes(path: str, method: str = "get") -> set[str]:
+        return set(doc["paths"][path][method]["responses"])
+
+    for path in ("/v3/kafka/{cluster}", "/v3/kafka/{cluster}/consumer",
+                 "/v3/kafka/{cluster}/consumer/{group}",
+                 "/v3/kafka/{cluster}/consumer/{group}/status",
+                 "/v3/kafka/{cluster}/consumer/{group}/lag", "/v3/kafka/{cluster}/topic",
+                 "/v3/kafka/{cluster}/topic/{topic}", "/api/groups/{cluster}/{group}"):  # fmt: skip
+        assert "404" in codes(path), path
+    assert codes("/readyz") == {"200", "503"}
+    assert codes("/api/silences") == {"200", "404"}
+    assert codes("/api/silences", "post") == {"201", "400", "401", "404", "413", "422"}
+    assert codes("/api/silences/{silence_id}", "delete") == {"200", "401", "404", "409", "422"}
+    error = doc["paths"]["/v3/kafka/{cluster}"]["get"]["responses"]["404"]
+    assert error["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+    matchers = doc["components"]["schemas"]["SilenceIn"]["properties"]["matchers"]["anyOf"]
+    as_list = next(m for m in matchers if m["type"] == "array")
+    as_mapping = next(m for m in matchers if m["type"] == "object")
+    assert (as_list["minItems"], as_list["maxItems"], as_mapping["minProperties"]) == (1, 32, 1)
+
+
+async def test_a_body_that_is_not_json_text_gets_the_documented_400(demo_service, notifier):
+    async with writer(demo_service, notifier) as http:
+        response = await http.post("/api/silences", content=b'{"author": "\x80"}',
+                                   headers={"Content-Type": "application/json"})  # fmt: skip
+    assert response.status_code == 400
+    assert response.json()["error"] is True and "parsing the body" in response.json()["message"]
+
+
+async def test_an_empty_matcher_list_is_refused_as_the_document_says(demo_service, notifier):
+    body = {"matchers": [], "ends_at": "2099-01-01T00:00:00Z", "author": "ops", "comment": "x"}
+    async with writer(demo_service, notifier) as http:
+        response = await http.post("/api/silences", json=body)
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["field"].startswith("body.matchers")
+
+
 # ---------------------------------------------------------------------------------------------
 # Robustness: generated requests against the OpenAPI document never get a 500.
 

@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, generate_latest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -37,7 +37,7 @@ from notifier.api.views import (
     incident_view,
     jsonable,
 )
-from notifier.config import ConfigError
+from notifier.config import MAX_SILENCE_MATCHERS, ConfigError
 from notifier.types import GroupStatus
 
 STATIC = Path(__file__).parent / "static"
@@ -94,9 +94,13 @@ class BodyLimit:
 
 
 class SilenceIn(BaseModel):
-    matchers: list[str] | dict[str, str] = Field(
+    matchers: (
+        Annotated[list[str], Field(min_length=1, max_length=MAX_SILENCE_MATCHERS)]
+        | Annotated[dict[str, str], Field(min_length=1, max_length=MAX_SILENCE_MATCHERS)]
+    ) = Field(
         description='Alertmanager-style matchers: ["group=~\\"batch-.*\\"", "cluster=\\"prod\\""] '
-        "or a mapping of cluster, group, topic, rule or severity to a value (=~ prefix: regex)"
+        "or a mapping of cluster, group, topic, rule or severity to a value (=~ prefix: regex); "
+        "at least one"
     )
     starts_at: str | int | None = Field(
         default=None, description="ISO-8601 or epoch ms; default now"
@@ -104,6 +108,41 @@ class SilenceIn(BaseModel):
     ends_at: str | int = Field(description="ISO-8601 or epoch ms")
     author: str
     comment: str = Field(description="why: required, as in Alertmanager")
+
+
+class RequestInfo(BaseModel):
+    url: str = Field(description="the path asked for")
+    host: str = Field(description="the host that answered")
+
+
+class Problem(BaseModel):
+    field: str
+    problem: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer, in Burrow's shape. A 422 lists ``problems`` by field; Burrow's
+    ``/status`` and ``/lag`` 404 also carry Burrow's NOTFOUND ``status`` object."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: bool = True
+    message: str
+    request: RequestInfo
+    problems: list[Problem] | None = None
+
+
+def _errors(**codes: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for error codes (``e404="why"``), each with :class:`ErrorBody`."""
+    return {int(code[1:]): {"model": ErrorBody, "description": why} for code, why in codes.items()}
+
+
+_INVALID = "a parameter or the body is invalid: `problems` (or the message) names each field"
+_NOT_FOUND = _errors(e404="no such cluster (or group, or topic)", e422=_INVALID)
+_WRITE = {
+    "e401": "a bearer token is configured and the request does not carry it",
+    "e404": "notifications are not configured, so there are no silences",
+}
 
 
 def _epoch_ms(value: str | int, field: str) -> int:
@@ -170,7 +209,7 @@ def create_app(
     def burrow_clusters(request: Request) -> dict[str, Any]:
         return burrow_body(request, "cluster list returned", clusters=sorted(coordinator.clusters))
 
-    @app.get("/v3/kafka/{cluster}", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_cluster(cluster: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         config = state.config
@@ -183,13 +222,13 @@ def create_app(
         }
         return burrow_body(request, "cluster module detail returned", module=module)
 
-    @app.get("/v3/kafka/{cluster}/consumer", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/consumer", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_consumers(cluster: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         groups = set(state.groups) | {g for _, g in state.store.groups(cluster)}
         return burrow_body(request, "consumer list returned", consumers=sorted(groups))
 
-    @app.get("/v3/kafka/{cluster}/consumer/{group}", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/consumer/{group}", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_consumer(cluster: str, group: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         result = group_result(state, cluster, group)
@@ -222,21 +261,21 @@ def create_app(
             return JSONResponse(body, status_code=404)
         return JSONResponse(body)
 
-    @app.get("/v3/kafka/{cluster}/consumer/{group}/status", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/consumer/{group}/status", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_group_status(cluster: str, group: str, request: Request) -> JSONResponse:
         return _status(cluster, group, request, show_all=False)
 
-    @app.get("/v3/kafka/{cluster}/consumer/{group}/lag", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/consumer/{group}/lag", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_group_lag(cluster: str, group: str, request: Request) -> JSONResponse:
         return _status(cluster, group, request, show_all=True)
 
-    @app.get("/v3/kafka/{cluster}/topic", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/topic", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_topics(cluster: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         topics = sorted({t for (c, t, _p) in state.store._table_of if c == cluster})
         return burrow_body(request, "topic list returned", topics=topics)
 
-    @app.get("/v3/kafka/{cluster}/topic/{topic}", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/topic/{topic}", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_topic(cluster: str, topic: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         store = state.store
@@ -262,7 +301,7 @@ def create_app(
             groups += groups_overview(state, name, notifier, now)
         return {"groups": groups, "clusters": cluster_summaries(coordinator, now)}
 
-    @app.get("/api/groups/{cluster}/{group}", tags=["notifier"])
+    @app.get("/api/groups/{cluster}/{group}", tags=["notifier"], responses=_NOT_FOUND)
     def api_group(cluster: str, group: str) -> dict[str, Any]:
         return group_detail(_cluster(coordinator, cluster), cluster, group, notifier, clock())
 
@@ -273,14 +312,23 @@ def create_app(
         incidents = notifier.incidents(open_only=False)
         return {"incidents": [jsonable(incident_view(i)) for i in incidents]}
 
-    @app.get("/api/silences", tags=["notifier"])
+    @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))
     def api_silences() -> dict[str, Any]:
         n = _silences(notifier)
         now = n.clock()
         return {"silences": [s.to_dict(now) for s in n.list_silences()]}
 
     @app.post(
-        "/api/silences", tags=["notifier"], status_code=201, dependencies=[Depends(require_token)]
+        "/api/silences",
+        tags=["notifier"],
+        status_code=201,
+        dependencies=[Depends(require_token)],
+        responses=_errors(
+            e400="the body cannot be read as JSON text (bad encoding, nested too deep)",
+            e413=f"the body is larger than {MAX_BODY_BYTES} bytes",
+            e422=_INVALID,
+            **_WRITE,
+        ),
     )
     def api_add_silence(silence: SilenceIn) -> dict[str, Any]:
         n = _silences(notifier)
@@ -298,7 +346,15 @@ def create_app(
         return {"silence": created.to_dict(n.clock())}
 
     @app.delete(
-        "/api/silences/{silence_id}", tags=["notifier"], dependencies=[Depends(require_token)]
+        "/api/silences/{silence_id}",
+        tags=["notifier"],
+        dependencies=[Depends(require_token)],
+        responses=_errors(
+            e404="no such silence, or notifications are not configured",
+            e409="the silence comes from the config file: remove it there",
+            e422=_INVALID,
+            e401=_WRITE["e401"],
+        ),
     )
     def api_delete_silence(silence_id: str) -> dict[str, Any]:
         n = _silences(notifier)
@@ -314,7 +370,17 @@ def create_app(
     def healthz() -> dict[str, Any]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"])
+    @app.get(
+        "/readyz",
+        tags=["ops"],
+        responses={
+            200: {"description": "every cluster was scanned within its last 3 intervals"},
+            503: {
+                "description": "not ready: some cluster's data is stale (the same body)",
+                "content": {"application/json": {}},
+            },
+        },
+    )
     def readyz() -> JSONResponse:
         now = clock()
         ready = not any(state.stale(now) for state in coordinator.clusters.values())

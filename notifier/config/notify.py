@@ -119,6 +119,10 @@ dumps and logs."""
 # Matchers
 
 
+MAX_SILENCE_MATCHERS = 32
+"""Matchers per silence: five labels, a few exclusions each; more is a mistake or an attack
+(every silence is checked against every incident)."""
+
 MAX_REGEX_LENGTH = 1000
 """The longest regex a matcher may hold (routes listing many groups stay well below it)."""
 

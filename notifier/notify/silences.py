@@ -15,7 +15,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from notifier.config import ConfigError, Matcher, SilenceConfig, parse_matchers
+from notifier.config import (
+    MAX_SILENCE_MATCHERS,
+    ConfigError,
+    Matcher,
+    SilenceConfig,
+    parse_matchers,
+)
 from notifier.notify.matchers import matches_incident
 from notifier.types import Incident
 
@@ -78,11 +84,6 @@ class Silence:
         )
 
 
-MAX_MATCHERS = 32
-"""Matchers per silence: five labels, a few exclusions each; more is a mistake or an attack
-(every silence is checked against every incident)."""
-
-
 class SilenceError(ConfigError):
     """A silence request is invalid; ``problems`` are ``(field, message)`` pairs."""
 
@@ -119,8 +120,8 @@ def make_silence(
             problems.append((f"matchers[{index}]", message))
     if not items and not problems:
         problems.append(("matchers", "at least one matcher is required"))
-    elif len(items) > MAX_MATCHERS:
-        problems.append(("matchers", f"at most {MAX_MATCHERS} matchers, got {len(items)}"))
+    elif len(items) > MAX_SILENCE_MATCHERS:
+        problems.append(("matchers", f"at most {MAX_SILENCE_MATCHERS} matchers, got {len(items)}"))
     start = now if starts_at is None else int(starts_at)
     if int(ends_at) <= start:
         problems.append(("ends_at", "must be after starts_at"))
