@@ -248,7 +248,15 @@ class Notifier:
         self.core = Dispatcher.from_config(config)
         now = clock()
         for data in self.store.load_silences():
-            self.core.add_silence(Silence.from_dict(data), now)
+            try:
+                silence = Silence.from_dict(data)
+            except (ValueError, KeyError) as exc:
+                # Stored by a version with looser limits: starting matters more than keeping it.
+                log_event(logging.ERROR, "silence_dropped", silence=data.get("id"),
+                          error=str(exc), matchers=data.get("matchers"))  # fmt: skip
+                self.store.delete_silence(str(data.get("id")))
+                continue
+            self.core.add_silence(silence, now)
         incidents, entries = self.store.load_live()
         self.core.restore(incidents, entries, now)
         self.channels: dict[str, list[Channel]] = (
