@@ -5,43 +5,12 @@ Scenarios are written in the same series notation as `notifier test-rules` files
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from notifier.config import parse_rules
 from notifier.rules import RuleTest, TransitionTracker, replay_table, series_samples
-from notifier.types import GroupResult, GroupStatus, samples_to_table
-
-BURROW_ONLY: dict[str, Any] = {"burrow": {"minimum_complete": 1.0}}
-
-
-def evaluate(
-    rules: dict[str, Any], inputs: list[dict[str, Any]], at: int, interval: str = "60s"
-) -> GroupResult:
-    """The group result at ``at`` seconds for series inputs of one group."""
-    config = parse_rules(rules)
-    test = RuleTest.model_validate(
-        {
-            "name": "t",
-            "interval": interval,
-            "input": inputs,
-            "expect": [{"at": at, "group": inputs[0]["group"], "status": "OK"}],
-        }
-    )
-    samples = series_samples(test, "test")
-    at_ms = at * 1000
-    evaluations = replay_table(samples_to_table(samples), config, test.interval, [at_ms])
-    return evaluations[at_ms].result("local", inputs[0]["group"])
-
-
-def series(**fields: Any) -> dict[str, Any]:
-    return {"group": "g", "topic": "t", "partition": 0, **fields}
-
-
-def rule_names(result: GroupResult) -> set[str]:
-    return {f.rule for f in result.findings}
-
+from notifier.types import GroupStatus, samples_to_table
+from tests.rule_helpers import BURROW_ONLY, evaluate, only, series
 
 # --------------------------------------------------------------------------------------------
 # Burrow's rules on scans: STALL vs STOP, rare committers, rewinds
@@ -153,10 +122,6 @@ def test_minimum_complete_zero_behaves_like_burrow():
 
 # --------------------------------------------------------------------------------------------
 # The other rules
-
-
-def only(rule: dict[str, Any]) -> dict[str, Any]:
-    return {"burrow": {"enabled": False}, "rules": [{"name": "r", **rule}]}
 
 
 @pytest.mark.parametrize(
