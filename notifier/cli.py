@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from notifier.config import ConfigError, load_rules, parse_duration
+from notifier.config import ConfigError, NotifyConfig, load_rules, parse_duration
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,7 +28,7 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
     """Validate rules files (default: ./rules.yaml), a service config and its notification
     routes, and render every notification template with sample data; exit 1 on problems."""
     failed = False
-    template_dir = None
+    notify = None
     if config_path is not None:
         from notifier.config import load_service_config, parse_notify
 
@@ -36,13 +36,12 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
             service = load_service_config(config_path)
             if service.notify:
                 notify = parse_notify(service.notify, f"{config_path}: notify", strict_env=False)
-                template_dir = notify.templates
             click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
             rules_files = (*rules_files, service.rules_path(config_path.parent))
         except ConfigError as exc:
             click.echo(str(exc), err=True)
             sys.exit(1)
-    failed |= not check_templates(template_dir)
+    failed |= not check_templates(notify)
     for path in rules_files or (Path("rules.yaml"),):
         try:
             config = load_rules(path)
@@ -57,15 +56,17 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
     sys.exit(1 if failed else 0)
 
 
-def check_templates(directory: str | Path | None) -> bool:
-    """Render every notification template with sample data; print problems with template name
-    and line."""
+def check_templates(notify: NotifyConfig | None) -> bool:
+    """Render every notification template (the config's overrides and webhook body templates
+    too) with sample data; print problems with template name and line."""
+    from notifier.notify import check_templates as problems_in
     from notifier.notify.channels import Templates
 
-    problems = Templates(directory).render_check()
+    problems = problems_in(notify) if notify is not None else Templates().render_check()
     for problem in problems:
         click.echo(f"template {problem}", err=True)
     if not problems:
+        directory = notify.templates if notify is not None else None
         where = f"{directory} and the built-in templates" if directory else "templates"
         click.echo(f"{where}: OK (every channel and event renders)")
     return not problems
@@ -100,14 +101,28 @@ def run(config_path: Path) -> None:
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
-    coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
     notifier = sink if hasattr(sink, "add_silence") else None
+    if notifier is not None:
+        # A template that cannot render would cost every message of its channel: refuse to
+        # start, as for any other config error.
+        problems = notifier.check()
+        for problem in problems:
+            click.echo(f"template {problem}", err=True)
+        if problems:
+            sys.exit(2)
+    coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
     companions = [notifier] if notifier is not None else []
     if service.api.enabled:
-        from notifier.api import ApiServer, create_app
+        from notifier.api import ApiServer, ApiServerError, create_app
 
         app = create_app(coordinator, notifier, service.api.token)
-        companions.append(ApiServer(app, service.api.host, service.api.port))
+        server = ApiServer(app, service.api.host, service.api.port)
+        try:
+            server.bind()  # a port in use is a config problem: say so before anything starts
+        except ApiServerError as exc:
+            click.echo(f"{config_path}: api: {exc}", err=True)
+            sys.exit(2)
+        companions.append(server)
     asyncio.run(coordinator.run_until_signalled(companions))
 
 

@@ -155,6 +155,24 @@ def test_lag_in_seconds_fires_on_time_behind_not_offsets():
     assert result.max_lag_seconds == pytest.approx(300.0)
 
 
+def test_lag_in_seconds_starts_over_when_the_log_end_offset_goes_backwards():
+    # The topic was recreated (or the cluster rebuilt empty) during a five-scan gap: the LEO
+    # starts again from 10, and the group, reading the new topic, is caught up all along.
+    offsets = "1000+10x19 _x5 10+1x199"
+    inputs = [series(committed=offsets, log_end=offsets)]
+    for at in (1800, 3000):
+        result = evaluate(only({"kind": "lag_seconds", "threshold": "5m"}), inputs, at)
+        assert result.status is GroupStatus.OK, result.findings
+        assert result.max_lag_seconds == 0.0
+
+
+def test_a_consumer_behind_on_a_recreated_topic_is_timed_against_the_new_log():
+    # After the reset the LEO grows 60 a minute and the group stays 120 offsets (2 min) behind.
+    inputs = [series(committed="5000+60x9 0+60x9", log_end="5000+60x9 120+60x9")]
+    result = evaluate(BURROW_ONLY, inputs, 19 * 60)
+    assert result.max_lag_seconds == pytest.approx(120.0)
+
+
 def test_lag_in_seconds_unknown_is_not_zero_and_never_fires():
     result = evaluate(
         only({"kind": "lag_seconds", "threshold": "0s"}), [series(committed="_", log_end="500")], 0

@@ -22,6 +22,7 @@ from notifier.config.base import (
 )
 from notifier.config.notify import (
     CHANNEL_KINDS,
+    MAX_SILENCE_MATCHERS,
     PAGERDUTY_SEVERITIES,
     BasicAuthConfig,
     ChannelConfig,
@@ -76,6 +77,7 @@ from notifier.config.service import (
 
 __all__ = [
     "CHANNEL_KINDS",
+    "MAX_SILENCE_MATCHERS",
     "PAGERDUTY_SEVERITIES",
     "RULE_KINDS",
     "ApiConfig",

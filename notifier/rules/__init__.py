@@ -24,6 +24,7 @@ from notifier.rules.evaluate import (
     not_found,
 )
 from notifier.rules.evidence import COLUMNS as EVIDENCE_COLUMNS
+from notifier.rules.lagtime import LeoReset
 from notifier.rules.replay import Moment, print_replay, read_samples, replay_table, scans
 from notifier.rules.step import (
     EXPIRE_EVERY_MS,
@@ -42,6 +43,7 @@ __all__ = [
     "ClusterPipeline",
     "Evaluation",
     "Evaluator",
+    "LeoReset",
     "Moment",
     "RuleTest",
     "ScanColumns",

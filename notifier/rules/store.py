@@ -225,6 +225,8 @@ class WindowStore:
         self._table_of: dict[tuple[str, str, int], int] = {}
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
+        self.leo_resets: list[lagtime.LeoReset] = []
+        """The partitions whose log-end offset went backwards in the latest scan ingested."""
         self._epoch = 0
         self.group_epoch = np.zeros(1024, dtype=np.int64)
 
@@ -347,8 +349,10 @@ class WindowStore:
     # ---------------------------------------------------------------- ingest
 
     def ingest_scan(self, scan: ScanColumns) -> np.ndarray:
-        """Add one successful scan of one cluster; returns the rows it touched."""
+        """Add one successful scan of one cluster; returns the rows it touched. The partitions
+        whose LEO tables it reset are in :attr:`leo_resets` until the next scan."""
         if len(scan) == 0:
+            self.leo_resets = []
             self.last_scan_ts[scan.cluster] = scan.ts
             return np.zeros(0, dtype=np.int64)
         rows = self._rows_for(scan)
@@ -356,7 +360,8 @@ class WindowStore:
         self._append_samples(rows, scan)
         tables = self.row_table[rows]
         unique_tables, first = np.unique(tables, return_index=True)
-        lagtime.append_points(
+        newest_leo = self.t_leo[unique_tables, -1]
+        reset = lagtime.append_points(
             self.t_leo,
             self.t_time,
             self.t_count,
@@ -364,6 +369,7 @@ class WindowStore:
             scan.log_end[first],
             np.full(unique_tables.size, ts, dtype=np.int64),
         )
+        self.leo_resets = lagtime.resets_in_scan(scan, first[reset], newest_leo[reset])
         self._record_commits(rows, scan)
         self.last_scan_ts[scan.cluster] = ts
         return rows
