@@ -473,8 +473,7 @@ class Evaluation:
             )
             message = (
                 f"consuming {consume:.3g} records/s, below {binding.rule.ratio:.0%} of the "
-                f"{normal:.3g}/s this partition normally gets; lag {lag} and growing, "
-                f"{behind} behind"
+                f"{normal:.3g}/s this partition normally gets; lag {lag}, {behind} behind"
             )
             return "WARN", message, evidence
         stopped = int(self.progress_status[binding.name][i]) == kernels.STOP
@@ -501,7 +500,8 @@ class Evaluation:
         )
         message = (
             f"members present but offset {committed} has not moved for "
-            f"{_human_seconds((now - since) / 1000)} ({habit}) while {arrived} records arrived"
+            f"{_human_seconds((now - since) / 1000)} ({habit}) while {arrived} "
+            f"record{'' if arrived == 1 else 's'} arrived"
         )
         return "STALL", message, evidence
 
@@ -513,8 +513,7 @@ class Evaluation:
         window = store.samples(row)
         kind = binding.kind
         partitions = [
-            "{}/{}".format(*store.row_key_of(int(self.rows[i]))[2:])
-            for i in hits.tolist()
+            "{}/{}".format(*store.row_key_of(int(self.rows[i]))[2:]) for i in hits.tolist()
         ]
         evidence: dict[str, Any] = {
             "timestamps": [s["ts"] for s in window],
@@ -753,14 +752,14 @@ class Evaluator:
             elif binding.kind == "rewind":
                 out = kernels.rewound(store.e_rewind_from[index], sev)
             elif binding.kind == "falling_behind":
-                first = np.clip(store.width - count.astype(np.int64), 0, store.width - 1)
-                picked = np.arange(first.size)
-                first_lag = kernels.current_lag(committed[picked, first], log_end[picked, first])
                 out = kernels.falling_behind(
-                    lag,
-                    first_lag,
+                    now,
+                    latest_committed,
                     seconds,
                     usual_wait,
+                    store.e_move_ts[index],
+                    store.e_move_leo[index],
+                    store.e_move_measured[index],
                     store.e_consume_rate[index],
                     store.e_produce_rate[index],
                     store.e_normal_rate[index],

@@ -13,19 +13,22 @@ build exactly the same evidence from the same samples:
   any change of the member set (a rebalance pauses consumption and restarts the clock), resets
   it.
 * **usual wait**: the longest wait this row has needed before its offset moved — its commit
-  cadence as seen from outside, learned from its own history. Waits that a rebalance or an
-  empty group interrupted are not learned, nor waits over :data:`LEARN_AT_MOST_MS` (that is an
-  outage, not a habit); the learned value halves every :data:`FORGET_HALF_LIFE_MS` so a group
-  that changes its habits is not judged by an old one for ever.
+  cadence as seen from outside, learned from its own history. Not learned: waits that a
+  rebalance or an empty group interrupted, waits that ended in missed scans (the move happened
+  some time in the gap), and waits over :data:`LEARN_AT_MOST_MS` (an outage, not a habit).
+  The learned value halves every :data:`FORGET_HALF_LIFE_MS`, so a group that changes its
+  habits is not judged by an old one for ever.
 * **memberless**: since when the group has had no members, the log end then, and the longest
   such spell (up to :data:`LEARN_AT_MOST_MS`) that ended with members back: its usual restart.
 * **churn**: when the current run of member-set changes began (changes at most ``churn_gap``
   apart belong to one run) and how many changes it has had.
 * **rewind**: the committed offset a backwards jump left behind, until the consumer is past it
   again.
-* **rates**: records produced per second (slow average: the partition's normal) and records
-  consumed and produced per second over a horizon of about two usual waits (what the consumer
-  does now, measured over enough commits to be fair to rare committers).
+* **rates**: records produced per second (a slow average that bursts hardly move: the
+  partition's normal), and records
+  consumed and produced per second between the offset's moves, averaged over about a minute
+  (what the consumer does now, measured over whole commit intervals to be fair to rare
+  committers).
 
 Everything is a pure function of numpy arrays; :class:`~notifier.rules.store.WindowStore` owns
 the arrays and calls :func:`update` from its ingest.
@@ -55,12 +58,15 @@ FORGET_HALF_LIFE_MS = 6 * 3_600_000
 PRODUCTION_HORIZON_MS = 30 * 60_000
 """The time constant of the partition's normal production rate."""
 
-MIN_RATE_HORIZON_MS = 60_000
-"""The shortest horizon over which current consumption and production are averaged."""
+OUTAGE_FACTOR = 2.0
+"""A commit interval longer than this many usual waits is a stall or outage that ended, and
+says nothing about the consumer's speed."""
 
-_MEMBERLESS_STATES = np.array(
-    [GROUP_STATE_CODE["Empty"], GROUP_STATE_CODE["Dead"]], dtype=np.int8
-)
+RATE_HORIZON_MS = 60_000
+"""The consumer's current speed is averaged over about this long (or its last commit interval,
+when that is longer)."""
+
+_MEMBERLESS_STATES = np.array([GROUP_STATE_CODE["Empty"], GROUP_STATE_CODE["Dead"]], dtype=np.int8)
 
 COLUMNS: tuple[tuple[str, type, float], ...] = (
     # name, dtype, value of a new row
@@ -80,6 +86,10 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_normal_rate", np.float64, np.nan),
     ("e_consume_rate", np.float64, np.nan),
     ("e_produce_rate", np.float64, np.nan),
+    ("e_move_ts", np.int64, UNSET_TS),
+    ("e_move_leo", np.int64, NULL),
+    ("e_move_disturbed", np.bool_, False),
+    ("e_move_measured", np.bool_, False),
 )
 """The evidence columns of :class:`~notifier.rules.store.WindowStore`, one value per row."""
 
@@ -106,7 +116,7 @@ def memberless(state: np.ndarray, members: np.ndarray) -> np.ndarray:
 
 
 def update(columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView,
-           churn_gap_ms: int) -> None:  # fmt: skip
+           churn_gap_ms: int, max_gap_ms: int) -> None:  # fmt: skip
     """Advance the evidence of the rows at ``index`` by one scan, in place."""
     ts = scan.ts
     c, leo = scan.committed, scan.log_end
@@ -119,6 +129,9 @@ def update(columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: Scan
     behind = known & (leo > c)
     changed = scan.member_changed
     gone = memberless(scan.state, scan.members)
+    # After missed scans, a move says the offset moved some time in the gap, not when: the
+    # wait and the speed it ends are not learned.
+    blind = had & (ts - scan.previous_ts > max_gap_ms)
 
     # Learn from a wait the consumer just ended by moving its offset.
     wait_since = columns["e_wait_since"][index]
@@ -126,7 +139,7 @@ def update(columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: Scan
     usual_ts = columns["e_usual_wait_ts"][index]
     disturbed = columns["e_wait_disturbed"][index]
     waited = ts - wait_since
-    learn = moved & (wait_since != UNSET_TS) & ~disturbed & (waited <= LEARN_AT_MOST_MS)
+    learn = moved & (wait_since != UNSET_TS) & ~disturbed & ~blind & (waited <= LEARN_AT_MOST_MS)
     if learn.any():
         decayed = _decayed(usual, ts - usual_ts)
         usual = np.where(learn, np.maximum(decayed, waited), usual)
@@ -180,13 +193,17 @@ def update(columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: Scan
 
     # A backwards jump of the committed offset, remembered until the consumer is past it.
     rewind_from = columns["e_rewind_from"][index]
-    went_back = moved & (c < prev_c)
+    # A log that starts over (topic recreated, cluster rebuilt) takes the offset back with it:
+    # that is not a rewind, and it ends one.
+    log_reset = had & (leo < scan.previous_log_end)
+    went_back = moved & (c < prev_c) & ~log_reset
+    rewind_from = np.where(log_reset, NULL, rewind_from)
     rewind_from = np.where(went_back, np.maximum(prev_c, rewind_from), rewind_from)
     columns["e_rewind_from"][index] = np.where(
         (rewind_from != NULL) & known & (c >= rewind_from), NULL, rewind_from
     )
 
-    _update_rates(columns, index, scan, usual)
+    _update_rates(columns, index, scan, moved, gone | blind)
 
 
 def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:
@@ -194,26 +211,59 @@ def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:
 
 
 def _update_rates(
-    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, usual: np.ndarray
+    columns: dict[str, np.ndarray],
+    index: slice | np.ndarray,
+    scan: ScanView,
+    moved: np.ndarray,
+    unmeasurable: np.ndarray,
 ) -> None:
-    """Exponential averages of produced and consumed records per second, time-weighted so a
-    missed scan counts for the time it covered."""
-    elapsed = np.where(scan.had_sample, scan.ts - scan.previous_ts, 0).astype(np.float64)
-    usable = scan.had_sample & (elapsed > 0) & (scan.log_end >= scan.previous_log_end)
-    if not usable.any():
-        return
-    seconds = np.maximum(elapsed, 1.0) / 1000.0
-    produced = (scan.log_end - scan.previous_log_end) / seconds
-    consumed_known = usable & (scan.committed != NULL) & (scan.previous_committed != NULL)
-    consumed = np.maximum(scan.committed - scan.previous_committed, 0) / seconds
-    horizon = np.maximum(MIN_RATE_HORIZON_MS, 2.0 * usual)
-    short = 1.0 - np.exp(-elapsed / horizon)
-    long = 1.0 - np.exp(-elapsed / PRODUCTION_HORIZON_MS)
-    for name, value, weight, ok in (
-        ("e_normal_rate", produced, long, usable),
-        ("e_produce_rate", produced, short, usable),
-        ("e_consume_rate", consumed, short, consumed_known),
-    ):
-        old = columns[name][index]
-        blended = np.where(np.isnan(old), value, old + weight * (value - old))
-        columns[name][index] = np.where(ok, blended, old)
+    """The partition's normal production rate (a slow average over every scan), and what the
+    consumer read and what arrived per second between its offset's last two moves (averaged
+    over about a minute of moves): a consumer shows its speed only when it commits, so a rare
+    committer is judged over its whole commit interval, never half way through one."""
+    had = scan.had_sample
+    elapsed = np.where(had, scan.ts - scan.previous_ts, 0).astype(np.float64)
+    usable = had & (elapsed > 0) & (scan.log_end >= scan.previous_log_end)
+    if usable.any():
+        produced = (scan.log_end - scan.previous_log_end) / (np.maximum(elapsed, 1.0) / 1000.0)
+        weight = 1.0 - np.exp(-elapsed / PRODUCTION_HORIZON_MS)
+        old = columns["e_normal_rate"][index]
+        # A burst hardly moves what is normal: each scan counts for at most twice the normal
+        # rate, while a lasting change (the time of day) comes through within the horizon.
+        produced = np.where(np.isnan(old) | (old <= 0), produced, np.minimum(produced, 2 * old))
+        blended = np.where(np.isnan(old), produced, old + weight * (produced - old))
+        columns["e_normal_rate"][index] = np.where(usable, blended, old)
+
+    last_move = columns["e_move_ts"][index]
+    last_leo = columns["e_move_leo"][index]
+    # An interval with a rebalance, no members or missed scans in it says how long a restart
+    # or an outage took, not how fast the consumer reads: it is not measured.
+    disturbed = columns["e_move_disturbed"][index] | scan.member_changed | unmeasurable
+    span = (scan.ts - last_move).astype(np.float64)
+    # An interval far longer than the usual wait was a stall or an outage, not a speed sample.
+    usual = columns["e_usual_wait_ms"][index]
+    ordinary = (usual <= 0) | (span <= OUTAGE_FACTOR * usual)
+    measured = (
+        moved
+        & ~disturbed
+        & ordinary
+        & (last_move != UNSET_TS)
+        & (scan.ts > last_move)
+        & (last_leo != NULL)
+    )
+    if measured.any():
+        seconds = np.maximum(span, 1.0) / 1000.0
+        consumed = np.maximum(scan.committed - scan.previous_committed, 0) / seconds
+        produced = np.maximum(scan.log_end - last_leo, 0) / seconds
+        weight = 1.0 - np.exp(-span / RATE_HORIZON_MS)
+        for name, value in (("e_consume_rate", consumed), ("e_produce_rate", produced)):
+            old = columns[name][index]
+            blended = np.where(np.isnan(old), value, old + weight * (value - old))
+            columns[name][index] = np.where(measured, blended, old)
+    starts = moved | (scan.committed != NULL) & (last_move == UNSET_TS)
+    columns["e_move_ts"][index] = np.where(starts, scan.ts, last_move)
+    columns["e_move_leo"][index] = np.where(starts, scan.log_end, last_leo)
+    columns["e_move_disturbed"][index] = np.where(starts, False, disturbed)
+    columns["e_move_measured"][index] = np.where(
+        starts, measured, columns["e_move_measured"][index]
+    )

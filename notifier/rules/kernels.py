@@ -369,10 +369,13 @@ MIN_RECORDS_TO_JUDGE_RATE = 20
 
 
 def falling_behind(
-    lag: np.ndarray,
-    first_lag: np.ndarray,
+    now_ms: int,
+    committed: np.ndarray,
     lag_seconds: np.ndarray,
     usual_wait_ms: np.ndarray,
+    move_ts: np.ndarray,
+    move_log_end: np.ndarray,
+    move_measured: np.ndarray,
     consume_rate: np.ndarray,
     produce_rate: np.ndarray,
     normal_rate: np.ndarray,
@@ -380,24 +383,29 @@ def falling_behind(
     min_lag_seconds: np.ndarray | float,
     severity: np.ndarray | int,
 ) -> np.ndarray:
-    """Consuming slower than the partition normally produces, while the lag grows and is
-    more than ``min_lag_seconds`` beyond what the usual wait between commits explains (in
-    seconds, and in records at the normal rate).
+    """Reading slower than the partition normally gets records, while more arrive than it
+    reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
+    records) behind.
+
+    Speeds are measured between the offset's moves, and the lag as it was at the last move,
+    so a consumer that commits every five minutes is judged at its commits, never half way
+    between them; a move seen only after missed scans or a rebalance (``move_measured``
+    false) says nothing about speed, and the rule waits for the next.
 
     Comparing with the *normal* production rate (not the current one) is what tells a slow
-    consumer from a burst: during and after a burst a healthy consumer reads at its full
-    speed, above the normal rate, while its lag still grows for a while.
+    consumer from a burst: through a burst a healthy consumer reads at its full speed, above
+    the normal rate, while its lag still grows for a while.
     """
-    span_s = min_lag_seconds + usual_wait_ms / 1000.0
+    since_move_s = (now_ms - move_ts) / 1000.0
     with np.errstate(invalid="ignore"):
         slow = (consume_rate < ratio * normal_rate) & (produce_rate > consume_rate)
-        behind = lag_seconds > span_s
-        # A backlog larger than the partition normally gets in that span, and a span with
-        # enough records to tell a rate from chance: a slow topic is judged by lag in seconds.
-        expected = normal_rate * span_s
-        backlog = (lag > expected) & (expected >= MIN_RECORDS_TO_JUDGE_RATE)
-    growing = (first_lag >= 0) & (lag > first_lag)
-    hit = slow & behind & backlog & growing
+        behind_s = (lag_seconds - since_move_s) > min_lag_seconds
+        backlog = np.maximum(move_log_end - committed, 0)
+        # Enough records in a commit interval to tell a rate from chance: a slow topic is
+        # judged by lag in seconds alone.
+        judged = normal_rate * (min_lag_seconds + usual_wait_ms / 1000.0)
+        behind = (backlog > normal_rate * min_lag_seconds) & (judged >= MIN_RECORDS_TO_JUDGE_RATE)
+    hit = slow & behind_s & behind & move_measured & (committed >= 0) & (move_log_end >= 0)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
 
 

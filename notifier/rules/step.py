@@ -90,9 +90,7 @@ class StoreStep:
                 store.remove_rows(missing)
             if listed_groups is not None:
                 listed = set(listed_groups)
-                store.remove_groups(
-                    k for k in store.groups(scan.cluster) if k[1] not in listed
-                )
+                store.remove_groups(k for k in store.groups(scan.cluster) if k[1] not in listed)
         if expiring:
             store.expire(now)
         return _forgotten(store, before)

@@ -201,6 +201,10 @@ class WindowStore:
     e_normal_rate: np.ndarray
     e_consume_rate: np.ndarray
     e_produce_rate: np.ndarray
+    e_move_ts: np.ndarray
+    e_move_leo: np.ndarray
+    e_move_disturbed: np.ndarray
+    e_move_measured: np.ndarray
     # LEO tables for lag in seconds.
     t_leo: np.ndarray
     t_time: np.ndarray
@@ -441,14 +445,18 @@ class WindowStore:
                 previous_log_end=previous_log_end,
             ),
             self.churn_gap_ms,
+            self.max_gap_ms,
         )
 
     def usual_wait_ms(self, index: slice | np.ndarray) -> np.ndarray:
         """How long each row's offset usually waits before it moves; at least the configured
         ``assumed_commit_interval`` until the habit has been seen often enough to trust."""
         learned = self.e_usual_wait_ms[index]
+        count = self.e_waits_learned[index].astype(np.float64)
+        # The longest of n waits falls short of the longest there will be by about 1/n of it.
+        learned = learned * (count + 1) / np.maximum(count, 1)
         assumed = self.settings.assumed_commit_interval * 1000.0
-        trusted = self.e_waits_learned[index] >= evidence.WAITS_TO_LEARN
+        trusted = count >= evidence.WAITS_TO_LEARN
         return np.where(trusted, learned, np.maximum(learned, assumed))
 
     @property
