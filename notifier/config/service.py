@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from notifier import resources
 from notifier.config.base import (
     ConfigError,
     Duration,
@@ -119,7 +120,9 @@ class LoggingConfig(StrictModel):
 
 class ServiceConfig(StrictModel):
     clusters: list[ClusterConfig]
-    rules: str = "rules.yaml"
+    rules: str | None = None
+    """The rules file, relative to this file's directory. Unset: ``rules.yaml`` beside this file
+    when there is one, else the default rules shipped with notifier."""
     data_dir: str = "data"
     checkpoint_interval: Duration = 60.0
     history: HistoryConfig = Field(default_factory=HistoryConfig)
@@ -140,6 +143,8 @@ class ServiceConfig(StrictModel):
         return clusters
 
     def rules_path(self, base: Path) -> Path:
+        if self.rules is None:
+            return resources.rules_or_default(None, cwd=base)
         path = Path(self.rules)
         return path if path.is_absolute() else base / path
 
