@@ -41,22 +41,26 @@ def check(
     from notifier import resources
 
     failed = False
+    to_check = list(rules_files)
     if config_path is not None:
         from notifier.config import load_service_config, parse_notify
 
+        # The same loading as `notifier run`: what it would refuse, this reports.
         try:
             service = load_service_config(config_path)
             if service.notify:
-                notify = parse_notify(service.notify, f"{config_path}: notify", strict_env=False)
+                notify = parse_notify(service.notify, f"{config_path}: notify")
                 if template_dir is None and notify.templates:
                     template_dir = Path(notify.templates)
             click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
-            rules_files = (*rules_files, service.rules_path(config_path.parent))
+            to_check.append(service.rules_path(config_path.parent))
         except ConfigError as exc:
             click.echo(str(exc), err=True)
-            sys.exit(1)
+            failed = True
+    elif not to_check:
+        to_check.append(resources.rules_or_default(None))
     failed |= not check_templates(template_dir)
-    for path in rules_files or (resources.rules_or_default(None),):
+    for path in to_check:
         try:
             config = load_rules(path)
         except ConfigError as exc:

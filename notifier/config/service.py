@@ -21,7 +21,9 @@ from notifier.config.base import (
     read_yaml,
     substitute_env,
     validation_problems,
+    with_env_problems,
 )
+from notifier.config.notify import HttpUrl, parse_notify
 
 
 class SecurityConfig(StrictModel):
@@ -109,7 +111,7 @@ class ApiConfig(StrictModel):
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
     token: str | None = Field(default=None, repr=False)
     """Bearer token required by writing endpoints (silences); none: writes are open."""
-    public_url: str | None = None
+    public_url: HttpUrl | None = None
     """How people reach the status page (used in notification links)."""
 
 
@@ -156,18 +158,32 @@ class ServiceConfig(StrictModel):
 def parse_service_config(
     data: Any, source: str, environ: dict[str, str] | None = None
 ) -> ServiceConfig:
+    """Validate a parsed service config, its ``notify:`` section included, reporting every
+    problem of the file at once: ``notifier check --config`` and ``notifier run`` accept and
+    reject the same files."""
     if not isinstance(data, dict):
         raise ConfigError(source, [("", "expected a mapping with clusters, rules, data_dir, ...")])
     # The notify section is substituted when it is parsed (once: a second pass would undo
     # its $${ escapes).
-    rest, problems = substitute_env({k: v for k, v in data.items() if k != "notify"}, environ)
-    if problems:
-        raise ConfigError(source, problems)
+    rest, unset = substitute_env({k: v for k, v in data.items() if k != "notify"}, environ)
     data = {**rest, "notify": data["notify"]} if "notify" in data else rest
+    config = None
+    problems = unset
     try:
-        return ServiceConfig.model_validate(data)
+        config = ServiceConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, validation_problems(exc, data)) from None
+        problems = with_env_problems(unset, validation_problems(exc, data))
+    if isinstance(data.get("notify"), dict):
+        try:
+            parse_notify(data["notify"], source, env=environ)
+        except ConfigError as exc:
+            problems = problems + [
+                (f"notify.{where}" if where else "notify", message)
+                for where, message in exc.problems
+            ]
+    if problems or config is None:
+        raise ConfigError(source, problems)
+    return config
 
 
 def load_service_config(path: str | Path, environ: dict[str, str] | None = None) -> ServiceConfig:
