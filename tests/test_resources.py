@@ -86,7 +86,8 @@ def test_installed_the_package_data_is_found_inside_the_package(tmp_path):
     rules, templates, rendered = done.stdout.splitlines()
     assert rules == str(bundled / "rules.yaml")
     assert templates == str(bundled / "templates")
-    assert rendered == "20 []"
+    count, problems = rendered.split(" ", 1)
+    assert int(count) == len(Templates().names()) > 0 and problems == "[]"
 
 
 def test_without_the_package_data_the_error_says_what_is_missing(tmp_path, monkeypatch):
@@ -147,7 +148,7 @@ def test_check_with_no_file_checks_the_shipped_rules_and_templates(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     result = run("check")
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("templates: OK (20 templates")
+    assert result.output.startswith(f"templates: OK ({len(Templates().names())} templates")
     assert f"{resources.default_rules()}: OK (burrow + " in result.output
 
 
