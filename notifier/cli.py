@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from notifier.config import ConfigError, load_rules, parse_duration
+from notifier.config import ConfigError, NotifyConfig, load_rules, parse_duration
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,6 +42,7 @@ def check(
 
     failed = False
     to_check = list(rules_files)
+    notify = None
     if config_path is not None:
         from notifier.config import load_service_config, parse_notify
 
@@ -50,8 +51,6 @@ def check(
             service = load_service_config(config_path)
             if service.notify:
                 notify = parse_notify(service.notify, f"{config_path}: notify")
-                if template_dir is None and notify.templates:
-                    template_dir = Path(notify.templates)
             click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
             to_check.append(service.rules_path(config_path.parent))
         except ConfigError as exc:
@@ -59,7 +58,7 @@ def check(
             failed = True
     elif not to_check:
         to_check.append(resources.rules_or_default(None))
-    failed |= not check_templates(template_dir)
+    failed |= not check_templates(notify, template_dir)
     for path in to_check:
         try:
             config = load_rules(path)
@@ -74,13 +73,19 @@ def check(
     sys.exit(1 if failed else 0)
 
 
-def check_templates(directory: Path | None) -> bool:
-    """Render every notification template with sample data; print problems with template name
-    and line. Finding no template at all is a problem too (a broken install renders nothing)."""
+def check_templates(notify: NotifyConfig | None, directory: Path | None = None) -> bool:
+    """Render every notification template (a template directory's and the config's overrides
+    and webhook body templates too) with sample data; print problems with template name and
+    line. Finding no template at all is a problem too (a broken install renders nothing)."""
+    from notifier.notify import check_templates as problems_in
     from notifier.notify.channels import Templates
 
+    if notify is not None and directory is not None:
+        notify = notify.model_copy(update={"templates": directory})
+    if notify is not None and notify.templates is not None:
+        directory = Path(notify.templates)
     templates = Templates(directory)
-    problems = templates.render_check()
+    problems = problems_in(notify, templates) if notify is not None else templates.render_check()
     for problem in problems:
         click.echo(f"template {problem}", err=True)
     rendered = templates.names()
@@ -124,14 +129,28 @@ def run(config_path: Path) -> None:
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
-    coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
     notifier = sink if hasattr(sink, "add_silence") else None
+    if notifier is not None:
+        # A template that cannot render would cost every message of its channel: refuse to
+        # start, as for any other config error.
+        problems = notifier.check()
+        for problem in problems:
+            click.echo(f"template {problem}", err=True)
+        if problems:
+            sys.exit(2)
+    coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
     companions = [notifier] if notifier is not None else []
     if service.api.enabled:
-        from notifier.api import ApiServer, create_app
+        from notifier.api import ApiServer, ApiServerError, create_app
 
         app = create_app(coordinator, notifier, service.api.token)
-        companions.append(ApiServer(app, service.api.host, service.api.port))
+        server = ApiServer(app, service.api.host, service.api.port)
+        try:
+            server.bind()  # a port in use is a config problem: say so before anything starts
+        except ApiServerError as exc:
+            click.echo(f"{config_path}: api: {exc}", err=True)
+            sys.exit(2)
+        companions.append(server)
     asyncio.run(coordinator.run_until_signalled(companions))
 
 
@@ -389,6 +408,15 @@ def history() -> None:
 @click.option("--interval", default="10s", show_default=True, help="Scan interval.")
 @click.option("--clusters", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--start", help="First scan (ISO 8601; default 2026-01-05T00:00Z).")
+@click.option(
+    "--profile",
+    type=click.Choice(["basic", "fleet"]),
+    default="basic",
+    show_default=True,
+    help="basic: every group healthy but for its injected fault. fleet: a production fleet with "
+    "benign restarts, deploys, spikes, batch consumers and outages, incidents labelled from when "
+    "they can be told apart, and a patterns.csv.",
+)
 def synth(
     out: Path,
     groups: int,
@@ -398,11 +426,12 @@ def synth(
     interval: str,
     clusters: int,
     start: str | None,
+    profile: str,
 ) -> None:
     """Write a synthetic history with injected incidents and their incidents.csv."""
     from datetime import UTC, datetime
 
-    from notifier.backtest import synthesize
+    from notifier.backtest import FleetResult, SynthResult, synthesize, synthesize_fleet
 
     try:
         interval_s = parse_duration(interval)
@@ -410,7 +439,12 @@ def synth(
         if start is not None:
             first = datetime.fromisoformat(start.replace("Z", "+00:00"))
             first = first if first.tzinfo else first.replace(tzinfo=UTC)
-        result = synthesize(out, groups, partitions, hours, seed, interval_s, first, clusters)
+        if profile == "fleet":
+            result: SynthResult = synthesize_fleet(
+                out, groups, partitions, hours, seed, interval_s, clusters, first
+            )
+        else:
+            result = synthesize(out, groups, partitions, hours, seed, interval_s, first, clusters)
     except (ValueError, FileExistsError) as exc:
         click.echo(f"{out}: {exc}", err=True)
         sys.exit(2)
@@ -424,6 +458,9 @@ def synth(
     click.echo(
         f"{result.incidents} labelled incidents ({kinds or 'none'}) in {result.incidents_path}"
     )
+    if isinstance(result, FleetResult):
+        patterns = ", ".join(f"{n} {k}" for k, n in result.patterns_by_kind.items())
+        click.echo(f"groups by pattern ({patterns}) in {result.patterns_path}")
 
 
 @main.command()

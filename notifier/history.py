@@ -9,6 +9,13 @@ in the directory name). There is one row per group-partition per successful scan
 writes nothing, so a gap in the history is the absence of rows. Files are written under a hidden
 temporary name and renamed into place, so a reader never sees half a file, and names starting
 with ``.`` or ``_`` are never part of the dataset.
+
+Crash safety: the rows of the roll under way are also appended, scan by scan, to a hidden journal
+(``<root>/.journal-<start-ms>-<id>.arrows``, an Arrow IPC stream, fsynced after every scan). A
+roll written in full removes its journal; a journal still there when a writer starts was left by
+a crash, and its rows are written out as the Parquet files the roll would have written (same
+names, so a crash after some of them were renamed writes no row twice). A ``kill -9`` loses at
+most the scan being journaled at that moment, not the ``roll_interval`` behind it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
 PARTITION_KEY = "date"
 _PARTITION_RE = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
+_JOURNAL_RE = re.compile(r"^\.journal-(\d{13})-([0-9a-f]{32})\.arrows$")
+_JOURNAL_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 PARQUET_COMPRESSION = "zstd"
 """Faster to write than snappy here and half the size on sample data."""
 
@@ -442,13 +451,80 @@ def _parse_times(values: pd.Series, file: Path, column: str) -> pd.Series:
 # Writing
 
 
+class _Journal:
+    """The rows of one roll, appended to a hidden Arrow IPC stream and fsynced scan by scan,
+    so that a crash before the roll is written loses nothing (see the module docstring)."""
+
+    def __init__(self, root: Path, start_ms: int, token: str, tables: list[pa.Table]) -> None:
+        self.start_ms = start_ms
+        self.token = token
+        self.path = root / f".journal-{start_ms:013d}-{token}.arrows"
+        root.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "wb")  # noqa: SIM115 - open for the roll's lifetime
+        self._stream = pa.ipc.new_stream(self._file, SAMPLE_SCHEMA, options=_JOURNAL_OPTIONS)
+        self.append(tables)
+
+    def append(self, tables: list[pa.Table]) -> None:
+        for table in tables:
+            self._stream.write_table(table)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def discard(self) -> None:
+        """The roll is written (or rewritten into a new journal): this one is not needed."""
+        try:
+            self._stream.close()
+        finally:
+            self._file.close()
+            self.path.unlink(missing_ok=True)
+
+
+def recover_journals(root: Path) -> int:
+    """Write out the rows of journals a crashed writer left in ``root``, as the Parquet files
+    their rolls would have written, and remove the journals; returns the rows recovered. A
+    journal cut short mid-scan keeps every scan before the cut."""
+    if not root.is_dir():
+        return 0
+    recovered = 0
+    for journal in sorted(root.iterdir()):
+        match = _JOURNAL_RE.match(journal.name)
+        if not match:
+            continue
+        start_ms, token = int(match.group(1)), match.group(2)
+        tables = []
+        try:
+            with pa.ipc.open_stream(pa.memory_map(str(journal))) as reader:
+                while True:
+                    try:
+                        tables.append(pa.Table.from_batches([reader.read_next_batch()]))
+                    except StopIteration:
+                        break
+        except (pa.ArrowInvalid, OSError) as exc:
+            # A torn last batch (the crash came mid-write): everything before it counts.
+            log.warning("history journal %s ends in a torn write (%s); keeping the rows before",
+                        journal, exc)  # fmt: skip
+        if tables:
+            table = conform(pa.concat_tables(tables), journal)
+            for day, rows in _split_by_day(table).items():
+                path = root / partition_name(day) / part_file_name(start_ms, token)
+                write_parquet_atomic(path, functools.partial(_write_table, rows))
+            recovered += table.num_rows
+        journal.unlink()
+    if recovered:
+        log.warning("recovered %d history rows that a crash left unwritten", recovered)
+    return recovered
+
+
 class HistoryWriter:
     """Appends scan tables to the history from the scan loop without ever blocking it.
 
-    :meth:`append` only queues the table. Every ``roll_interval_s`` (or sooner, once more
-    than ``max_queued_rows`` are queued) a background thread writes the queued rows as one
-    file per date partition (atomically, see :func:`write_parquet_atomic`), then prunes
-    partitions older than ``retention_days`` (``<= 0`` keeps everything).
+    :meth:`append` only queues the table; the background thread journals it at once (see the
+    module docstring: a crash loses at most the scan being journaled). Every
+    ``roll_interval_s`` (or sooner, once more than ``max_queued_rows`` are queued) the thread
+    writes the queued rows as one file per date partition (atomically, see
+    :func:`write_parquet_atomic`), then prunes partitions older than ``retention_days``
+    (``<= 0`` keeps everything). A new writer first recovers the journals a crash left
+    (:attr:`recovered_rows`).
 
     Rows are kept in memory until their file is in place rather than streamed into open
     files, so a failed write loses nothing: the error is logged, counted in :attr:`errors`,
@@ -478,6 +554,8 @@ class HistoryWriter:
         self.rows_written = 0
         self.files_written = 0
         self.dropped_rows = 0
+        self.journaled_rows = 0
+        self.recovered_rows = recover_journals(self.root)
 
         self._cond = threading.Condition()
         self._incoming: list[pa.Table] = []
@@ -489,6 +567,7 @@ class HistoryWriter:
         self._closed = False
         # Owned by the writer thread only.
         self._pending: list[pa.Table] = []
+        self._journal: _Journal | None = None
         self._roll_started_ms: int | None = None
         self._roll_deadline: float | None = None
         self._retry_at: float | None = None
@@ -593,6 +672,8 @@ class HistoryWriter:
                 self._roll_started_ms = int(time.time() * 1000)
                 self._roll_deadline = time.monotonic() + self.roll_interval_s
             self._pending.extend(incoming)
+            if incoming:
+                self._journal_rows(incoming)
             flushing = ticket > self._flush_served
             error: HistoryWriteError | None = None
             try:
@@ -617,6 +698,38 @@ class HistoryWriter:
                     self._cond.notify_all()
             if closing:
                 return
+
+    def _journal_rows(self, incoming: list[pa.Table]) -> None:
+        """Make ``incoming`` durable before it waits for the roll; a journal that cannot be
+        written is logged and counted, and the rows stay in memory as before."""
+        try:
+            if self._journal is None:
+                assert self._roll_started_ms is not None
+                self._journal = _Journal(
+                    self.root, self._roll_started_ms, uuid.uuid4().hex, self._pending
+                )
+            else:
+                self._journal.append(incoming)
+            self.journaled_rows += sum(t.num_rows for t in incoming)
+        except Exception as exc:
+            self._record_error(exc, "journaling rows")
+            self._close_journal()
+
+    def _close_journal(self, replacement: list[pa.Table] | None = None) -> None:
+        """Drop the roll's journal; with ``replacement``, journal those rows anew first (the
+        ones a partly failed roll still has to write)."""
+        old, self._journal = self._journal, None
+        if replacement and old is not None:
+            try:
+                self._journal = _Journal(self.root, old.start_ms, uuid.uuid4().hex, replacement)
+            except Exception as exc:
+                self._record_error(exc, "journaling rows")
+                return  # keep the old journal: more than needed beats less
+        if old is not None:
+            try:
+                old.discard()
+            except Exception as exc:
+                self._record_error(exc, f"removing {old.path}")
 
     def _has_work(self) -> bool:
         return bool(self._incoming or self._closing or self._flush_requested > self._flush_served)
@@ -661,8 +774,11 @@ class HistoryWriter:
             by_day = {}
             kept = self._pending
             failed.append(str(exc))
+        # The journal's id names the files, so recovering a journal after a crash rewrites the
+        # same files rather than adding copies.
+        token = self._journal.token if self._journal is not None else None
         for day, table in by_day.items():
-            path = self.root / partition_name(day) / part_file_name(self._roll_started_ms)
+            path = self.root / partition_name(day) / part_file_name(self._roll_started_ms, token)
             try:
                 write_parquet_atomic(
                     path,
@@ -679,11 +795,14 @@ class HistoryWriter:
             self.files_written += 1
         self._pending = kept
         if failed:
+            if len(kept) < len(by_day):  # some days are written: journal only the rest
+                self._close_journal(replacement=kept)
             self._retry_at = time.monotonic() + self.retry_s
             return HistoryWriteError(
                 f"history writer could not write to {self.root} "
                 f"({self._queued_rows} rows still queued): " + "; ".join(failed)
             )
+        self._close_journal()
         self._retry_at = None
         self._roll_started_ms = None
         self._roll_deadline = None

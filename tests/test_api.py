@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from pathlib import Path
 
 import httpx
@@ -11,6 +14,7 @@ from hypothesis import HealthCheck, settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifier.api import create_app
+from notifier.collect import ScanError
 from notifier.config import RulesConfig, load_rules
 from notifier.types import Sample
 
@@ -49,8 +53,14 @@ async def burrow_vector_service(tmp_path: Path, case: dict):
     return coord
 
 
-def client(coord, notifier=None) -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=create_app(coord, notifier))
+def last_scan(coord) -> int:
+    """When the coordinator's newest data was observed: tests look at it as fresh by default."""
+    return max((s.metrics.last_success_ms or 0) for s in coord.clusters.values())
+
+
+def client(coord, notifier=None, now: int | None = None) -> httpx.AsyncClient:
+    clock = (lambda: now) if now is not None else (lambda: last_scan(coord))
+    transport = httpx.ASGITransport(app=create_app(coord, notifier, clock=clock))
     return httpx.AsyncClient(transport=transport, base_url="http://notifier")
 
 
@@ -158,6 +168,97 @@ async def test_group_detail_has_windows_and_evidence(demo_service):
     assert missing.status_code == 404
 
 
+async def test_a_log_end_offset_reset_is_logged_once_and_shown_with_the_evidence(tmp_path, caplog):
+    # The topic is recreated between scans 4 and 5: its log-end offset falls from 1040 to 10.
+    leo = [1000 + 10 * i for i in range(5)] + [10 + i for i in range(5)]
+    script = [
+        scan_result([Sample(ts=1_000_000 + i * 10_000, cluster="c", group="g", topic="t",
+                            partition=0, committed_offset=offset, log_end_offset=offset)],
+                    "c", 1_000_000 + i * 10_000)
+        for i, offset in enumerate(leo)
+    ]  # fmt: skip
+    coord, _ = service(tmp_path, script, RulesConfig())
+    caplog.set_level(logging.INFO, logger="notifier.service")
+    await drive(coord, len(script))
+    resets = [r for r in caplog.records if getattr(r, "event", None) == "log_end_offset_reset"]
+    assert len(resets) == 1
+    (line,) = resets
+    assert "log-end offset went backwards" in line.getMessage()
+    assert (line.cluster, line.topic, line.partition) == ("c", "t", 0)
+    assert (line.previous_log_end_offset, line.log_end_offset) == (1040, 10)
+    async with client(coord) as http:
+        detail = (await http.get("/api/groups/c/g")).json()
+    (partition,) = detail["partitions"]
+    assert partition["leo_reset"] == {
+        "at": 1_050_000,
+        "previous_log_end_offset": 1040,
+        "log_end_offset": 10,
+    }
+    assert [p["log_end_offset"] for p in partition["leo_table"]] == [10, 11, 12, 13, 14]
+    assert detail["max_lag_seconds"] == 0.0
+
+
+async def test_during_an_outage_every_answer_says_how_old_the_data_is(tmp_path):
+    # Twelve good scans 10 s apart fill every window; then the cluster stops answering.
+    t0 = 1_800_000_000_000
+    script = [
+        scan_result([Sample(ts=t0 + i * 10_000, cluster="c", group="g", topic="t", partition=0,
+                            committed_offset=100 * i, log_end_offset=100 * i)],
+                    "c", t0 + i * 10_000)
+        for i in range(12)
+    ]  # fmt: skip
+    script += [ScanError("connection refused")] * 6
+    coord, _ = service(tmp_path, script, RulesConfig())
+    await drive(coord, len(script))
+    last = t0 + 11 * 10_000
+
+    async def answers(now: int) -> dict:
+        async with client(coord, now=now) as http:
+            return {
+                path: (await http.get(path))
+                for path in ("/v3/kafka/c/consumer/g/status", "/v3/kafka/c/consumer/g/lag",
+                             "/api/groups", "/api/groups/c/g", "/metrics")
+            }  # fmt: skip
+
+    fresh = await answers(last + 5_000)
+    status = fresh["/v3/kafka/c/consumer/g/lag"].json()["status"]
+    assert (status["complete"], status["stale"], status["data_age_seconds"]) == (1.0, False, 5.0)
+    assert status["partitions"][0]["complete"] == 1.0
+    assert "kafka_consumergroup_lag{" in fresh["/metrics"].text
+
+    stale = await answers(last + 60_000)  # six scan intervals without a successful scan
+    for path in ("/v3/kafka/c/consumer/g/status", "/v3/kafka/c/consumer/g/lag"):
+        body = stale[path]
+        assert body.status_code == 200
+        status = body.json()["status"]
+        assert status["status"] == "OK"  # the last verdict stays, but says how old it is
+        assert (status["stale"], status["data_age_seconds"], status["last_scan"]) == (
+            True, 60.0, last
+        )  # fmt: skip
+        assert status["complete"] == 0.0  # Burrow's complete drops: the window is not covered
+    (partition,) = stale["/v3/kafka/c/consumer/g/lag"].json()["status"]["partitions"]
+    assert partition["complete"] == pytest.approx(0.4)  # 4 of the window's 10 intervals seen
+    overview = stale["/api/groups"].json()
+    (cluster,) = overview["clusters"]
+    assert (cluster["stale"], cluster["data_age_seconds"], cluster["last_scan"]) == (
+        True, 60.0, last
+    )  # fmt: skip
+    (group,) = overview["groups"]
+    assert (group["stale"], group["data_age_seconds"], group["complete"], group["partial"]) == (
+        True, 60.0, 0.0, True
+    )  # fmt: skip
+    detail = stale["/api/groups/c/g"].json()
+    assert (detail["stale"], detail["data_age_seconds"], detail["complete"]) == (True, 60.0, 0.0)
+    families = {f.name: f for f in text_string_to_metric_families(stale["/metrics"].text)}
+    for name in ("kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds",
+                 "kafka_consumergroup_lag_sum", "notifier_group_status",
+                 "kafka_topic_partition_current_offset"):  # fmt: skip
+        assert not families[name].samples, name  # stale values are not exported as current
+    assert families["notifier_cluster_stale"].samples[0].value == 1
+    assert families["notifier_cluster_data_age_seconds"].samples[0].value == 60.0
+    assert families["notifier_last_scan_timestamp_seconds"].samples[0].value == last / 1000
+
+
 async def test_metrics_parse_and_follow_exporter_names(demo_service):
     async with client(demo_service) as http:
         text = (await http.get("/metrics")).text
@@ -175,15 +276,16 @@ async def test_metrics_parse_and_follow_exporter_names(demo_service):
 
 async def test_readiness_follows_successful_scans(tmp_path, demo_service):
     coord, _ = service(tmp_path, [], RulesConfig())
-    async with client(coord) as http:
+    now = int(time.time() * 1000)
+    async with client(coord, now=now) as http:
         assert (await http.get("/healthz")).json() == {"status": "ok"}
         assert (await http.get("/readyz")).status_code == 503
     # the demo service scanned, but long ago (the sample history is from 2026-11-21 00:00)
-    async with client(demo_service) as http:
+    async with client(demo_service, now=now) as http:
         assert (await http.get("/readyz")).status_code == 503
     state = demo_service.clusters["demo"]
-    state.metrics.last_success_ms = int(__import__("time").time() * 1000)
-    async with client(demo_service) as http:
+    state.metrics.last_success_ms = now
+    async with client(demo_service, now=now) as http:
         assert (await http.get("/readyz")).status_code == 200
 
 
@@ -206,6 +308,61 @@ async def test_status_page_and_assets_are_served(demo_service):
     assert "http://" not in index.text.replace("http://www.w3.org", "")  # nothing from the internet
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/static/%00", "/static/app.js%00.png", "/static/..%2F..%2Fapi%2Fapp.py", "/static/%2e%2e",
+     "/static/..%5Capp.py", "/static/" + "a" * 5000, "/static/%ff%fe", "/static/.",
+     "/static/%0d%0aSet-Cookie:x=1"],
+    ids=lambda path: path[:40],
+)  # fmt: skip
+async def test_odd_static_paths_are_404_never_500(demo_service, path):
+    async with client(demo_service) as http:
+        response = await http.get(path)
+    assert response.status_code == 404, response.text[:200]
+    assert response.json()["error"] is True
+
+
+async def test_the_openapi_document_lists_the_status_codes_the_api_answers_with(demo_service):
+    async with client(demo_service) as http:
+        doc = (await http.get("/openapi.json")).json()
+
+    def codes(path: str, method: str = "get") -> set[str]:
+        return set(doc["paths"][path][method]["responses"])
+
+    for path in ("/v3/kafka/{cluster}", "/v3/kafka/{cluster}/consumer",
+                 "/v3/kafka/{cluster}/consumer/{group}",
+                 "/v3/kafka/{cluster}/consumer/{group}/status",
+                 "/v3/kafka/{cluster}/consumer/{group}/lag", "/v3/kafka/{cluster}/topic",
+                 "/v3/kafka/{cluster}/topic/{topic}", "/api/groups/{cluster}/{group}"):  # fmt: skip
+        assert "404" in codes(path), path
+    assert codes("/readyz") == {"200", "503"}
+    assert codes("/api/silences") == {"200", "404"}
+    assert codes("/api/silences", "post") == {"201", "400", "401", "404", "413", "422"}
+    assert codes("/api/silences/{silence_id}", "delete") == {"200", "401", "404", "409", "422"}
+    error = doc["paths"]["/v3/kafka/{cluster}"]["get"]["responses"]["404"]
+    assert error["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+    matchers = doc["components"]["schemas"]["SilenceIn"]["properties"]["matchers"]["anyOf"]
+    as_list = next(m for m in matchers if m["type"] == "array")
+    as_mapping = next(m for m in matchers if m["type"] == "object")
+    assert (as_list["minItems"], as_list["maxItems"], as_mapping["minProperties"]) == (1, 32, 1)
+
+
+async def test_a_body_that_is_not_json_text_gets_the_documented_400(demo_service, notifier):
+    async with writer(demo_service, notifier) as http:
+        response = await http.post("/api/silences", content=b'{"author": "\x80"}',
+                                   headers={"Content-Type": "application/json"})  # fmt: skip
+    assert response.status_code == 400
+    assert response.json()["error"] is True and "parsing the body" in response.json()["message"]
+
+
+async def test_an_empty_matcher_list_is_refused_as_the_document_says(demo_service, notifier):
+    body = {"matchers": [], "ends_at": "2099-01-01T00:00:00Z", "author": "ops", "comment": "x"}
+    async with writer(demo_service, notifier) as http:
+        response = await http.post("/api/silences", json=body)
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["field"].startswith("body.matchers")
+
+
 # ---------------------------------------------------------------------------------------------
 # Robustness: generated requests against the OpenAPI document never get a 500.
 
@@ -221,7 +378,8 @@ def _robust_app():
         await drive(coord, len(script), "demo")
         return coord
 
-    return create_app(asyncio.run(build()))
+    coord = asyncio.run(build())
+    return create_app(coord, clock=lambda: last_scan(coord))
 
 
 ROBUST = schemathesis.openapi.from_asgi("/openapi.json", _robust_app())
@@ -267,7 +425,8 @@ def notifier(tmp_path):
 
 
 def writer(coord, notifier, token=None) -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=create_app(coord, notifier, token))
+    app = create_app(coord, notifier, token, clock=lambda: last_scan(coord))
+    transport = httpx.ASGITransport(app=app)
     return httpx.AsyncClient(transport=transport, base_url="http://notifier")
 
 
@@ -326,6 +485,40 @@ async def test_a_bad_silence_is_rejected_with_the_field(demo_service, notifier):
         no_comment.status_code == 422
         and no_comment.json()["problems"][0]["field"] == "body.comment"
     )
+
+
+async def test_oversized_silence_bodies_are_refused_with_413(demo_service, notifier):
+    # 200,000 matchers, about 3 MB: refused before it is parsed, whether its size is declared
+    # or it arrives chunked.
+    body = {"matchers": ['group="g"'] * 200_000, "ends_at": "2099-01-01T00:00:00Z",
+            "author": "ops", "comment": "x"}  # fmt: skip
+    data = json.dumps(body).encode()
+
+    async def chunks():
+        for start in range(0, len(data), 65_536):
+            yield data[start : start + 65_536]
+
+    async with writer(demo_service, notifier) as http:
+        declared = await http.post("/api/silences", content=data,
+                                   headers={"Content-Type": "application/json"})  # fmt: skip
+        chunked = await http.post("/api/silences", content=chunks(),
+                                  headers={"Content-Type": "application/json"})  # fmt: skip
+        listed = (await http.get("/api/silences")).json()["silences"]
+    for response in (declared, chunked):
+        assert response.status_code == 413
+        assert response.json()["error"] is True
+        assert "larger than 65536 bytes" in response.json()["message"]
+    assert listed == []
+
+
+async def test_a_catastrophic_regex_is_refused_naming_the_matcher(demo_service, notifier):
+    body = {"matchers": ['cluster="demo"', 'group=~"(a+)+$"'],
+            "ends_at": "2099-01-01T00:00:00Z", "author": "ops", "comment": "x"}  # fmt: skip
+    async with writer(demo_service, notifier) as http:
+        response = await http.post("/api/silences", json=body)
+    assert response.status_code == 422
+    assert "matchers[1]" in response.json()["message"]
+    assert "nested quantifier" in response.json()["message"]
 
 
 async def test_writing_silences_needs_the_token_when_one_is_set(demo_service, notifier):

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from notifier.cli import main
@@ -108,3 +112,77 @@ def test_check_renders_every_template_and_names_a_broken_one(tmp_path):
     assert result.exit_code == 1
     assert "slack/open.json.j2:2" in result.output and "no_such_field" in result.output
     assert run("check", str(ROOT / "rules.yaml")).output.startswith("templates: OK")
+
+
+BROKEN_BODY_TEMPLATES = {
+    "syntax error": ('{"text": {{ alert.incident.group|tojson }\n', ":1: "),
+    "unknown filter": ('{"text": {{ alert.incident.group|shout|tojson }}}\n', "shout"),
+    "missing file": (None, "template not found"),
+}
+
+
+def webhook_service(tmp_path: Path, body_template: Path) -> Path:
+    shutil.copy(ROOT / "rules.yaml", tmp_path / "rules.yaml")
+    config = tmp_path / "service.yaml"
+    config.write_text(
+        "clusters: [{name: a, bootstrap_servers: '127.0.0.1:1'}]\n"
+        f"data_dir: {tmp_path / 'data'}\n"
+        "api: {enabled: false}\n"
+        "notify:\n"
+        "  receivers:\n"
+        "    team:\n"
+        f"      webhook: {{url: 'http://127.0.0.1:9/hook', body_template: '{body_template}'}}\n"
+        "  route: {receiver: team}\n"
+    )
+    return config
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN_BODY_TEMPLATES))
+def test_check_config_renders_each_webhook_body_template(tmp_path, broken):
+    source, problem = BROKEN_BODY_TEMPLATES[broken]
+    template = tmp_path / "body.json.j2"
+    if source is not None:
+        template.write_text(source)
+    result = run("check", "--config", str(webhook_service(tmp_path, template)))
+    assert result.exit_code == 1, result.output
+    assert f"template {template}" in result.output and problem in result.output
+
+
+def test_check_config_accepts_a_body_template_that_uses_the_payload(tmp_path):
+    template = tmp_path / "body.json.j2"
+    template.write_text('{"alerts": {{ payload.alerts|length }}, "by": {{ receiver|tojson }}}')
+    result = run("check", "--config", str(webhook_service(tmp_path, template)))
+    assert result.exit_code == 0, result.output
+
+
+def test_run_refuses_to_start_with_a_broken_body_template(tmp_path):
+    template = tmp_path / "body.json.j2"
+    template.write_text(BROKEN_BODY_TEMPLATES["unknown filter"][0])
+    config = webhook_service(tmp_path, template)
+    done = subprocess.run(
+        [sys.executable, "-m", "notifier.cli", "run", "--config", str(config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"template {template}" in done.stderr and "shout" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_run_with_the_api_port_in_use_says_so_in_one_line(tmp_path):
+    shutil.copy(ROOT / "rules.yaml", tmp_path / "rules.yaml")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        config = tmp_path / "service.yaml"
+        config.write_text(
+            "clusters: [{name: a, bootstrap_servers: '127.0.0.1:1'}]\n"
+            f"data_dir: {tmp_path / 'data'}\n"
+            f"api: {{enabled: true, host: 127.0.0.1, port: {port}}}\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "notifier.cli", "run", "--config", str(config)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"{config}: api: cannot listen on 127.0.0.1:{port}: the address is already in use"
+    ]

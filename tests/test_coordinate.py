@@ -8,6 +8,8 @@ test_integration.py); this keeps these tests exact about time.
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,21 @@ async def test_failures_back_off(tmp_path):
     await coord.scan_once("c")  # the second failure backs off one more interval
     assert await coord.scan_once("c") == []
     assert len(coord.clusters["c"].collector.script) == 1  # the collector was not asked
+
+
+async def test_the_back_off_stays_within_three_scan_intervals_however_long_the_outage(
+    tmp_path, caplog
+):
+    # A 150 s outage at a 10 s interval: the broker must be noticed back within 30 s, not
+    # after a back-off grown to minutes.
+    caplog.set_level(logging.WARNING, logger="notifier.service")
+    coord, _ = coordinator(tmp_path, [ScanError("connection refused")] * 15)
+    await run_scans(coord, 15)
+    waits = [r.next_try_s for r in caplog.records if getattr(r, "event", "") == "scan_failed"]
+    assert waits[:3] == [10, 20, 30]
+    assert max(waits) == 3 * INTERVAL_S
+    state = coord.clusters["c"]
+    assert state.retry_at - time.monotonic() <= 2 * INTERVAL_S  # skips two ticks at most
 
 
 async def test_a_vanished_group_resolves_as_gone(tmp_path):

@@ -15,6 +15,7 @@ import time
 
 from notifier.demo import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
 from notifier.notify import NotifyStore, OutboxEntry
+from notifier.service.logs import JsonFormatter
 from notifier.types import Event
 
 from .notify_helpers import (
@@ -149,6 +150,13 @@ async def test_429_retry_after_is_honoured(http, tmp_path, notifiers):
     await notifier.stop()
 
 
+def logged(record: logging.LogRecord) -> dict:
+    """A log record as the service's JSON log line shows it (``ts``, ``level`` and ``logger``
+    left out): the fields must be top-level, searchable, not a JSON string inside ``msg``."""
+    line = json.loads(JsonFormatter().format(record))
+    return {k: v for k, v in line.items() if k not in ("ts", "level", "logger")}
+
+
 async def test_a_final_failure_is_reported_counted_and_the_lane_moves_on(
     http, tmp_path, notifiers, caplog
 ):
@@ -167,9 +175,10 @@ async def test_a_final_failure_is_reported_counted_and_the_lane_moves_on(
     [failed] = notifier.store.outbox_rows("failed")
     assert failed["notification_id"] == opened.id
     assert failed["last_error"].startswith("HTTP 400")
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.levelno >= logging.ERROR]
+    lines = [logged(r) for r in caplog.records if r.levelno >= logging.ERROR]
     assert lines == [
         {
+            "msg": "notification failed",
             "event": "notification_failed",
             "channel": "hook/webhook",
             "notification": opened.id,
@@ -237,8 +246,9 @@ async def test_a_row_whose_channel_was_removed_fails_loudly_after_a_restart(
         "channel no longer configured",
     )
     assert second.metrics()["failed"] == {"hook/webhook": 1}
-    [line] = [json.loads(r.getMessage()) for r in caplog.records if r.levelno >= logging.ERROR]
+    [line] = [logged(r) for r in caplog.records if r.levelno >= logging.ERROR]
     assert line == {
+        "msg": "notification failed",
         "event": "notification_failed",
         "channel": "hook/webhook",
         "notification": planned.id,

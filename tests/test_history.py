@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -30,6 +36,7 @@ from notifier.history import (
 )
 from notifier.types import SAMPLE_SCHEMA, Sample, samples_to_table, table_to_samples
 
+ROOT = Path(__file__).resolve().parents[1]
 DAY_MS = 86_400_000
 # 2026-11-20 23:59:50 UTC: scans ten seconds apart cross midnight after the first one.
 T0 = int(datetime(2026, 11, 20, 23, 59, 50, tzinfo=UTC).timestamp() * 1000)
@@ -229,6 +236,127 @@ def test_close_flushes_and_refuses_more(tmp_path: Path) -> None:
     assert read_history(tmp_path).num_rows == 3
     with pytest.raises(HistoryError, match="closed"):
         writer.append(scan(T0 + 30_000))
+
+
+# A service process writing history, one scan every `pause` seconds, printing each scan's index
+# once append() returned: what `notifier run` does, without Kafka. Killed with SIGKILL.
+SCANNING_PROCESS = """
+import sys, time
+from notifier.history import HistoryWriter
+from notifier.types import Sample, samples_to_table
+
+root, first, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+writer = HistoryWriter(root, roll_interval_s=300, retention_days=0)
+print("started", flush=True)
+for i in range(first, first + 100_000):
+    writer.append(samples_to_table([
+        Sample(ts={t0} + i * 10_000, cluster="prod", group="orders", topic="orders.v1",
+               partition=p, committed_offset=i, log_end_offset=i + 5, members=1)
+        for p in range(3)
+    ]))
+    print(i, flush=True)
+    time.sleep(pause)
+"""
+
+
+def scanning_process(root: Path, first: int, pause: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", SCANNING_PROCESS.format(t0=T0), str(root), str(first), str(pause)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+def scans_in(root: Path) -> list[int]:
+    """The scan indexes in the history, one per row (so a duplicate shows twice)."""
+    table = read_history(root)
+    return sorted(table.column("committed_offset").to_pylist())
+
+
+def test_a_kill_minus_9_before_the_roll_loses_no_scan(tmp_path: Path) -> None:
+    # roll_interval is 5 minutes: before, everything since the last roll died with the process.
+    process = scanning_process(tmp_path, 0, 0.05)
+    assert process.stdout is not None
+    appended = [line.strip() for line, _ in zip(process.stdout, range(11), strict=False)]
+    time.sleep(0.5)  # the writer thread has long made the ten scans durable
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    assert appended[0] == "started"
+    done = [int(i) for i in appended[1:]]
+
+    HistoryWriter(tmp_path, roll_interval_s=300, retention_days=0).close()  # the restart
+
+    recovered = collections.Counter(scans_in(tmp_path))
+    assert set(done) <= set(recovered)
+    assert set(recovered.values()) == {3}  # every partition of a scan, none twice
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]  # journal gone
+
+
+def test_twenty_kills_at_random_moments_lose_only_the_scan_in_flight(tmp_path: Path) -> None:
+    rng = random.Random(15)
+    next_scan = 0
+    durable: list[int] = []  # scans whose append() returned well before the kill
+    for _ in range(20):
+        process = scanning_process(tmp_path, next_scan, 0.01)
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "started"  # recovery has run
+        killed_at = time.monotonic() + rng.uniform(0.05, 0.4)
+        seen: list[tuple[int, float]] = []
+        while time.monotonic() < killed_at:
+            seen.append((int(process.stdout.readline()), time.monotonic()))
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        durable += [i for i, at in seen if at < killed_at - 0.1]
+        next_scan = seen[-1][0] + 1 if seen else next_scan
+    HistoryWriter(tmp_path, roll_interval_s=300, retention_days=0).close()
+
+    recovered = scans_in(tmp_path)
+    counts = collections.Counter(recovered)
+    assert set(durable) <= set(counts), sorted(set(durable) - set(counts))[:10]
+    assert set(counts.values()) == {3}  # three partitions a scan; no scan written twice
+    print(f"{len(counts)} scans kept across 20 kills, {len(durable)} required, 0 duplicated")
+
+
+def test_a_crash_after_a_partly_written_roll_writes_no_row_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = history.write_parquet_atomic
+
+    def second_day_fails(path: Path, write: Any) -> None:
+        if "2026-11-21" in str(path):
+            raise OSError("disk full")
+        real(path, write)
+
+    monkeypatch.setattr(history, "write_parquet_atomic", second_day_fails)
+    crashed = HistoryWriter(tmp_path, roll_interval_s=3600, retention_days=0, retry_s=3600)
+    crashed.append(scan(T0))  # 2026-11-20
+    crashed.append(scan(T0 + 20_000))  # 2026-11-21
+    with pytest.raises(HistoryWriteError):
+        crashed.flush()  # the first day is in place, the second only in memory and journal
+    monkeypatch.setattr(history, "write_parquet_atomic", real)
+
+    restarted = HistoryWriter(tmp_path, roll_interval_s=3600, retention_days=0)
+    restarted.close()
+    assert restarted.recovered_rows == 3
+    assert rows(read_history(tmp_path)) == rows(pa.concat_tables([scan(T0), scan(T0 + 20_000)]))
+
+
+def test_a_journal_torn_mid_write_keeps_the_scans_before_the_tear(tmp_path: Path) -> None:
+    writer = HistoryWriter(tmp_path, roll_interval_s=3600, retention_days=0)
+    for i in range(3):
+        writer.append(scan(T0 + 20_000 + i * 10_000, offset=100 + i))
+    deadline = time.monotonic() + 5
+    while writer.journaled_rows < 9 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (journal,) = [p for p in tmp_path.iterdir() if p.name.startswith(".journal-")]
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    data = journal.read_bytes()
+    (torn / journal.name).write_bytes(data[: len(data) - 40])  # the last scan half written
+    writer.close()
+
+    assert history.recover_journals(torn) == 6
+    assert read_history(torn).num_rows == 6
+    assert not [p for p in torn.iterdir() if p.name.startswith(".")]
 
 
 def test_append_conforms_compatible_tables_and_rejects_others(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ import logging
 import pytest
 
 from notifier.config import ConfigError
-from notifier.notify import Notifier, SilenceError
+from notifier.notify import Notifier, NotifyStore, SilenceError
+from notifier.service.logs import JsonFormatter
 
 from .notify_helpers import ERR, OK, WARN, alerts_of, config, eventually, move, now_ms, webhook
 
@@ -64,7 +65,7 @@ async def test_secrets_never_reach_logs_errors_or_metrics(http, tmp_path, notifi
     notifier.flush_due()
     assert await notifier.wait_delivered(5)
 
-    shown = "\n".join(r.getMessage() for r in caplog.records)
+    shown = "\n".join(JsonFormatter().format(r) for r in caplog.records)  # the lines as logged
     shown += json.dumps(notifier.metrics()) + repr(notifier.config) + repr(notifier.channels)
     shown += json.dumps(notifier.store.outbox_rows())
     assert "notification_failed" in shown and "notification_retry" in shown
@@ -110,3 +111,19 @@ def test_a_config_error_from_the_service_names_the_field():
     with pytest.raises(ConfigError) as exc:
         config({"hook": {"webhook": {"url": "http://x", "concurrency": 0}}})
     assert "receivers.hook[0].webhook.concurrency" in dict(exc.value.problems)
+
+
+async def test_a_stored_silence_that_the_limits_now_refuse_is_dropped_not_a_crash(tmp_path, caplog):
+    # Written by a version without regex limits: the notifier must still start.
+    db = tmp_path / "n.sqlite"
+    store = NotifyStore(db)
+    store.save_silence("old", {"id": "old", "matchers": ['group=~"(a+)+$"'], "starts_at": 0,
+                               "ends_at": 4_102_444_800_000, "author": "ops", "comment": "x",
+                               "created_at": 0, "source": "api"})  # fmt: skip
+    store.close()
+    caplog.set_level(logging.ERROR, logger="notifier.notify")
+    notifier = Notifier(config(webhook("http://127.0.0.1:9/")), db)
+    assert notifier.list_silences() == []
+    (line,) = [r for r in caplog.records if getattr(r, "event", "") == "silence_dropped"]
+    assert line.silence == "old" and "nested quantifier" in line.error
+    await notifier.stop()

@@ -201,6 +201,11 @@ def test_dollar_dollar_escapes_substitution():
             "invalid regular expression",
         ),
         (
+            {"route": {"receiver": "r", "routes": [{"matchers": ['group=~"(a+)+$"']}]}},
+            "route.routes[0].matchers[0]",
+            "nested quantifier",
+        ),
+        (
             {"route": {"receiver": "r", "routes": [{"matchers": ["colour=red"]}]}},
             "route.routes[0].matchers",
             "unknown label 'colour'",

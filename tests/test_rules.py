@@ -5,43 +5,12 @@ Scenarios are written in the same series notation as `notifier test-rules` files
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from notifier.config import parse_rules
 from notifier.rules import RuleTest, TransitionTracker, replay_table, series_samples
-from notifier.types import GroupResult, GroupStatus, samples_to_table
-
-BURROW_ONLY: dict[str, Any] = {"burrow": {"minimum_complete": 1.0}}
-
-
-def evaluate(
-    rules: dict[str, Any], inputs: list[dict[str, Any]], at: int, interval: str = "60s"
-) -> GroupResult:
-    """The group result at ``at`` seconds for series inputs of one group."""
-    config = parse_rules(rules)
-    test = RuleTest.model_validate(
-        {
-            "name": "t",
-            "interval": interval,
-            "input": inputs,
-            "expect": [{"at": at, "group": inputs[0]["group"], "status": "OK"}],
-        }
-    )
-    samples = series_samples(test, "test")
-    at_ms = at * 1000
-    evaluations = replay_table(samples_to_table(samples), config, test.interval, [at_ms])
-    return evaluations[at_ms].result("local", inputs[0]["group"])
-
-
-def series(**fields: Any) -> dict[str, Any]:
-    return {"group": "g", "topic": "t", "partition": 0, **fields}
-
-
-def rule_names(result: GroupResult) -> set[str]:
-    return {f.rule for f in result.findings}
-
+from notifier.types import GroupStatus, samples_to_table
+from tests.rule_helpers import BURROW_ONLY, evaluate, only, series
 
 # --------------------------------------------------------------------------------------------
 # Burrow's rules on scans: STALL vs STOP, rare committers, rewinds
@@ -155,10 +124,6 @@ def test_minimum_complete_zero_behaves_like_burrow():
 # The other rules
 
 
-def only(rule: dict[str, Any]) -> dict[str, Any]:
-    return {"burrow": {"enabled": False}, "rules": [{"name": "r", **rule}]}
-
-
 @pytest.mark.parametrize(
     "scope,threshold,fires",
     [("partition", 40, True), ("partition", 60, False), ("group", 90, True)],
@@ -188,6 +153,24 @@ def test_lag_in_seconds_fires_on_time_behind_not_offsets():
     )
     result = evaluate(BURROW_ONLY, inputs, 540)
     assert result.max_lag_seconds == pytest.approx(300.0)
+
+
+def test_lag_in_seconds_starts_over_when_the_log_end_offset_goes_backwards():
+    # The topic was recreated (or the cluster rebuilt empty) during a five-scan gap: the LEO
+    # starts again from 10, and the group, reading the new topic, is caught up all along.
+    offsets = "1000+10x19 _x5 10+1x199"
+    inputs = [series(committed=offsets, log_end=offsets)]
+    for at in (1800, 3000):
+        result = evaluate(only({"kind": "lag_seconds", "threshold": "5m"}), inputs, at)
+        assert result.status is GroupStatus.OK, result.findings
+        assert result.max_lag_seconds == 0.0
+
+
+def test_a_consumer_behind_on_a_recreated_topic_is_timed_against_the_new_log():
+    # After the reset the LEO grows 60 a minute and the group stays 120 offsets (2 min) behind.
+    inputs = [series(committed="5000+60x9 0+60x9", log_end="5000+60x9 120+60x9")]
+    result = evaluate(BURROW_ONLY, inputs, 19 * 60)
+    assert result.max_lag_seconds == pytest.approx(120.0)
 
 
 def test_lag_in_seconds_unknown_is_not_zero_and_never_fires():

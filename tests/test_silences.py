@@ -4,6 +4,8 @@ validation that names the field, and silences from the config file.
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import pytest
@@ -113,3 +115,40 @@ def test_config_silences_are_loaded():
     d.handle([move("batch", OK, ERR, T0)], T0)
     assert d.tick(T0) == []
     assert [s.source for s in d.silences.values()] == ["config"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("(a+)+$", "nested quantifier"),  # the classic: 2^n ways to split a run of a's
+        ("(.*)*x", "nested quantifier"),
+        (r"(\w+\s?)+$", "nested quantifier"),
+        ("(x+x+)+y", "nested quantifier"),
+        ("(a|a)*b", "alternation"),  # branches that can start alike, under a repeat
+        ("(a|aa)+$", "alternation"),
+        (r"(a)\1", "backreference"),
+        ("a" * 1001, "longer than 1000 characters"),
+    ],
+)
+def test_regexes_that_could_match_for_minutes_are_refused_before_they_run(pattern, problem):
+    started = time.perf_counter()
+    with pytest.raises(SilenceError) as exc:
+        silence([f"group=~{json.dumps(pattern)}"], T0 + H)
+    assert problem in dict(exc.value.problems)["matchers[0]"]
+    assert time.perf_counter() - started < 0.1
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["orders-.*", "(orders|billing)-.*", "batch-[0-9]+", "(eu|us)-(orders|billing)-v[0-9]{1,3}",
+     "(ab)+", ".*-dlq", "a{2,5}b*", "(?i)orders"],
+)  # fmt: skip
+def test_ordinary_regexes_are_accepted(pattern):
+    assert silence([f"group=~{json.dumps(pattern)}"], T0 + H).matchers[0].value == pattern
+
+
+def test_a_silence_has_at_most_32_matchers():
+    assert len(silence(["cluster=prod"] * 32, T0 + H).matchers) == 32
+    with pytest.raises(SilenceError) as exc:
+        silence(["cluster=prod"] * 33, T0 + H)
+    assert dict(exc.value.problems)["matchers"] == "at most 32 matchers, got 33"

@@ -51,13 +51,28 @@ async def browse(binary: str, url: str, profile: Path, *extra: str) -> str:
     return out.decode()
 
 
-@pytest.fixture
-async def status_page(tmp_path):
+async def serve(tmp_path: Path, seconds_after_last_scan: float):
+    """The sample history replayed, its status page served as seen that long after its last
+    scan."""
     coord, script = replayed_service(tmp_path, ROOT / "examples" / "sample-history.csv",
                                      load_rules(ROOT / "rules.yaml"))  # fmt: skip
     await drive(coord, len(script), "demo")
-    server = ApiServer(create_app(coord), "127.0.0.1", 0)
+    now = coord.clusters["demo"].metrics.last_success_ms + int(seconds_after_last_scan * 1000)
+    server = ApiServer(create_app(coord, clock=lambda: now), "127.0.0.1", 0)
     await server.start()
+    return server
+
+
+@pytest.fixture
+async def status_page(tmp_path):
+    server = await serve(tmp_path, 2)
+    yield f"http://127.0.0.1:{server.port}"
+    await server.stop()
+
+
+@pytest.fixture
+async def stale_status_page(tmp_path):
+    server = await serve(tmp_path, 600)  # ten minutes without a successful scan
     yield f"http://127.0.0.1:{server.port}"
     await server.stop()
 
@@ -92,3 +107,20 @@ async def test_the_group_page_shows_the_evidence(status_page, tmp_path):
     await browse(binary, status_page + "/groups/demo/stalled", tmp_path / "profile2",
                  f"--screenshot={shot}", "--window-size=1400,900")  # fmt: skip
     assert shot.exists()
+
+
+async def test_stale_data_is_marked_with_its_age_on_both_pages(stale_status_page, tmp_path):
+    binary = chromium()
+    index = await browse(binary, stale_status_page + "/", tmp_path / "profile", "--dump-dom")
+    assert re.search(r'<span id="clusters" class="stale">stale — demo: data 10 min old', index)
+    rows = re.findall(r'<tr class="status-\w+" data-group="[^"]+".*?</tr>', index)
+    assert rows and all('class="mark stale">stale: 10 min old' in row for row in rows)
+    group = await browse(binary, stale_status_page + "/groups/demo/stalled",
+                         tmp_path / "profile2", "--dump-dom")  # fmt: skip
+    assert "data age" in group and "10 min — stale" in group
+    assert '<section id="overview" class="cards stale">' in group
+
+
+async def test_fresh_data_carries_no_stale_mark(status_page, tmp_path):
+    dom = await browse(chromium(), status_page + "/", tmp_path / "profile", "--dump-dom")
+    assert "stale" not in dom.replace("mark.stale", "")

@@ -4,10 +4,25 @@ its line (at check time and as a final delivery error), an override directory wi
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
-from notifier.notify.channels import SlackWebhook, Templates, sample_notification
-from notifier.types import Event
+import pytest
+
+from notifier.demo import SmtpReceiver
+from notifier.notify import IncidentBook
+from notifier.notify.channels import (
+    Channel,
+    Email,
+    PagerDuty,
+    SlackWebhook,
+    Templates,
+    Webhook,
+    sample_notification,
+    webhook_payload,
+)
+from notifier.types import Alert, Event, Notification
 
 from .channel_helpers import WEBHOOK_PATH, make_notification
 
@@ -33,16 +48,56 @@ def test_render_check_names_the_broken_template_and_its_line(tmp_path):
     assert str(by_name["slack/resolve.json.j2"]).startswith("slack/resolve.json.j2:2: ")
 
 
-async def test_a_template_error_is_a_final_delivery_error_with_name_and_line(http, tmp_path):
-    broken = tmp_path / "open.json.j2"
-    broken.write_text('{"text": {{ notification.nope|tojson }}}')
-    templates = Templates(paths={"slack/open.json.j2": broken})
-    async with SlackWebhook(http.url_for(WEBHOOK_PATH), templates=templates) as slack:
-        delivery = await slack.send(make_notification())
+BROKEN_AT_SEND = {
+    # channel → (the template it renders for an open alert, a body that breaks only at send time)
+    "slack": ("slack/open.json.j2", '{"text": {{ (alert.result.total_lag // 0)|tojson }}}'),
+    "pagerduty": ("pagerduty/open.summary.j2", "{{ alert.result.total_lag // 0 }}"),
+    "email": ("email/open.subject.j2", "lag {{ alert.result.total_lag // 0 }}"),
+    "webhook": ("webhook/custom.json.j2", '{"lag": {{ alert.result.total_lag // 0 }}}'),
+}
 
-    assert (delivery.ok, delivery.retryable) == (False, False)
-    assert delivery.error.startswith("template slack/open.json.j2:1: ")
-    assert http.requests == []
+
+@pytest.fixture
+async def smtp():
+    async with SmtpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN_AT_SEND))
+async def test_a_template_that_fails_at_send_time_falls_back_to_the_built_in_one(
+    kind, http, smtp, tmp_path, caplog
+):
+    name, source = BROKEN_AT_SEND[kind]
+    broken = tmp_path / "broken.j2"
+    broken.write_text("\n" + source)  # the failure is on line 2
+    caplog.set_level(logging.ERROR, logger="notifier.notify")
+    if kind == "webhook":
+        channel: Channel = Webhook(http.url_for("/hook"), body_template=broken)
+    else:
+        templates = Templates(paths={name: broken})
+        channel = {
+            "slack": lambda: SlackWebhook(http.url_for(WEBHOOK_PATH), templates=templates),
+            "pagerduty": lambda: PagerDuty("R" * 32, url=http.url_for("/pd"), templates=templates),
+            "email": lambda: Email("127.0.0.1", smtp.port, sender="n@example.com",
+                                   recipients=["oncall@example.com"], tls="none",
+                                   templates=templates),
+        }[kind]()  # fmt: skip
+    async with channel:
+        delivery = await channel.send(make_notification())
+
+    assert delivery.ok, delivery.error  # the alert went out, in the built-in layout
+    if kind == "email":
+        (message,) = smtp.messages
+        assert message.message["Subject"] == "[notifier] prod/orders"
+    else:
+        (request,) = http.requests
+        sent = json.dumps(request.json)
+        assert "orders" in sent and "lag" not in request.json  # not the custom body
+    (line,) = [r for r in caplog.records if getattr(r, "event", None) == "template_failed"]
+    assert line.levelno == logging.ERROR
+    assert (line.channel, line.template, line.line) == (channel.name, str(broken) if kind ==
+                                                        "webhook" else name, 2)  # fmt: skip
+    assert "ZeroDivisionError" in line.error and line.fallback == "built-in"
 
 
 def test_an_override_directory_wins_over_the_shipped_templates(tmp_path):
@@ -67,3 +122,36 @@ def test_every_template_file_is_documented_in_the_naming_scheme():
     names = Templates().names()
     assert "slack/open.json.j2" in names
     assert all(Path(name).name.count(".") >= 2 for name in names)
+
+
+def cluster_down_notification(event: Event) -> Notification:
+    """What the dispatcher sends when cluster prod cannot be scanned (and when it is back)."""
+    book = IncidentBook()
+    opened = 1_714_560_000_000
+    incident = book.cluster_down("prod", opened, "connection refused").incident
+    if event is Event.RESOLVE:
+        book.cluster_up("prod", opened + 600_000)
+    alert = Alert(event=event, incident=incident, result=None)
+    return Notification(id="n1", receiver="oncall", group_key='{cluster="prod"}',
+                        alerts=[alert], created_at=opened + 600_000)  # fmt: skip
+
+
+@pytest.mark.parametrize("event", [Event.OPEN, Event.REPEAT, Event.RESOLVE])
+def test_a_cluster_down_notification_talks_about_the_cluster(event):
+    templates = Templates()
+    notification = cluster_down_notification(event)
+    context = templates.context(notification, payload=webhook_payload(notification))
+    names = [Templates.name("slack", event, "json"), Templates.name("email", event, "subject"),
+             Templates.name("email", event, "txt"), Templates.name("email", event, "html"),
+             "webhook/text.json.j2"]  # fmt: skip
+    if event is not Event.RESOLVE:
+        names.append(Templates.name("pagerduty", event, "summary"))
+    for name in names:
+        text = templates.render(name, context)
+        assert "no longer reported" not in text, name  # that is a vanished group's wording
+        assert "prod/*" not in text and "/ <strong>*</strong>" not in text, name
+        assert "cluster prod" in text or "prod (cluster)" in text, (name, text)
+        if event is Event.RESOLVE:
+            assert "can be scanned again" in text or "subject" in name, (name, text)
+        elif "subject" not in name:
+            assert "cannot be scanned: connection refused" in text, (name, text)

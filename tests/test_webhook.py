@@ -4,7 +4,9 @@ documented default body, auth, custom body templates, and credentials that never
 
 from __future__ import annotations
 
-from notifier.notify.channels import Webhook
+import logging
+
+from notifier.notify.channels import Webhook, webhook_payload
 from notifier.types import Event, GroupStatus
 
 from .channel_helpers import make_alert, make_notification
@@ -86,16 +88,21 @@ async def test_webhook_shipped_text_template_suits_chat_bridges(http):
     assert text.splitlines()[0] == "Consumer lag ERR: prod/orders"
 
 
-async def test_webhook_template_with_invalid_json_fails_naming_the_template(http, tmp_path):
+async def test_webhook_template_with_invalid_json_sends_the_built_in_body_and_says_so(
+    http, tmp_path, caplog
+):
     template = tmp_path / "broken.json.j2"
     template.write_text('{"group": {{ alert.incident.group }}}')  # forgot |tojson
+    caplog.set_level(logging.ERROR, logger="notifier.notify")
     async with Webhook(http.url_for("/custom"), body_template=template) as hook:
         delivery = await hook.send(make_notification())
 
-    assert (delivery.ok, delivery.retryable) == (False, False)
-    assert str(template) in delivery.error
-    assert "invalid JSON" in delivery.error
-    assert http.requests == []
+    assert delivery.ok
+    [request] = http.to("/custom")
+    assert request.json == webhook_payload(make_notification())
+    [line] = caplog.records
+    assert (line.event, line.template) == ("template_failed", str(template))
+    assert "invalid JSON" in line.error
 
 
 async def test_webhook_url_credentials_never_appear(http):

@@ -12,11 +12,12 @@ Imports from notifier: :mod:`notifier.config`, :mod:`notifier.rules`, :mod:`noti
 """
 
 from notifier.api.app import create_app
-from notifier.api.server import ApiServer
+from notifier.api.server import ApiServer, ApiServerError
 from notifier.api.sources import CoordinatorView, NotifierView
 
 __all__ = [
     "ApiServer",
+    "ApiServerError",
     "CoordinatorView",
     "NotifierView",
     "create_app",

@@ -9,38 +9,98 @@ the clusters nothing. The bodies are built in :mod:`~notifier.api.burrow`,
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, generate_latest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
 from notifier.api.metrics import ServiceMetrics
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import (
+    as_of,
     cluster_summaries,
+    freshness,
     group_detail,
     group_result,
     groups_overview,
     incident_view,
     jsonable,
 )
-from notifier.config import ConfigError
+from notifier.config import MAX_SILENCE_MATCHERS, ConfigError
 from notifier.types import GroupStatus
 
 STATIC = Path(__file__).parent / "static"
 
+MAX_BODY_BYTES = 65_536
+"""The largest request body accepted: a silence is a few hundred bytes; anything near this is a
+mistake or an attack, refused with 413 before it is parsed."""
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` (declared in Content-Length, or
+    counted as it streams in) gets a 413 with the usual JSON error body, and the app never sees
+    it. Bodies within the limit are buffered and handed on unchanged."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away; the app will see the disconnect
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
+        message = f"request body larger than {self.max_bytes} bytes"
+        body = {"error": True, "message": message, "request": request_info(request)}
+        await JSONResponse(body, status_code=413)(scope, receive, send)
+
 
 class SilenceIn(BaseModel):
-    matchers: list[str] | dict[str, str] = Field(
+    matchers: (
+        Annotated[list[str], Field(min_length=1, max_length=MAX_SILENCE_MATCHERS)]
+        | Annotated[dict[str, str], Field(min_length=1, max_length=MAX_SILENCE_MATCHERS)]
+    ) = Field(
         description='Alertmanager-style matchers: ["group=~\\"batch-.*\\"", "cluster=\\"prod\\""] '
-        "or a mapping of cluster, group, topic, rule or severity to a value (=~ prefix: regex)"
+        "or a mapping of cluster, group, topic, rule or severity to a value (=~ prefix: regex); "
+        "at least one"
     )
     starts_at: str | int | None = Field(
         default=None, description="ISO-8601 or epoch ms; default now"
@@ -48,6 +108,41 @@ class SilenceIn(BaseModel):
     ends_at: str | int = Field(description="ISO-8601 or epoch ms")
     author: str
     comment: str = Field(description="why: required, as in Alertmanager")
+
+
+class RequestInfo(BaseModel):
+    url: str = Field(description="the path asked for")
+    host: str = Field(description="the host that answered")
+
+
+class Problem(BaseModel):
+    field: str
+    problem: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer, in Burrow's shape. A 422 lists ``problems`` by field; Burrow's
+    ``/status`` and ``/lag`` 404 also carry Burrow's NOTFOUND ``status`` object."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: bool = True
+    message: str
+    request: RequestInfo
+    problems: list[Problem] | None = None
+
+
+def _errors(**codes: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for error codes (``e404="why"``), each with :class:`ErrorBody`."""
+    return {int(code[1:]): {"model": ErrorBody, "description": why} for code, why in codes.items()}
+
+
+_INVALID = "a parameter or the body is invalid: `problems` (or the message) names each field"
+_NOT_FOUND = _errors(e404="no such cluster (or group, or topic)", e422=_INVALID)
+_WRITE = {
+    "e401": "a bearer token is configured and the request does not carry it",
+    "e404": "notifications are not configured, so there are no silences",
+}
 
 
 def _epoch_ms(value: str | int, field: str) -> int:
@@ -62,9 +157,18 @@ def _epoch_ms(value: str | int, field: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def create_app(
-    coordinator: CoordinatorView, notifier: NotifierView | None = None, token: str | None = None
+    coordinator: CoordinatorView,
+    notifier: NotifierView | None = None,
+    token: str | None = None,
+    clock: Callable[[], int] = _wall_ms,
 ) -> FastAPI:
+    """The app over a running coordinator (and notifier); ``clock`` (epoch ms) is what the age
+    of the data is measured against."""
     app = FastAPI(
         title="notifier",
         description=(
@@ -75,6 +179,7 @@ def create_app(
     )
     app.state.coordinator = coordinator
     app.state.notifier = notifier
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
 
     def require_token(request: Request) -> None:
         if token is None:
@@ -104,7 +209,7 @@ def create_app(
     def burrow_clusters(request: Request) -> dict[str, Any]:
         return burrow_body(request, "cluster list returned", clusters=sorted(coordinator.clusters))
 
-    @app.get("/v3/kafka/{cluster}", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_cluster(cluster: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         config = state.config
@@ -117,13 +222,13 @@ def create_app(
         }
         return burrow_body(request, "cluster module detail returned", module=module)
 
-    @app.get("/v3/kafka/{cluster}/consumer", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/consumer", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_consumers(cluster: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         groups = set(state.groups) | {g for _, g in state.store.groups(cluster)}
         return burrow_body(request, "consumer list returned", consumers=sorted(groups))
 
-    @app.get("/v3/kafka/{cluster}/consumer/{group}", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/consumer/{group}", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_consumer(cluster: str, group: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         result = group_result(state, cluster, group)
@@ -146,31 +251,31 @@ def create_app(
 
     def _status(cluster: str, group: str, request: Request, show_all: bool) -> JSONResponse:
         state = _cluster(coordinator, cluster)
-        result = group_result(state, cluster, group)
-        body = burrow_body(
-            request, "consumer status returned", status=burrow_status(result, show_all)
-        )
+        fresh = freshness(state, clock())
+        result = as_of(group_result(state, cluster, group), fresh)
+        status = burrow_status(result, show_all, fresh.fields())
+        body = burrow_body(request, "consumer status returned", status=status)
         if result.status is GroupStatus.NOTFOUND:
             body["error"] = True
             body["message"] = "cluster or consumer not found"
             return JSONResponse(body, status_code=404)
         return JSONResponse(body)
 
-    @app.get("/v3/kafka/{cluster}/consumer/{group}/status", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/consumer/{group}/status", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_group_status(cluster: str, group: str, request: Request) -> JSONResponse:
         return _status(cluster, group, request, show_all=False)
 
-    @app.get("/v3/kafka/{cluster}/consumer/{group}/lag", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/consumer/{group}/lag", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_group_lag(cluster: str, group: str, request: Request) -> JSONResponse:
         return _status(cluster, group, request, show_all=True)
 
-    @app.get("/v3/kafka/{cluster}/topic", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/topic", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_topics(cluster: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         topics = sorted({t for (c, t, _p) in state.store._table_of if c == cluster})
         return burrow_body(request, "topic list returned", topics=topics)
 
-    @app.get("/v3/kafka/{cluster}/topic/{topic}", tags=["burrow"])
+    @app.get("/v3/kafka/{cluster}/topic/{topic}", tags=["burrow"], responses=_NOT_FOUND)
     def burrow_topic(cluster: str, topic: str, request: Request) -> dict[str, Any]:
         state = _cluster(coordinator, cluster)
         store = state.store
@@ -190,14 +295,15 @@ def create_app(
 
     @app.get("/api/groups", tags=["notifier"])
     def api_groups() -> dict[str, Any]:
+        now = clock()
         groups = []
         for name, state in coordinator.clusters.items():
-            groups += groups_overview(state, name, notifier)
-        return {"groups": groups, "clusters": cluster_summaries(coordinator)}
+            groups += groups_overview(state, name, notifier, now)
+        return {"groups": groups, "clusters": cluster_summaries(coordinator, now)}
 
-    @app.get("/api/groups/{cluster}/{group}", tags=["notifier"])
+    @app.get("/api/groups/{cluster}/{group}", tags=["notifier"], responses=_NOT_FOUND)
     def api_group(cluster: str, group: str) -> dict[str, Any]:
-        return group_detail(_cluster(coordinator, cluster), cluster, group, notifier)
+        return group_detail(_cluster(coordinator, cluster), cluster, group, notifier, clock())
 
     @app.get("/api/incidents", tags=["notifier"])
     def api_incidents() -> dict[str, Any]:
@@ -206,14 +312,23 @@ def create_app(
         incidents = notifier.incidents(open_only=False)
         return {"incidents": [jsonable(incident_view(i)) for i in incidents]}
 
-    @app.get("/api/silences", tags=["notifier"])
+    @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))
     def api_silences() -> dict[str, Any]:
         n = _silences(notifier)
         now = n.clock()
         return {"silences": [s.to_dict(now) for s in n.list_silences()]}
 
     @app.post(
-        "/api/silences", tags=["notifier"], status_code=201, dependencies=[Depends(require_token)]
+        "/api/silences",
+        tags=["notifier"],
+        status_code=201,
+        dependencies=[Depends(require_token)],
+        responses=_errors(
+            e400="the body cannot be read as JSON text (bad encoding, nested too deep)",
+            e413=f"the body is larger than {MAX_BODY_BYTES} bytes",
+            e422=_INVALID,
+            **_WRITE,
+        ),
     )
     def api_add_silence(silence: SilenceIn) -> dict[str, Any]:
         n = _silences(notifier)
@@ -231,7 +346,15 @@ def create_app(
         return {"silence": created.to_dict(n.clock())}
 
     @app.delete(
-        "/api/silences/{silence_id}", tags=["notifier"], dependencies=[Depends(require_token)]
+        "/api/silences/{silence_id}",
+        tags=["notifier"],
+        dependencies=[Depends(require_token)],
+        responses=_errors(
+            e404="no such silence, or notifications are not configured",
+            e409="the silence comes from the config file: remove it there",
+            e422=_INVALID,
+            e401=_WRITE["e401"],
+        ),
     )
     def api_delete_silence(silence_id: str) -> dict[str, Any]:
         n = _silences(notifier)
@@ -247,14 +370,25 @@ def create_app(
     def healthz() -> dict[str, Any]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"])
+    @app.get(
+        "/readyz",
+        tags=["ops"],
+        responses={
+            200: {"description": "every cluster was scanned within its last 3 intervals"},
+            503: {
+                "description": "not ready: some cluster's data is stale (the same body)",
+                "content": {"application/json": {}},
+            },
+        },
+    )
     def readyz() -> JSONResponse:
-        ready = coordinator.ready()
-        return JSONResponse({"ready": ready, "clusters": cluster_summaries(coordinator)},
-                            status_code=200 if ready else 503)  # fmt: skip
+        now = clock()
+        ready = not any(state.stale(now) for state in coordinator.clusters.values())
+        body = {"ready": ready, "clusters": cluster_summaries(coordinator, now)}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServiceMetrics(coordinator, notifier))
+    registry.register(ServiceMetrics(coordinator, notifier, clock))
 
     @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
     def metrics() -> Response:
@@ -272,10 +406,14 @@ def create_app(
     def group_page(cluster: str, group: str) -> FileResponse:
         return FileResponse(STATIC / "group.html")
 
+    # Only the files shipped beside the app are served: a name is looked up, never turned into
+    # a path, so traversal, NUL bytes and names too long for the filesystem are all a 404.
+    assets = {path.name: path for path in STATIC.iterdir() if path.is_file()}
+
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> FileResponse:
-        path = (STATIC / name).resolve()
-        if path.parent != STATIC.resolve() or not path.is_file():
+        path = assets.get(name)
+        if path is None:
             raise HTTPException(404, "not found")
         return FileResponse(path)
 

@@ -43,8 +43,12 @@ def burrow_partition(p: PartitionResult) -> dict[str, Any]:
     }
 
 
-def burrow_status(result: GroupResult, show_all: bool) -> dict[str, Any]:
-    """Burrow's consumer status: ``/status`` lists only non-OK partitions, ``/lag`` all."""
+def burrow_status(
+    result: GroupResult, show_all: bool, freshness: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Burrow's consumer status: ``/status`` lists only non-OK partitions, ``/lag`` all;
+    ``freshness`` (the data's age: ``last_scan``, ``data_age_seconds``, ``stale``) is added
+    after Burrow's own members, which clients that know only Burrow ignore."""
     partitions = [p for p in result.partitions if show_all or p.status.value != "OK"]
     return {
         "cluster": result.cluster,
@@ -55,4 +59,5 @@ def burrow_status(result: GroupResult, show_all: bool) -> dict[str, Any]:
         "partition_count": result.partition_count,
         "maxlag": burrow_partition(result.max_lag) if result.max_lag else None,
         "totallag": result.total_lag,
+        **(freshness or {}),
     }

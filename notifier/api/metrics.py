@@ -1,15 +1,23 @@
 """Prometheus ``/metrics``: lag and offsets per group-partition, status per group, scan health
-per cluster, and the notifier's delivery counters when notifications are configured."""
+per cluster, and the notifier's delivery counters when notifications are configured.
+
+A cluster whose data is stale (no successful scan within a few intervals) exports no group or
+partition series at all, only its scan health and the age of its data: Prometheus marks the
+vanished series stale at once, so graphs show the gap and alerts on them stop, rather than a
+frozen lag looking current (explicit timestamps would be the other way, and Prometheus
+advises exporters against them).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from notifier.api.sources import CoordinatorView, NotifierView
+from notifier.api.views import freshness
 from notifier.rules import NULL
 
 
@@ -17,9 +25,15 @@ class ServiceMetrics:
     """A prometheus_client collector reading the last evaluations (a scrape does no work on
     Kafka). Names follow the ``kafka_consumergroup_*`` exporters where the meaning is the same."""
 
-    def __init__(self, coordinator: CoordinatorView, notifier: NotifierView | None = None):
+    def __init__(
+        self,
+        coordinator: CoordinatorView,
+        notifier: NotifierView | None,
+        clock: Callable[[], int],
+    ):
         self.coordinator = coordinator
         self.notifier = notifier
+        self.clock = clock
 
     def collect(self) -> Iterator[Metric]:
         labels = ["cluster", "consumergroup", "topic", "partition"]
@@ -100,6 +114,17 @@ class ServiceMetrics:
         down = GaugeMetricFamily(
             "notifier_cluster_down", "1 while the cluster cannot be scanned.", labels=["cluster"]
         )
+        stale = GaugeMetricFamily(
+            "notifier_cluster_stale",
+            "1 while the cluster's data is stale (its group series are then not exported).",
+            labels=["cluster"],
+        )
+        age = GaugeMetricFamily(
+            "notifier_cluster_data_age_seconds",
+            "Seconds since the last successful scan observed the cluster.",
+            labels=["cluster"],
+        )
+        now = self.clock()
         for name, state in self.coordinator.clusters.items():
             m = state.metrics
             scans.add_metric([name], m.scans)
@@ -111,8 +136,12 @@ class ServiceMetrics:
                 requests.add_metric([name, api], count)
             if m.last_success_ms is not None:
                 last.add_metric([name], m.last_success_ms / 1000)
+            fresh = freshness(state, now)
+            stale.add_metric([name], 1 if fresh.stale else 0)
+            if fresh.age_seconds is not None:
+                age.add_metric([name], fresh.age_seconds)
             evaluation = state.evaluation
-            if evaluation is None:
+            if evaluation is None or fresh.stale:
                 continue
             store = state.store
             seen_tables: set[int] = set()
@@ -144,7 +173,8 @@ class ServiceMetrics:
                 if not math.isnan(seconds):
                     max_s.add_metric([name, group], seconds)
         yield from (lag, lag_s, offset, leo, oldest, status, complete, partial, total, max_s,
-                    scans, errors, duration, requests, last, evaluate, down)  # fmt: skip
+                    scans, errors, duration, requests, last, evaluate, down, stale,
+                    age)  # fmt: skip
         yield from self._notification_metrics()
 
     def _notification_metrics(self) -> Iterator[Metric]:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from notifier.config import ClusterConfig
-from notifier.rules import Evaluation
+from notifier.rules import Evaluation, LeoReset
 from notifier.types import CommitPoint, Incident
 
 
@@ -139,14 +139,20 @@ class ClusterView(Protocol):
     def groups(self) -> Mapping[str, str]:
         """Every group the last scan listed, with its state (groups without partitions too)."""
 
+    @property
+    def leo_resets(self) -> Mapping[tuple[str, int], LeoReset]:
+        """The latest log-end offset reset of each (topic, partition) seen since the start."""
+
+    def stale(self, now_ms: int) -> bool:
+        """Whether the cluster's data is too old to show as current (no recent successful
+        scan: the same test as readiness)."""
+
 
 class CoordinatorView(Protocol):
     """The coordinator (:class:`notifier.service.Coordinator`)."""
 
     @property
     def clusters(self) -> Mapping[str, ClusterView]: ...
-
-    def ready(self) -> bool: ...
 
 
 class SilenceView(Protocol):

@@ -2,12 +2,16 @@
 its evidence, incidents, and each cluster's scan health.
 
 Built from the coordinator's last evaluation of each cluster (numpy arrays, read in bulk for
-the overview) and, when notifications are configured, the notifier's open incidents.
+the overview) and, when notifications are configured, the notifier's open incidents. Every answer
+says how old its data is (:class:`Freshness`): during an outage the last verdicts stay visible,
+marked stale, with ``complete`` shrunk to the part of the window the scans still cover.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +21,65 @@ from notifier.api.burrow import burrow_point
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.rules import Evaluation, group_without_partitions, not_found
 from notifier.types import GroupResult, GroupStatus, Incident
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """How old a cluster's data is when a request reads it."""
+
+    last_scan: int | None
+    """When the last successful scan observed the cluster (epoch ms); None: never."""
+    age_seconds: float | None
+    stale: bool
+    """No successful scan within the last few intervals (the test readiness uses)."""
+    coverage: float
+    """The share of a window the data still covers as of now: 1.0 unless stale, then less
+    by one interval for each scan interval since the last successful scan."""
+
+    def fields(self) -> dict[str, Any]:
+        """What every answer carries."""
+        return {"last_scan": self.last_scan, "data_age_seconds": self.age_seconds,
+                "stale": self.stale}  # fmt: skip
+
+
+def freshness(state: ClusterView, now_ms: int) -> Freshness:
+    """The age of a cluster's data at ``now_ms``."""
+    last = state.metrics.last_success_ms
+    stale = state.stale(now_ms)
+    if last is None:
+        return Freshness(None, None, stale, 0.0)
+    age_ms = max(0, now_ms - last)
+    coverage = 1.0
+    if stale:
+        missed = age_ms // max(1, round(state.config.scan_interval * 1000))
+        coverage = max(0.0, 1.0 - missed / state.store.width)
+    return Freshness(last, round(age_ms / 1000, 1), stale, coverage)
+
+
+def as_of(result: GroupResult, fresh: Freshness) -> GroupResult:
+    """``result`` as it stands when it is read. Stale data keeps its verdict, but its windows
+    no longer reach the present: each partition's ``complete`` (ours and Burrow's) shrinks to
+    the window's share the data covers, the group's follows (the share of partitions still
+    complete), and the result is partial."""
+    if not fresh.stale or not result.partitions:
+        return result
+    factor = fresh.coverage
+    scaled = {
+        id(p): dataclasses.replace(
+            p, complete=p.complete * factor, burrow_complete=p.burrow_complete * factor
+        )
+        for p in result.partitions
+    }
+    partitions = list(scaled.values())
+    count = len(partitions)
+    return dataclasses.replace(
+        result,
+        partitions=partitions,
+        complete=sum(p.complete >= 1.0 for p in partitions) / count,
+        burrow_complete=sum(p.burrow_complete >= 1.0 for p in partitions) / count,
+        partial=True,
+        max_lag=None if result.max_lag is None else scaled[id(result.max_lag)],
+    )
 
 
 def group_result(state: ClusterView, cluster: str, group: str) -> GroupResult:
@@ -34,14 +97,16 @@ def group_result(state: ClusterView, cluster: str, group: str) -> GroupResult:
 
 
 def groups_overview(
-    state: ClusterView, cluster: str, notifier: NotifierView | None
+    state: ClusterView, cluster: str, notifier: NotifierView | None, now_ms: int
 ) -> list[dict[str, Any]]:
     """Every group of a cluster from the evaluation arrays (no per-group objects built), with
-    a lag sparkline: the group's total lag at each sample of the window."""
+    a lag sparkline (the group's total lag at each sample of the window) and the data's age."""
     evaluation: Evaluation | None = state.evaluation
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     incidents = _open_incidents(notifier)
+    fresh = freshness(state, now_ms)
+    age = {"stale": fresh.stale, "data_age_seconds": fresh.age_seconds}
     if evaluation is not None and evaluation.rows.size:
         store = state.store
         rows = evaluation.rows
@@ -69,8 +134,9 @@ def groups_overview(
                     "cluster": cluster,
                     "group": group,
                     "status": evaluation.status_of(gid).value,
-                    "complete": float(evaluation.group_complete[gid]),
-                    "partial": bool(evaluation.group_partial[gid]),
+                    # Stale: no window covers the present, so no group is complete.
+                    "complete": 0.0 if fresh.stale else float(evaluation.group_complete[gid]),
+                    "partial": fresh.stale or bool(evaluation.group_partial[gid]),
                     "total_lag": int(evaluation.group_total_lag[gid]),
                     "max_lag_seconds": None if math.isnan(seconds) else round(seconds, 1),
                     "partitions": int(counts[gid]),
@@ -79,6 +145,7 @@ def groups_overview(
                     "incident_id": incident.id if incident else None,
                     "silenced": bool(incident.silenced) if incident else False,
                     "group_state": state.groups.get(group, "Unknown"),
+                    **age,
                 }
             )
     for group in sorted(set(state.groups) - seen):
@@ -87,7 +154,7 @@ def groups_overview(
                 "cluster": cluster, "group": group, "status": "OK", "complete": 0.0,
                 "partial": False, "total_lag": 0, "max_lag_seconds": None, "partitions": 0,
                 "rules": [], "lag_history": [], "incident_id": None, "silenced": False,
-                "group_state": state.groups[group],
+                "group_state": state.groups[group], **age,
             }
         )  # fmt: skip
     return out
@@ -100,11 +167,12 @@ def _open_incidents(notifier: NotifierView | None) -> dict[tuple[str, str], Inci
 
 
 def group_detail(
-    state: ClusterView, cluster: str, group: str, notifier: NotifierView | None
+    state: ClusterView, cluster: str, group: str, notifier: NotifierView | None, now_ms: int
 ) -> dict[str, Any]:
     """One group with its evidence: each partition's sample window, commit ring and LEO
-    table, and the findings."""
-    result = group_result(state, cluster, group)
+    table (and when its log-end offset last went backwards), and the findings."""
+    fresh = freshness(state, now_ms)
+    result = as_of(group_result(state, cluster, group), fresh)
     if result.status is GroupStatus.NOTFOUND:
         raise HTTPException(404, "cluster or consumer not found")
     store = state.store
@@ -120,6 +188,7 @@ def group_detail(
                 "leo_table": [{"log_end_offset": leo, "ts": ts} for leo, ts in store.leo_table(row)]
                 if row is not None
                 else [],
+                "leo_reset": _leo_reset(state, p.topic, p.partition),
             }
         )
     incident = _open_incidents(notifier).get((cluster, group))
@@ -139,7 +208,13 @@ def group_detail(
         "partitions": partitions,
         "incident_id": incident.id if incident else None,
         "silenced": bool(incident.silenced) if incident else False,
+        **fresh.fields(),
     }
+
+
+def _leo_reset(state: ClusterView, topic: str, partition: int) -> dict[str, Any] | None:
+    reset = state.leo_resets.get((topic, partition))
+    return None if reset is None else reset.to_dict()
 
 
 def jsonable(value: Any) -> Any:
@@ -168,13 +243,14 @@ def incident_view(incident: Incident) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def cluster_summaries(coordinator: CoordinatorView) -> list[dict[str, Any]]:
-    """Each cluster's scan health (``/api/groups``, ``/readyz``)."""
+def cluster_summaries(coordinator: CoordinatorView, now_ms: int) -> list[dict[str, Any]]:
+    """Each cluster's scan health and the age of its data (``/api/groups``, ``/readyz``)."""
     return [
         {
-            "cluster": name, "last_scan": s.metrics.last_success_ms, "down": s.metrics.down,
+            "cluster": name, "down": s.metrics.down,
             "consecutive_failures": s.metrics.consecutive_failures,
             "last_error": s.metrics.last_error, "scan_interval_s": s.config.scan_interval,
+            **freshness(s, now_ms).fields(),
         }
         for name, s in coordinator.clusters.items()
     ]  # fmt: skip

@@ -40,8 +40,11 @@ def match_incidents(
     while open) with labelled ones (``label_id, cluster, group, start_ms, end_ms``).
 
     A would-be incident matches a label of the same cluster and group when it opens within
-    ``[label start - tolerance, label end]`` (both ends included). One alert may match several
-    labels and one label several alerts; the label's delay is measured from the first.
+    ``[label start - tolerance, label end]`` (both ends included). Labels may carry an
+    ``onset_ms`` (when the fault began, before the moment it is labelled from): the window
+    then opens at the onset, since an alert between onset and start caught the fault early.
+    One alert may match several labels and one label several alerts; the label's delay is
+    measured from the first.
     With ``overlap`` (for SLO breaches, where an alert already open when the lag crossed the
     SLO counts), it matches when it is open at any time in ``[start - tolerance, end]``.
     """
@@ -54,8 +57,12 @@ def match_incidents(
     right = labels[["label_id", "cluster", "group", "start_ms", "end_ms"]].rename(
         columns={"start_ms": "label_start", "end_ms": "label_end"}
     )
+    right["opens"] = right["label_start"]
+    if "onset_ms" in labels:
+        onset = labels["onset_ms"].fillna(labels["start_ms"]).astype(np.int64)
+        right["opens"] = np.minimum(right["label_start"], onset)
     pairs = left.merge(right, on=["cluster", "group"], how="inner")
-    earliest = pairs["label_start"] - tolerance_ms
+    earliest = pairs["opens"] - tolerance_ms
     if overlap:
         still_open = (pairs["end_ms"] < 0) | (pairs["end_ms"] >= earliest)
         hit = (pairs["start_ms"] <= pairs["label_end"]) & still_open
@@ -78,6 +85,9 @@ def labels_frame(frame: pd.DataFrame) -> pd.DataFrame:
             "kind": frame["kind"].astype(str) if "kind" in frame else "",
         }
     )
+    if "onset" in frame:
+        onset = pd.to_datetime(frame["onset"], utc=True, format="ISO8601")
+        out["onset_ms"] = onset.astype("datetime64[ms, UTC]").astype(np.int64)
     out.insert(0, "label_id", np.arange(len(out)))
     return out
 

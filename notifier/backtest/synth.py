@@ -38,25 +38,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from notifier.history import (
-    DAY_MS,
-    PARQUET_COMPRESSION,
-    day_of_ms,
-    part_file_name,
-    partition_name,
-    to_ms,
-    write_parquet_atomic,
+from notifier.backtest.synthbase import (
+    DEFAULT_START,
+    INCIDENTS_FILE,
+    SynthModel,
+    group_names,
+    last_true_index,
+    scan_count,
+    scan_times,
+    topic_names,
+    write_history,
 )
-from notifier.types import GROUP_STATE_CODE, GROUP_STATES, SAMPLE_SCHEMA
+from notifier.history import to_ms
+from notifier.types import GROUP_STATE_CODE
 
 INCIDENT_KINDS = (
     "lagging",
@@ -66,33 +66,15 @@ INCIDENT_KINDS = (
     "stuck_rebalance",
     "retention_loss",
 )
-INCIDENTS_FILE = "incidents.csv"
-DEFAULT_START = datetime(2026, 1, 5, tzinfo=UTC)
-"""Used when no start is given, so that a seed alone fixes the output."""
-
 MIN_SCANS_FOR_INCIDENTS = 60
 """Shorter histories get no incidents: a fault needs a baseline before it and room after it."""
 
 INCIDENT_SHARE = 0.15
-ROW_GROUP_ROWS = 1 << 20
 
 _STABLE = GROUP_STATE_CODE["Stable"]
 _PREPARING = GROUP_STATE_CODE["PreparingRebalance"]
 _COMPLETING = GROUP_STATE_CODE["CompletingRebalance"]
 _EMPTY = GROUP_STATE_CODE["Empty"]
-
-_TEAMS = (
-    "billing", "orders", "payments", "search", "fraud", "inventory", "shipping", "users",
-    "ads", "metrics", "audit", "email", "pricing", "catalog", "reco", "ledger",
-)  # fmt: skip
-_ROLES = (
-    "indexer", "writer", "enricher", "sink", "aggregator", "notifier", "scorer", "archiver",
-    "router", "sync", "projector", "exporter",
-)  # fmt: skip
-_ENTITIES = (
-    "events", "orders", "clicks", "payments", "updates", "logs", "metrics", "audit",
-    "commands", "changes",
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,17 +129,7 @@ def synthesize(
     """
     began = time.perf_counter()
     out = Path(out)
-    if groups < 1 or partitions < 1 or clusters < 1:
-        raise ValueError("groups, partitions and clusters must be at least 1")
-    if clusters > groups:
-        raise ValueError(f"{clusters} clusters need at least as many groups (got {groups})")
-    if interval_s <= 0 or hours <= 0:
-        raise ValueError("hours and interval_s must be positive")
-    n_scans = round(hours * 3600 / interval_s)
-    if n_scans < 1:
-        raise ValueError(f"{hours} h at {interval_s} s per scan is not a single scan")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"{out} exists and is not an empty directory")
+    n_scans = scan_count(out, groups, partitions, hours, interval_s, clusters)
 
     start = start or DEFAULT_START
     model = _Model(
@@ -171,7 +143,7 @@ def synthesize(
     )
     model.build()
     out.mkdir(parents=True, exist_ok=True)
-    rows, files = model.write(out, token=f"synth{seed}")
+    rows, files = write_history(out, f"synth{seed}", model.arrays())
     incidents_path = out / INCIDENTS_FILE
     model.incidents_frame().to_csv(incidents_path, index=False)
 
@@ -181,71 +153,25 @@ def synthesize(
     return SynthResult(
         out=out,
         incidents_path=incidents_path,
-        rows=rows,
-        clusters=clusters,
-        groups=groups,
-        partitions=partitions,
-        topics=model.n_topics,
-        scans=n_scans,
-        missed_scans=int((~model.scan_ok).sum()),
         incidents=len(model.incidents),
         incidents_by_kind=counts,
-        files=files,
-        start=_ms_to_datetime(model.t0_ms),
-        end=_ms_to_datetime(int(model.scan_ts.max())),
-        seconds=time.perf_counter() - began,
+        **model.result_counts(rows, files, began),
     )
 
 
-def _ms_to_datetime(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def _last_true_index(mask: np.ndarray) -> np.ndarray:
-    """Per row, the index of the latest True at or before each column (0 before the first).
-
-    The workhorse of "a value holds until the next event": commits, retention checks,
-    bursts and membership changes all become ``values[row, _last_true_index(events)]``.
-    """
-    columns = np.arange(mask.shape[1], dtype=np.int32)
-    return np.maximum.accumulate(np.where(mask, columns, 0).astype(np.int32), axis=1)
-
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    """A 64-bit mixer: distinct (group, generation) inputs give unrelated-looking hashes."""
-    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-class _Model:
-    """All arrays of one synthetic run; ``build`` fills them, ``write`` streams them out.
+class _Model(SynthModel):
+    """All arrays of one synthetic run; ``build`` fills them, ``arrays`` hands them out.
 
     Shapes: per group ``(G, S)``, per topic-partition ``(T·P, S)``, per group-partition
     ``(G·P, S)``; row ``g·P + p`` is partition ``p`` of group ``g`` (topics likewise).
     """
 
-    def __init__(
-        self,
-        rng: np.random.Generator,
-        n_groups: int,
-        n_partitions: int,
-        n_scans: int,
-        n_clusters: int,
-        interval_s: float,
-        t0_ms: int,
-    ) -> None:
-        self.rng = rng
-        self.G, self.P, self.S, self.C = n_groups, n_partitions, n_scans, n_clusters
-        self.interval_s = interval_s
-        self.t0_ms = t0_ms
-        self.incidents: list[_Incident] = []
-        self.n_topics = 0
+    incidents: list[_Incident]
 
     # -- build -------------------------------------------------------------------------------
 
     def build(self) -> None:
+        self.incidents = []
         self._layout()
         self._scans()
         self._commit_schedule()
@@ -264,20 +190,12 @@ class _Model:
         per_cluster = np.full(C, G // C) + (np.arange(C) < G % C)
         self.cluster_of_group = np.repeat(np.arange(C, dtype=np.int32), per_cluster)
         self.cluster_names = [f"prod-{c + 1}" for c in range(C)]
-        teams = rng.integers(0, len(_TEAMS), G)
-        roles = rng.integers(0, len(_ROLES), G)
-        self.group_names = [
-            f"{_TEAMS[t]}-{_ROLES[r]}-{g:04d}"
-            for g, (t, r) in enumerate(zip(teams, roles, strict=True))
-        ]
+        self.group_names = group_names(rng, G)
 
     def _scans(self) -> None:
         """Scan times per cluster (staggered, jittered, in order) and the failed scans."""
         rng, C, S = self.rng, self.C, self.S
-        interval_ms = round(self.interval_s * 1000)
-        stagger = max(1, min(500, interval_ms // (4 * C)))
-        jitter = ((np.arange(C)[:, None] + rng.random((C, S))) * stagger).astype(np.int64)
-        self.scan_ts = self.t0_ms + np.arange(S, dtype=np.int64)[None, :] * interval_ms + jitter
+        self.scan_ts = scan_times(rng, C, S, self.interval_s, self.t0_ms)
         ok = np.ones((C, S), dtype=bool)
         for c in range(C):
             episodes = rng.poisson(S * 0.002)
@@ -357,12 +275,7 @@ class _Model:
                     topic_cluster.append(c)
         T = self.n_topics = len(topic_cluster)
         self.topic_of_group = topic_of_group
-        owner_team = rng.integers(0, len(_TEAMS), T)
-        entity = rng.integers(0, len(_ENTITIES), T)
-        self.topic_names = [
-            f"{_TEAMS[a]}.{_ENTITIES[b]}-{t:04d}"
-            for t, (a, b) in enumerate(zip(owner_team, entity, strict=True))
-        ]
+        self.topic_names = topic_names(rng, T)
 
         # Records per second per partition: log-normal across topics, a few idle or slow ones.
         profile = rng.choice(3, T, p=[0.8, 0.1, 0.1])  # 0 normal, 1 slow, 2 idle
@@ -427,7 +340,7 @@ class _Model:
         phase = rng.integers(0, 1 << 30, T) % self.check_scans
         checks = (scans[None, :] + phase[:, None]) % self.check_scans[:, None] == 0
         self.log_start = np.take_along_axis(
-            target, np.repeat(_last_true_index(checks), P, axis=0), axis=1
+            target, np.repeat(last_true_index(checks), P, axis=0), axis=1
         )
 
     def _consumers(self) -> None:
@@ -452,7 +365,7 @@ class _Model:
             bursts &= rng.random((bursty.size, S)) < 0.9
             rows = (bursty[:, None] * P + np.arange(P)[None, :]).ravel()
             pos[rows] = np.take_along_axis(
-                leo[rows], np.repeat(_last_true_index(bursts), P, axis=0), axis=1
+                leo[rows], np.repeat(last_true_index(bursts), P, axis=0), axis=1
             )
         np.maximum.accumulate(pos, axis=1, out=pos)
         self.pos = pos
@@ -474,7 +387,7 @@ class _Model:
         counts[ev_group, ev_scan] = np.clip(
             base[ev_group] + rng.integers(-1, 2, ev_group.size), 1, P
         )
-        self.members = np.take_along_axis(counts, _last_true_index(counts > 0), axis=1)
+        self.members = np.take_along_axis(counts, last_true_index(counts > 0), axis=1)
 
         state = np.full((G, S), _STABLE, dtype=np.int8)
         caught = rng.random(ev_group.size)
@@ -549,7 +462,7 @@ class _Model:
         self.members[g, span] = self.members[g, first]
 
     def _last_commit(self, g: int) -> np.ndarray:
-        return _last_true_index(self.commits[g : g + 1])[0]
+        return last_true_index(self.commits[g : g + 1])[0]
 
     def _drain(self, pos: np.ndarray, last: int, scans: int) -> None:
         """After a fault ending at ``last``, catch up linearly over ``scans`` scans."""
@@ -601,10 +514,10 @@ class _Model:
         """Committed offset = the position at the group's latest commit; null before the first
         commit of a new group."""
         rng, G, P, S = self.rng, self.G, self.P, self.S
-        last = np.repeat(_last_true_index(self.commits), P, axis=0)
+        last = np.repeat(last_true_index(self.commits), P, axis=0)
         self.committed = np.take_along_axis(self.pos, last, axis=1)
         del last
-        self.committed_null: np.ndarray | None = None
+        self.committed_null = None
         faulty = {i.group for i in self.incidents}
         candidates = np.array([g for g in range(G) if g not in faulty], dtype=np.int64)
         new = candidates[rng.random(candidates.size) < 0.03] if G >= 20 else candidates[:0]
@@ -619,114 +532,5 @@ class _Model:
     def incidents_frame(self) -> pd.DataFrame:
         rows = []
         for incident in sorted(self.incidents, key=lambda i: (i.first, i.group)):
-            c = int(self.cluster_of_group[incident.group])
-            rows.append(
-                {
-                    "cluster": self.cluster_names[c],
-                    "group": self.group_names[incident.group],
-                    "start": _iso(int(self.scan_ts[c, incident.first])),
-                    "end": _iso(int(self.scan_ts[c, incident.last])),
-                    "kind": incident.kind,
-                }
-            )
+            rows.append(self.label(incident.group, incident.first, incident.last, incident.kind))
         return pd.DataFrame(rows, columns=["cluster", "group", "start", "end", "kind"])
-
-    def write(self, out: Path, token: str) -> tuple[int, int]:
-        """One file per date partition, rows in scan order, row groups of about 1 Mi rows."""
-        G, P = self.G, self.P
-        gp = np.arange(G * P)
-        self._row_group = gp // P
-        self._row_cluster = self.cluster_of_group[self._row_group]
-        self._row_topic = self.topic_of_group[self._row_group].astype(np.int32)
-        self._row_partition = (gp % P).astype(np.int32)
-        self._dictionaries = {
-            "cluster": pa.array(self.cluster_names, pa.string()),
-            "group": pa.array(self.group_names, pa.string()),
-            "topic": pa.array(self.topic_names, pa.string()),
-            "group_state": pa.array(GROUP_STATES, pa.string()),
-        }
-        # Strings go out dictionary-encoded (fast, small) without the Arrow schema in the file
-        # footer, so every reader gets plain strings: the files are in SAMPLE_SCHEMA.
-        schema = pa.schema(
-            [
-                pa.field(f.name, pa.dictionary(pa.int32(), pa.string()), nullable=f.nullable)
-                if f.name in self._dictionaries
-                else f
-                for f in SAMPLE_SCHEMA
-            ]
-        )
-        days = self.scan_ts // DAY_MS
-        rows = files = 0
-        for day in np.unique(days[self.scan_ok]):
-            mask = self.scan_ok & (days == day)
-            scans = np.flatnonzero(mask.any(axis=0))
-            first_ms = int(self.scan_ts[mask].min())
-            path = (
-                out / partition_name(day_of_ms(int(day) * DAY_MS)) / part_file_name(first_ms, token)
-            )
-            written = 0
-
-            def write_day(handle: Any, mask: np.ndarray = mask, scans: np.ndarray = scans) -> None:
-                nonlocal written
-                per_batch = max(1, ROW_GROUP_ROWS // (G * P))
-                with pq.ParquetWriter(
-                    handle, schema, compression=PARQUET_COMPRESSION, store_schema=False
-                ) as writer:
-                    for i in range(0, scans.size, per_batch):
-                        batch = self._batch(mask, scans[i : i + per_batch], schema)
-                        writer.write_table(batch, row_group_size=batch.num_rows)
-                        written += batch.num_rows
-
-            write_parquet_atomic(path, write_day)
-            rows += written
-            files += 1
-        return rows, files
-
-    def _batch(self, mask: np.ndarray, scans: np.ndarray, schema: pa.Schema) -> pa.Table:
-        """The rows of a run of consecutive scans, ordered by scan then group-partition."""
-        first, last = int(scans[0]), int(scans[-1]) + 1
-        span = slice(first, last)
-        keep = mask[:, span].T[:, self._row_cluster]  # (scans, G·P)
-
-        def rows_of(per_row: np.ndarray) -> np.ndarray:
-            return np.broadcast_to(per_row, keep.shape)[keep]
-
-        def by_group(values: np.ndarray) -> np.ndarray:
-            return values[:, span].T[:, self._row_group][keep]
-
-        def by_topic(values: np.ndarray) -> np.ndarray:
-            return values[self.tp_of_gp, span].T[keep]
-
-        members = by_group(self.members)
-        hashes = _splitmix64(
-            self.group_salt[:, None] * np.int64(1_000_003) + self.generation[:, span]
-        ).view(np.int64)
-        hashes = np.where(members == 0, 0, hashes.T[:, self._row_group][keep])
-        committed = self.committed[:, span].T[keep]
-        null = None if self.committed_null is None else self.committed_null[:, span].T[keep]
-
-        def encoded(name: str, indices: np.ndarray) -> pa.Array:
-            return pa.DictionaryArray.from_arrays(
-                pa.array(indices.astype(np.int32)), self._dictionaries[name]
-            )
-
-        columns = {
-            "ts": pa.array(
-                self.scan_ts[:, span].T[:, self._row_cluster][keep], pa.timestamp("ms", "UTC")
-            ),
-            "cluster": encoded("cluster", rows_of(self._row_cluster)),
-            "group": encoded("group", rows_of(self._row_group)),
-            "topic": encoded("topic", rows_of(self._row_topic)),
-            "partition": pa.array(rows_of(self._row_partition)),
-            "committed_offset": pa.array(committed, pa.int64(), mask=null),
-            "log_end_offset": pa.array(by_topic(self.leo)),
-            "log_start_offset": pa.array(by_topic(self.log_start)),
-            "group_state": encoded("group_state", by_group(self.state)),
-            "members": pa.array(members.astype(np.int32)),
-            "member_hash": pa.array(hashes),
-        }
-        return pa.Table.from_pydict(columns, schema=schema)
-
-
-def _iso(ms: int) -> str:
-    return _ms_to_datetime(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from re import _constants as re_constants  # type: ignore[attr-defined]
+from re import _parser as re_parser  # type: ignore[attr-defined]
 from typing import Annotated, Any, Literal
 
 import httpx
@@ -161,11 +163,102 @@ SecretUrl = Annotated[
 # Matchers
 
 
+MAX_SILENCE_MATCHERS = 32
+"""Matchers per silence: five labels, a few exclusions each; more is a mistake or an attack
+(every silence is checked against every incident)."""
+
+MAX_REGEX_LENGTH = 1000
+"""The longest regex a matcher may hold (routes listing many groups stay well below it)."""
+
+
+def regex_hazard(pattern: str) -> str | None:
+    """Why matching ``pattern`` could take exponential time (Python's ``re`` backtracks and
+    has no time limit), or None. Refused: a repeat of variable length inside another repeat
+    (``(a+)+``), an alternation under a repeat whose branches can start with the same
+    character (``(a|aa)*``), backreferences, and patterns longer than
+    :data:`MAX_REGEX_LENGTH`. Conservative by design: a matcher never needs these, and one
+    that has them can stall every routing and silence decision for minutes."""
+    if len(pattern) > MAX_REGEX_LENGTH:
+        return f"is longer than {MAX_REGEX_LENGTH} characters"
+    # re._parser is the parser re.compile itself uses: the one way to see the pattern's
+    # structure exactly as it will be matched.
+    parsed = re_parser.parse(pattern)
+    fold = bool(parsed.state.flags & re.IGNORECASE)
+    return _hazard(list(parsed), repeated=False, fold=fold)
+
+
+_REPEATS = (re_constants.MAX_REPEAT, re_constants.MIN_REPEAT, re_constants.POSSESSIVE_REPEAT)
+_ANY_FIRST = None  # a branch whose first character cannot be pinned down
+
+
+def _hazard(items: list[Any], *, repeated: bool, fold: bool) -> str | None:
+    for op, arg in items:
+        found = None
+        if op in _REPEATS:
+            low, high, body = arg
+            if repeated and low != high:
+                return (
+                    "has a nested quantifier (a repeat inside a repeat, as in (a+)+): matching "
+                    "it can take exponential time; write it without one, e.g. [a-z.]* rather "
+                    "than ([a-z]+[.])*"
+                )
+            found = _hazard(list(body), repeated=repeated or high > 1, fold=fold)
+        elif op is re_constants.BRANCH:
+            branches = arg[1]
+            if repeated and _branches_overlap(branches, fold):
+                return (
+                    "repeats an alternation whose branches can start alike, as in (a|aa)*: "
+                    "matching it can take exponential time; make the branches start "
+                    "differently or drop the repeat"
+                )
+            for branch in branches:
+                found = found or _hazard(list(branch), repeated=repeated, fold=fold)
+        elif op is re_constants.SUBPATTERN:
+            found = _hazard(list(arg[3]), repeated=repeated, fold=fold)
+        elif op in (re_constants.ASSERT, re_constants.ASSERT_NOT):
+            found = _hazard(list(arg[1]), repeated=repeated, fold=fold)
+        elif op is re_constants.ATOMIC_GROUP:
+            found = _hazard(list(arg), repeated=repeated, fold=fold)
+        elif op in (re_constants.GROUPREF, re_constants.GROUPREF_EXISTS):
+            return "uses a backreference, which can take exponential time to match"
+        if found:
+            return found
+    return None
+
+
+def _branches_overlap(branches: list[Any], fold: bool) -> bool:
+    seen: set[str] = set()
+    for branch in branches:
+        first = _first_characters(list(branch), fold)
+        if first is _ANY_FIRST or first & seen:
+            return True
+        seen |= first
+    return False
+
+
+def _first_characters(items: list[Any], fold: bool) -> set[str] | None:
+    """The characters a match of ``items`` can start with; None when that is not a short,
+    known set (a class, a dot, an optional part, an empty branch)."""
+    for op, arg in items:
+        if op is re_constants.AT:
+            continue  # anchors match no character
+        if op is re_constants.LITERAL:
+            char = chr(arg)
+            return {char.lower()} if fold else {char}
+        if op is re_constants.SUBPATTERN:
+            return _first_characters(list(arg[3]), fold)
+        if op in _REPEATS and arg[0] > 0:
+            return _first_characters(list(arg[2]), fold)
+        return _ANY_FIRST
+    return _ANY_FIRST
+
+
 class Matcher(FrozenModel):
     """``label op value``: ``=`` / ``!=`` compare, ``=~`` / ``!~`` full-match a regex.
 
     A missing value (a group-level finding has no topic) compares as the empty string, as in
-    Alertmanager.
+    Alertmanager. Regexes that could take exponential time to match are refused
+    (:func:`regex_hazard`).
     """
 
     label: Literal["cluster", "group", "topic", "rule", "severity"]
@@ -180,6 +273,10 @@ class Matcher(FrozenModel):
                 self._regex = re.compile(self.value)
             except re.error as exc:
                 raise ValueError(f"invalid regular expression {self.value!r}: {exc}") from None
+            hazard = regex_hazard(self.value)
+            if hazard:
+                shown = self.value if len(self.value) <= 80 else self.value[:77] + "..."
+                raise ValueError(f"regular expression {shown!r} {hazard}")
         return self
 
     def matches(self, value: str | None) -> bool:

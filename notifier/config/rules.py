@@ -129,21 +129,81 @@ class BurrowRule(_RuleBase):
     TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "allowed_lag", "minimum_complete")
 
 
-class LagRule(_RuleBase):
+class _Hysteresis:
+    """``clear_below``: once firing, the rule holds until the value is at or below this
+    (default: the threshold itself), so a value hovering around the threshold opens once."""
+
+    threshold: Any
+    clear_below: Any
+
+    @model_validator(mode="after")
+    def _clear_below_threshold(self) -> Any:
+        if self.clear_below is not None and self.clear_below > self.threshold:
+            raise ValueError(
+                f"clear_below {self.clear_below:g} is above threshold {self.threshold:g}; "
+                "expected a value at or below the threshold"
+            )
+        return self
+
+
+class LagRule(_Hysteresis, _RuleBase):
     kind: Literal["lag"]
     name: str
     severity: Severity = Severity.WARN
     threshold: NonNegativeInt
+    clear_below: NonNegativeInt | None = None
     scope: Literal["partition", "group"] = "partition"
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "threshold")
+    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "threshold", "clear_below")
 
 
-class LagSecondsRule(_RuleBase):
+class LagSecondsRule(_Hysteresis, _RuleBase):
     kind: Literal["lag_seconds"]
     name: str
     severity: Severity = Severity.WARN
     threshold: Duration
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "threshold")
+    clear_below: Duration | None = None
+    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "threshold", "clear_below")
+
+
+class ProgressRule(_RuleBase):
+    """STALL and STOP from per-scan evidence, judged against each group's own habits.
+
+    STALL: members present and the committed offset has not moved for ``tolerance`` × the
+    partition's usual wait between moves (learned from its history), and at least
+    ``stall_after``, while records arrived. STOP: no members for ``tolerance`` × the group's
+    usual restart, and at least ``stop_after``, while records arrived.
+    """
+
+    kind: Literal["progress"]
+    name: str
+    severity: Severity = Severity.ERR
+    stall_after: Duration = 30.0
+    stop_after: Duration = 60.0
+    tolerance: Annotated[float, Field(ge=1.0)] = 1.5
+    TUNABLE: ClassVar[tuple[str, ...]] = (
+        *_RuleBase.TUNABLE, "stall_after", "stop_after", "tolerance"
+    )  # fmt: skip
+
+
+class RewindRule(_RuleBase):
+    """The committed offset went backwards; firing until the consumer is past where it was."""
+
+    kind: Literal["rewind"]
+    name: str
+    severity: Severity = Severity.ERR
+    TUNABLE: ClassVar[tuple[str, ...]] = _RuleBase.TUNABLE
+
+
+class FallingBehindRule(_RuleBase):
+    """Consuming slower than ``ratio`` × the partition's normal production rate while the lag
+    grows and is more than ``min_lag_seconds`` behind."""
+
+    kind: Literal["falling_behind"]
+    name: str
+    severity: Severity = Severity.WARN
+    ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.85
+    min_lag_seconds: Duration = 30.0
+    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "ratio", "min_lag_seconds")
 
 
 class StuckRebalanceRule(_RuleBase):
@@ -155,11 +215,16 @@ class StuckRebalanceRule(_RuleBase):
 
 
 class RebalanceStormRule(_RuleBase):
+    """More than ``max_changes`` member-set changes: within the window, or, with ``lasting``,
+    in a run of changes (each at most ``window.churn_gap`` apart) that has lasted that long —
+    which tells a storm from a rolling deploy, which ends."""
+
     kind: Literal["rebalance_storm"]
     name: str
     severity: Severity = Severity.WARN
     max_changes: NonNegativeInt = 3
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "max_changes")
+    lasting: Duration = 0.0
+    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "max_changes", "lasting")
 
 
 class RetentionRule(_RuleBase):
@@ -185,6 +250,9 @@ class ConsumersGoneRule(_RuleBase):
 Rule = Annotated[
     LagRule
     | LagSecondsRule
+    | ProgressRule
+    | RewindRule
+    | FallingBehindRule
     | StuckRebalanceRule
     | RebalanceStormRule
     | RetentionRule
@@ -195,6 +263,9 @@ Rule = Annotated[
 RULE_KINDS = (
     "lag",
     "lag_seconds",
+    "progress",
+    "rewind",
+    "falling_behind",
     "stuck_rebalance",
     "rebalance_storm",
     "retention",
@@ -213,6 +284,11 @@ class WindowSettings(StrictModel):
     """Points per partition in the LEO table used for lag in seconds."""
     max_gap_factor: Annotated[float, Field(gt=1.0)] = 1.5
     """Two samples further apart than this many scan intervals have a gap between them."""
+    assumed_commit_interval: Duration = 300.0
+    """Until a partition has shown how long its offset usually waits before moving, rules
+    that judge it by that habit assume this much (a new group is not a stalled one)."""
+    churn_gap: Duration = 90.0
+    """Member-set changes at most this far apart belong to one run of churn (rebalance storms)."""
 
 
 class RulesConfig(StrictModel):
@@ -331,6 +407,9 @@ def _section_model(dotted: str, node: dict[str, Any]) -> type[StrictModel]:
     models: dict[str, type[StrictModel]] = {
         "lag": LagRule,
         "lag_seconds": LagSecondsRule,
+        "progress": ProgressRule,
+        "rewind": RewindRule,
+        "falling_behind": FallingBehindRule,
         "stuck_rebalance": StuckRebalanceRule,
         "rebalance_storm": RebalanceStormRule,
         "retention": RetentionRule,

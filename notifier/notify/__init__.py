@@ -28,7 +28,7 @@ from notifier.notify.delivery import Deliverer, DeliveryMetrics
 from notifier.notify.dispatcher import CoreChanges, DispatchCounters, Dispatcher, Planned
 from notifier.notify.incidents import CLUSTER_GROUP, IncidentBook, IncidentChange, incident_id
 from notifier.notify.matchers import matches_incident
-from notifier.notify.notifier import Notifier, build_channels, channel_policies
+from notifier.notify.notifier import Notifier, build_channels, channel_policies, check_templates
 from notifier.notify.outbox import LogEntry, NotifyStore, OutboxEntry, OutboxRow
 from notifier.notify.policy import (
     ChannelPolicy,
@@ -64,6 +64,7 @@ __all__ = [
     "backoff_delay",
     "build_channels",
     "channel_policies",
+    "check_templates",
     "default_policy",
     "incident_id",
     "make_silence",

@@ -11,7 +11,6 @@ JSON line and counted — never dropped silently.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import random
@@ -40,10 +39,12 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def log_json(level: int, event: str, **fields: Any) -> None:
-    """One structured log line (a JSON object), so failures can be counted and searched."""
+def log_event(level: int, event: str, **fields: Any) -> None:
+    """One structured log line: ``event`` and ``fields`` as top-level fields of the service's
+    JSON (or key=value) log line, so failures can be counted and searched; the message is the
+    event in words."""
     if log.isEnabledFor(level):
-        log.log(level, json.dumps({"event": event, **fields}, default=str, ensure_ascii=False))
+        log.log(level, event.replace("_", " "), extra={"event": event, **fields})
 
 
 @dataclass(slots=True)
@@ -273,7 +274,7 @@ class Deliverer:
                     worker.bucket.pause(min(delivery.retry_after, self.retry.max_retry_after))
                 self.metrics.retried[name] += 1
                 self.store.mark_retry(row.id, attempts, row.next_attempt_at, error)
-                log_json(
+                log_event(
                     logging.INFO,
                     "notification_retry",
                     channel=name,
@@ -304,7 +305,7 @@ class Deliverer:
         """``row`` is finished undelivered: counted, persisted as failed, logged at ERROR."""
         self.metrics.failed[channel] += 1
         self.store.mark_failed(row.id, now, attempts, error)
-        log_json(
+        log_event(
             logging.ERROR,
             "notification_failed",
             channel=channel,

@@ -39,7 +39,7 @@ from notifier.notify.channels import (
     Templates,
     Webhook,
 )
-from notifier.notify.delivery import Deliverer, log_json, wall_ms
+from notifier.notify.delivery import Deliverer, log_event, wall_ms
 from notifier.notify.dispatcher import Dispatcher
 from notifier.notify.outbox import NotifyStore, OutboxEntry, OutboxRow
 from notifier.notify.policy import ChannelPolicy, RetryPolicy, default_policy
@@ -175,6 +175,29 @@ def channel_policies(
     return out
 
 
+def check_templates(
+    config: NotifyConfig,
+    templates: Templates | None = None,
+    channels: Mapping[str, Sequence[Channel]] | None = None,
+) -> list[TemplateProblem]:
+    """Render every template with sample data, and each webhook's body template as it is sent
+    (with ``payload``): what ``notifier check --config`` and ``notifier run`` report. Nothing
+    is sent, so unresolved secrets in ``config`` do no harm."""
+    templates = templates or Templates(config.templates)
+    if channels is None:
+        channels = build_channels(config, templates)
+    webhooks = [ch for chs in channels.values() for ch in chs if isinstance(ch, Webhook)]
+    bodies = {hook.body_template for hook in webhooks if hook.body_template}
+    problems = templates.render_check(exclude=bodies)
+    seen = {p.template for p in problems}
+    for hook in webhooks:
+        for problem in hook.check():
+            if problem.template not in seen:
+                problems.append(problem)
+                seen.add(problem.template)
+    return problems
+
+
 @dataclass(slots=True)
 class _SendHook:
     """Keeps Slack message refs from each bot delivery, so follow-ups find the original."""
@@ -225,7 +248,15 @@ class Notifier:
         self.core = Dispatcher.from_config(config)
         now = clock()
         for data in self.store.load_silences():
-            self.core.add_silence(Silence.from_dict(data), now)
+            try:
+                silence = Silence.from_dict(data)
+            except (ValueError, KeyError) as exc:
+                # Stored by a version with looser limits: starting matters more than keeping it.
+                log_event(logging.ERROR, "silence_dropped", silence=data.get("id"),
+                          error=str(exc), matchers=data.get("matchers"))  # fmt: skip
+                self.store.delete_silence(str(data.get("id")))
+                continue
+            self.core.add_silence(silence, now)
         incidents, entries = self.store.load_live()
         self.core.restore(incidents, entries, now)
         self.channels: dict[str, list[Channel]] = (
@@ -354,7 +385,7 @@ class Notifier:
             notification = item.notification
             channels = self.channels.get(notification.receiver, [])
             if not channels:
-                log_json(
+                log_event(
                     logging.ERROR,
                     "notification_failed",
                     receiver=notification.receiver,
@@ -424,16 +455,7 @@ class Notifier:
 
     def check(self) -> list[TemplateProblem]:
         """Render every template with sample data (and each webhook's body template)."""
-        problems = self.templates.render_check()
-        seen = {p.template for p in problems}
-        for channels in self.channels.values():
-            for channel in channels:
-                name = getattr(channel, "body_template", None)
-                if isinstance(channel, Webhook) and name and name not in seen:
-                    for problem in channel.templates.render_check([name]):
-                        problems.append(problem)
-                        seen.add(problem.template)
-        return problems
+        return check_templates(self.config, self.templates, self.channels)
 
     def metrics(self) -> dict[str, Any]:
         """Delivery counters (per channel), outbox depth, oldest pending age, and what the

@@ -15,7 +15,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from notifier.config import ConfigError, Matcher, SilenceConfig, parse_matchers
+from notifier.config import (
+    MAX_SILENCE_MATCHERS,
+    ConfigError,
+    Matcher,
+    SilenceConfig,
+    parse_matchers,
+)
 from notifier.notify.matchers import matches_incident
 from notifier.types import Incident
 
@@ -114,6 +120,8 @@ def make_silence(
             problems.append((f"matchers[{index}]", message))
     if not items and not problems:
         problems.append(("matchers", "at least one matcher is required"))
+    elif len(items) > MAX_SILENCE_MATCHERS:
+        problems.append(("matchers", f"at most {MAX_SILENCE_MATCHERS} matchers, got {len(items)}"))
     start = now if starts_at is None else int(starts_at)
     if int(ends_at) <= start:
         problems.append(("ends_at", "must be after starts_at"))

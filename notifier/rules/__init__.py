@@ -3,6 +3,8 @@
 - :mod:`~notifier.rules.store`: the window store (sample windows, Burrow's commit rings, LEO
   tables) in columnar numpy arrays.
 - :mod:`~notifier.rules.lagtime`: lag in seconds from LEO tables.
+- :mod:`~notifier.rules.evidence`: per-scan evidence that outlives the window (how long the
+  offset has waited, each group's usual commit interval and restart, churn, rewinds, rates).
 - :mod:`~notifier.rules.kernels`: the rules themselves, pure functions over arrays.
 - :mod:`~notifier.rules.evaluate`: the evaluator (selectors, ``for`` / ``keep_firing_for``,
   the complete gate, group roll-up) and the transition tracker.
@@ -21,6 +23,8 @@ from notifier.rules.evaluate import (
     group_without_partitions,
     not_found,
 )
+from notifier.rules.evidence import COLUMNS as EVIDENCE_COLUMNS
+from notifier.rules.lagtime import LeoReset
 from notifier.rules.replay import Moment, print_replay, read_samples, replay_table, scans
 from notifier.rules.step import (
     EXPIRE_EVERY_MS,
@@ -33,11 +37,13 @@ from notifier.rules.store import NULL, ScanColumns, WindowStore
 from notifier.rules.testrules import RuleTest, run_file, series_samples
 
 __all__ = [
+    "EVIDENCE_COLUMNS",
     "EXPIRE_EVERY_MS",
     "NULL",
     "ClusterPipeline",
     "Evaluation",
     "Evaluator",
+    "LeoReset",
     "Moment",
     "RuleTest",
     "ScanColumns",

@@ -24,15 +24,19 @@ import numpy as np
 from notifier.config import (
     BurrowRule,
     ConsumersGoneRule,
+    FallingBehindRule,
     LagRule,
     LagSecondsRule,
+    ProgressRule,
     RebalanceStormRule,
     RetentionRule,
+    RewindRule,
     RulesConfig,
     Selector,
     StuckRebalanceRule,
 )
 from notifier.rules import kernels as kernels
+from notifier.rules.evidence import WAITS_TO_LEARN
 from notifier.rules.store import NULL, WindowStore, as_index
 from notifier.types import (
     GROUP_STATES,
@@ -50,10 +54,13 @@ _SEVERITY_CODE = {Severity.WARN: kernels.SEVERITY_WARN, Severity.ERR: kernels.SE
 _SEVERITY_NAME = {kernels.SEVERITY_WARN: "WARN", kernels.SEVERITY_ERR: "ERR"}
 _RULE_PARAMS: dict[type, tuple[str, ...]] = {
     BurrowRule: ("allowed_lag",),
-    LagRule: ("threshold",),
-    LagSecondsRule: ("threshold",),
+    LagRule: ("threshold", "clear_below"),
+    LagSecondsRule: ("threshold", "clear_below"),
+    ProgressRule: ("stall_after", "stop_after", "tolerance"),
+    RewindRule: (),
+    FallingBehindRule: ("ratio", "min_lag_seconds"),
     StuckRebalanceRule: ("samples",),
-    RebalanceStormRule: ("max_changes",),
+    RebalanceStormRule: ("max_changes", "lasting"),
     RetentionRule: ("warn_fraction",),
     ConsumersGoneRule: (),
 }
@@ -89,7 +96,7 @@ class _Binding:
             _SEVERITY_CODE[Severity(severity)],
             float(rule.for_),
             float(rule.keep_firing_for),
-            *(float(getattr(rule, p)) for p in self.params),
+            *(_parameter(rule, p) for p in self.params),
         )
 
     @property
@@ -142,6 +149,13 @@ class _Binding:
 
 def _attr(key: str) -> str:
     return "for_" if key == "for" else key
+
+
+def _parameter(rule: Any, name: str) -> float:
+    value = getattr(rule, name)
+    if value is None and name == "clear_below":
+        value = rule.threshold  # no hysteresis: clear where it fires
+    return float(value)
 
 
 def _coerce(rule: Any, key: str, value: Any) -> Any:
@@ -239,6 +253,8 @@ class Evaluation:
     group_total_lag: np.ndarray
     group_max_lag_seconds: np.ndarray
     group_fired: dict[str, np.ndarray]
+    progress_status: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per ``progress`` rule and row: kernels.STALL, kernels.STOP or 0."""
     _order: np.ndarray | None = field(default=None, repr=False)
     _starts: np.ndarray | None = field(default=None, repr=False)
 
@@ -395,6 +411,8 @@ class Evaluation:
         elif kind == "lag_seconds":
             message = f"{_human_seconds(seconds)} behind > {_human_seconds(binding.rule.threshold)}"
             evidence.update(lag_seconds=seconds, threshold_s=binding.rule.threshold)
+        elif kind in ("progress", "rewind", "falling_behind"):
+            status, message, evidence = self._evidence_finding(binding, i, lag, seconds)
         else:  # retention
             last = window[-1]
             evidence = {
@@ -420,6 +438,73 @@ class Evaluation:
             since=since if since >= 0 else None,
         )
 
+    def _evidence_finding(
+        self, binding: _Binding, i: int, lag: int, seconds: float
+    ) -> tuple[str, str, dict[str, Any]]:
+        """Status, sentence and evidence of the rules on per-scan evidence: each says what it
+        saw and against which habit of the group, so a reader knows why it fired now."""
+        store = self.evaluator.store
+        row = int(self.rows[i])
+        now = self.now
+        committed = int(store.latest_committed[row])
+        behind = _human_seconds(seconds) if not math.isnan(seconds) else "an unknown time"
+        evidence: dict[str, Any] = {
+            "committed_offset": committed,
+            "log_end_offset": int(store.latest_leo[row]),
+            "current_lag": lag,
+            "lag_seconds": None if math.isnan(seconds) else seconds,
+        }
+        if binding.kind == "rewind":
+            was = int(store.e_rewind_from[row])
+            evidence.update(rewound_from=was, to_reread=max(0, was - committed))
+            message = (
+                f"committed offset went back from {was} to {committed}: "
+                f"{was - committed} records to read again"
+            )
+            return "REWIND", message, evidence
+        if binding.kind == "falling_behind":
+            consume = float(store.e_consume_rate[row])
+            normal = float(store.e_normal_rate[row])
+            evidence.update(
+                consume_rate=consume,
+                produce_rate=float(store.e_produce_rate[row]),
+                normal_rate=normal,
+                ratio=binding.rule.ratio,
+            )
+            message = (
+                f"consuming {consume:.3g} records/s, below {binding.rule.ratio:.0%} of the "
+                f"{normal:.3g}/s this partition normally gets; lag {lag} and growing, "
+                f"{behind} behind"
+            )
+            return "WARN", message, evidence
+        stopped = int(self.progress_status[binding.name][i]) == kernels.STOP
+        if stopped:
+            since = int(store.e_memberless_since[row])
+            usual = float(store.e_usual_memberless_ms[row]) / 1000
+            evidence.update(members=0, memberless_since=since, usual_restart_s=usual)
+            habit = f"its restarts take up to {_human_seconds(usual)}" if usual else "no restart"
+            message = (
+                f"no members for {_human_seconds((now - since) / 1000)} ({habit}); "
+                f"lag {lag} and growing, {behind} behind"
+            )
+            return "STOP", message, evidence
+        since = int(store.e_wait_since[row])
+        usual = float(store.usual_wait_ms(np.array([row]))[0]) / 1000
+        trusted = int(store.e_waits_learned[row]) >= WAITS_TO_LEARN
+        arrived = int(store.latest_leo[row]) - int(store.e_wait_leo[row])
+        evidence.update(waiting_since=since, usual_wait_s=usual, arrived=arrived)
+        assumed = store.settings.assumed_commit_interval
+        habit = (
+            f"usually within {_human_seconds(usual)}"
+            if trusted
+            else f"habit not learned yet, {_human_seconds(max(usual, assumed))} assumed"
+        )
+        message = (
+            f"members present but offset {committed} has not moved for "
+            f"{_human_seconds((now - since) / 1000)} ({habit}) while {arrived} records arrived"
+        )
+        return "STALL", message, evidence
+
     def _group_finding(
         self, binding: _Binding, gid: int, hits: np.ndarray, severity: Severity, since: int
     ) -> Finding:
@@ -444,6 +529,15 @@ class Evaluation:
             states = [s["group_state"] for s in window]
             message = f"rebalancing for the last {binding.rule.samples} scans or more"
             evidence.update(group_states=states, samples=binding.rule.samples)
+        elif kind == "rebalance_storm" and binding.rule.lasting:
+            changes = int(store.e_churn_changes[row])
+            began = int(store.e_churn_since[row])
+            message = (
+                f"member set changed {changes} times in "
+                f"{_human_seconds((self.now - began) / 1000)} and is still changing "
+                f"(a rolling deploy is over within {_human_seconds(binding.rule.lasting)})"
+            )
+            evidence.update(member_changes=changes, churn_since=began)
         elif kind == "rebalance_storm":
             changes = sum(1 for s in window if s["member_set_changed"])
             message = (
@@ -585,6 +679,7 @@ class Evaluator:
         seconds = store.lag_seconds(rows, now)
 
         params = {b.name: b.values(store, rows) for b in self.bindings}
+        usual_wait = store.usual_wait_ms(index)
         burrow_params = params["burrow"]
         outcome = kernels.burrow_status(
             store.r_offset[index],
@@ -604,6 +699,8 @@ class Evaluator:
         )
 
         row_severity: dict[str, np.ndarray] = {}
+        progress_status: dict[str, np.ndarray] = {}
+        has_members = kernels.members_present(latest_state, store.latest_members[index])
         burrow_sev = np.where(status == kernels.OK, 0, np.where(status == kernels.WARN, 1, 2))
         row_severity["burrow"] = np.where(burrow_params["enabled"], burrow_sev, 0).astype(np.int8)
         total_lag = np.bincount(gids, weights=np.maximum(lag, 0), minlength=n_groups)
@@ -619,15 +716,76 @@ class Evaluator:
                         values,
                         -1,
                     )
-                out = kernels.lag_above(values, p["threshold"], sev)
+                out = self._with_hysteresis(
+                    binding.name,
+                    gids,
+                    kernels.lag_above(values, p["threshold"], sev),
+                    kernels.lag_above(values, p["clear_below"], sev),
+                )
             elif binding.kind == "lag_seconds":
-                out = kernels.lag_seconds_above(seconds, p["threshold"], sev)
+                out = self._with_hysteresis(
+                    binding.name,
+                    gids,
+                    kernels.lag_seconds_above(seconds, p["threshold"], sev),
+                    kernels.lag_seconds_above(seconds, p["clear_below"], sev),
+                )
+            elif binding.kind == "progress":
+                progress = kernels.no_progress(
+                    now,
+                    store.e_wait_since[index],
+                    store.e_wait_leo[index],
+                    usual_wait,
+                    store.e_memberless_since[index],
+                    store.e_memberless_leo[index],
+                    store.e_usual_memberless_ms[index],
+                    latest_committed,
+                    latest_leo,
+                    has_members,
+                    p["stall_after"] * 1000.0,
+                    p["stop_after"] * 1000.0,
+                    p["tolerance"],
+                    sev,
+                )
+                out = progress.severity
+                progress_status[binding.name] = np.where(
+                    progress.stopped, kernels.STOP, np.where(progress.stalled, kernels.STALL, 0)
+                ).astype(np.int8)
+            elif binding.kind == "rewind":
+                out = kernels.rewound(store.e_rewind_from[index], sev)
+            elif binding.kind == "falling_behind":
+                first = np.clip(store.width - count.astype(np.int64), 0, store.width - 1)
+                picked = np.arange(first.size)
+                first_lag = kernels.current_lag(committed[picked, first], log_end[picked, first])
+                out = kernels.falling_behind(
+                    lag,
+                    first_lag,
+                    seconds,
+                    usual_wait,
+                    store.e_consume_rate[index],
+                    store.e_produce_rate[index],
+                    store.e_normal_rate[index],
+                    p["ratio"],
+                    p["min_lag_seconds"],
+                    sev,
+                )
             elif binding.kind == "stuck_rebalance":
                 out = kernels.stuck_rebalance(state, count, p["samples"], sev)
             elif binding.kind == "rebalance_storm":
                 out = kernels.rebalance_storm(
                     store.s_member_changed[index], count, p["max_changes"], sev
                 )
+                if np.any(p["lasting"]):
+                    lasting = kernels.churning(
+                        now,
+                        store.e_churn_since[index],
+                        store.e_churn_changes[index],
+                        store.e_last_change_ts[index],
+                        store.churn_gap_ms,
+                        p["lasting"] * 1000.0,
+                        p["max_changes"],
+                        sev,
+                    )
+                    out = np.where(np.asarray(p["lasting"]) > 0, lasting, out).astype(np.int8)
             elif binding.kind == "retention":
                 out = kernels.retention_risk(
                     latest_committed,
@@ -693,7 +851,17 @@ class Evaluator:
             group_total_lag=total_lag.astype(np.int64),
             group_max_lag_seconds=max_seconds,
             group_fired=group_fired,
+            progress_status=progress_status,
         )
+
+    def _with_hysteresis(
+        self, name: str, gids: np.ndarray, fires: np.ndarray, holds: np.ndarray
+    ) -> np.ndarray:
+        """Rows of groups already firing this rule keep to the (lower) ``clear_below`` level."""
+        firing = self.state[name].firing[gids]
+        if not firing.any():
+            return fires
+        return np.where(firing, np.maximum(fires, holds), fires).astype(np.int8)
 
 
 def _as_int(value: Any) -> Any:

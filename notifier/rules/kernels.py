@@ -301,3 +301,124 @@ def consumers_gone(
     growing = (first_lag >= 0) & (last_lag > first_lag)
     out[hit] = np.where(always_gone & growing, _pick(severity, hit), 0)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Rules on per-scan evidence (notifier.rules.evidence): they judge each group against its own
+# habits instead of waiting for a ring of commits to fill.
+
+
+@dataclass(slots=True)
+class ProgressOutcome:
+    """Per row: the severity code, and whether the row is stalled (members present) or
+    stopped (no members) — the partition status a finding reports."""
+
+    severity: np.ndarray
+    stalled: np.ndarray
+    stopped: np.ndarray
+
+
+def no_progress(
+    now_ms: int,
+    wait_since: np.ndarray,
+    wait_log_end: np.ndarray,
+    usual_wait_ms: np.ndarray,
+    memberless_since: np.ndarray,
+    memberless_log_end: np.ndarray,
+    usual_memberless_ms: np.ndarray,
+    committed: np.ndarray,
+    log_end: np.ndarray,
+    present: np.ndarray,
+    stall_after_ms: np.ndarray | float,
+    stop_after_ms: np.ndarray | float,
+    tolerance: np.ndarray | float,
+    severity: np.ndarray | int,
+) -> ProgressOutcome:
+    """STALL: members present, the committed offset has not moved for longer than
+    ``tolerance`` × the row's usual wait (at least ``stall_after``) while records arrived.
+    STOP: no members for longer than ``tolerance`` × the group's usual restart (at least
+    ``stop_after``) while records arrived that nobody reads."""
+    unset = np.iinfo(np.int64).min // 2  # evidence.UNSET_TS is far below this
+    stall_limit = np.maximum(stall_after_ms, tolerance * usual_wait_ms)
+    stalled = (
+        present
+        & (wait_since > unset)
+        & (log_end > wait_log_end)
+        & ((now_ms - wait_since) >= stall_limit)
+    )
+    stop_limit = np.maximum(stop_after_ms, tolerance * usual_memberless_ms)
+    stopped = (
+        ~present
+        & (memberless_since > unset)
+        & (committed >= 0)
+        & (log_end > committed)
+        & (log_end > memberless_log_end)
+        & ((now_ms - memberless_since) >= stop_limit)
+    )
+    out = np.where(stalled | stopped, severity, SEVERITY_NONE).astype(np.int8)
+    return ProgressOutcome(severity=out, stalled=stalled, stopped=stopped)
+
+
+def rewound(rewind_from: np.ndarray, severity: np.ndarray | int) -> np.ndarray:
+    """The committed offset went backwards and the consumer is not yet past where it was."""
+    return np.where(rewind_from >= 0, severity, SEVERITY_NONE).astype(np.int8)
+
+
+MIN_RECORDS_TO_JUDGE_RATE = 20
+"""``falling_behind`` needs this many records expected in its span to compare rates."""
+
+
+def falling_behind(
+    lag: np.ndarray,
+    first_lag: np.ndarray,
+    lag_seconds: np.ndarray,
+    usual_wait_ms: np.ndarray,
+    consume_rate: np.ndarray,
+    produce_rate: np.ndarray,
+    normal_rate: np.ndarray,
+    ratio: np.ndarray | float,
+    min_lag_seconds: np.ndarray | float,
+    severity: np.ndarray | int,
+) -> np.ndarray:
+    """Consuming slower than the partition normally produces, while the lag grows and is
+    more than ``min_lag_seconds`` beyond what the usual wait between commits explains (in
+    seconds, and in records at the normal rate).
+
+    Comparing with the *normal* production rate (not the current one) is what tells a slow
+    consumer from a burst: during and after a burst a healthy consumer reads at its full
+    speed, above the normal rate, while its lag still grows for a while.
+    """
+    span_s = min_lag_seconds + usual_wait_ms / 1000.0
+    with np.errstate(invalid="ignore"):
+        slow = (consume_rate < ratio * normal_rate) & (produce_rate > consume_rate)
+        behind = lag_seconds > span_s
+        # A backlog larger than the partition normally gets in that span, and a span with
+        # enough records to tell a rate from chance: a slow topic is judged by lag in seconds.
+        expected = normal_rate * span_s
+        backlog = (lag > expected) & (expected >= MIN_RECORDS_TO_JUDGE_RATE)
+    growing = (first_lag >= 0) & (lag > first_lag)
+    hit = slow & behind & backlog & growing
+    return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def churning(
+    now_ms: int,
+    churn_since: np.ndarray,
+    churn_changes: np.ndarray,
+    last_change: np.ndarray,
+    churn_gap_ms: int,
+    lasting_ms: np.ndarray | float,
+    max_changes: np.ndarray | int,
+    severity: np.ndarray | int,
+) -> np.ndarray:
+    """A run of member-set changes (each at most ``churn_gap`` after the previous) whose
+    changes span ``lasting`` or more, with more than ``max_changes`` of them, and that is still
+    going on (the last change at most ``churn_gap`` ago)."""
+    unset = np.iinfo(np.int64).min // 2
+    hit = (
+        (churn_since > unset)
+        & ((now_ms - last_change) <= churn_gap_ms)
+        & ((last_change - churn_since) >= lasting_ms)
+        & (churn_changes > max_changes)
+    )
+    return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)

@@ -4,7 +4,11 @@ Lag Exporter does it).
 Each (cluster, topic, partition) keeps up to ``P`` points ``(LEO, time)`` from successive scans,
 oldest first and right-aligned in a row of a 2-D array (``count`` valid points at the end).
 
-* A point whose time or offset goes backwards is rejected.
+* A point whose time goes backwards is rejected.
+* A point whose offset goes backwards means the log itself started over (the topic was
+  recreated, the cluster rebuilt, a broker restarted empty): the old points describe a log that
+  no longer exists, so the table starts again from the new point, and the reset is reported
+  (:class:`LeoReset`) instead of turning into hours of false lag.
 * A point with the same offset as the last two only moves the last point's time forward, so an
   idle partition keeps the moment its LEO last changed instead of filling the table.
 * When full, the oldest point drops.
@@ -20,9 +24,36 @@ Everything here is a pure function over numpy arrays; the store owns the arrays.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
+if TYPE_CHECKING:
+    from notifier.rules.store import ScanColumns
+
 NAN = float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class LeoReset:
+    """A partition's log-end offset went backwards between two scans: its log started over."""
+
+    cluster: str
+    topic: str
+    partition: int
+    at: int
+    """The scan that saw the lower offset (epoch ms)."""
+    previous: int
+    """The log-end offset the scan before saw."""
+    current: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "previous_log_end_offset": self.previous,
+            "log_end_offset": self.current,
+        }
 
 
 def append_points(
@@ -32,16 +63,29 @@ def append_points(
     rows: np.ndarray,
     new_leo: np.ndarray,
     new_time: np.ndarray,
-) -> None:
-    """Add one point to each table in ``rows`` (unique), in place."""
+) -> np.ndarray:
+    """Add one point to each table in ``rows`` (unique), in place.
+
+    Returns a mask over ``rows``: the tables that started over because the offset went
+    backwards (they now hold the new point alone).
+    """
     if rows.size == 0:
-        return
+        return np.zeros(0, dtype=np.bool_)
     width = leo.shape[1]
     n = counts[rows]
     last_leo = leo[rows, -1]
     last_time = times[rows, -1]
     has_any = n > 0
-    backwards = has_any & ((new_time <= last_time) | (new_leo < last_leo))
+    forward_in_time = ~has_any | (new_time > last_time)
+    reset = has_any & forward_in_time & (new_leo < last_leo)
+    if reset.any():
+        target = rows[reset]
+        leo[target] = 0
+        times[target] = 0
+        leo[target, -1] = new_leo[reset]
+        times[target, -1] = new_time[reset]
+        counts[target] = 1
+    backwards = ~forward_in_time | reset
     flat = (n >= 2) & ~backwards & (new_leo == last_leo) & (leo[rows, -2] == last_leo)
     if flat.any():
         times[rows[flat], -1] = new_time[flat]
@@ -53,6 +97,19 @@ def append_points(
         leo[target, -1] = new_leo[grow]
         times[target, -1] = new_time[grow]
         counts[target] = np.minimum(n[grow] + 1, width)
+    return reset
+
+
+def resets_in_scan(
+    scan: ScanColumns, scan_rows: np.ndarray, previous: np.ndarray
+) -> list[LeoReset]:
+    """The resets :func:`append_points` found, one per partition: ``scan_rows`` index the
+    scan's rows that reset a table, ``previous`` holds those tables' newest offsets before."""
+    return [
+        LeoReset(scan.cluster, scan.topic[i], int(scan.partition[i]), scan.ts, int(before),
+                 int(scan.log_end[i]))
+        for i, before in zip(scan_rows.tolist(), previous.tolist(), strict=True)
+    ]  # fmt: skip
 
 
 def lag_seconds(

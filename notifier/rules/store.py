@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from notifier.config import WindowSettings
-from notifier.rules import lagtime
+from notifier.rules import evidence, lagtime
 from notifier.types import GROUP_STATE_CODE, CommitPoint, Sample
 
 NULL = -1
@@ -41,7 +41,7 @@ real sample is always a gap."""
 
 _INITIAL_ROWS = 1024
 
-_ROW_COLUMNS: tuple[tuple[str, str, type, int, bool], ...] = (
+_ROW_COLUMNS: tuple[tuple[str, str, type, float, bool], ...] = (
     # name, shape ("window", "ring" or per row), dtype, initial value, reset when a row is freed
     ("s_ts", "window", np.int64, UNSET_TS, True),
     ("s_committed", "window", np.int64, NULL, True),
@@ -67,6 +67,7 @@ _ROW_COLUMNS: tuple[tuple[str, str, type, int, bool], ...] = (
     ("row_partition", "row", np.int32, NULL, False),
     ("row_alive", "row", np.bool_, False, True),
     ("row_epoch", "row", np.int64, 0, False),
+    *((name, "row", dtype, fill, True) for name, dtype, fill in evidence.COLUMNS),
 )
 """Every per-row column of :class:`WindowStore`, for allocating, growing and freeing rows."""
 
@@ -183,6 +184,23 @@ class WindowStore:
     row_partition: np.ndarray
     row_alive: np.ndarray
     row_epoch: np.ndarray
+    # Evidence that outlives the window (notifier.rules.evidence.COLUMNS).
+    e_wait_since: np.ndarray
+    e_wait_leo: np.ndarray
+    e_wait_disturbed: np.ndarray
+    e_usual_wait_ms: np.ndarray
+    e_usual_wait_ts: np.ndarray
+    e_waits_learned: np.ndarray
+    e_memberless_since: np.ndarray
+    e_memberless_leo: np.ndarray
+    e_usual_memberless_ms: np.ndarray
+    e_churn_since: np.ndarray
+    e_churn_changes: np.ndarray
+    e_last_change_ts: np.ndarray
+    e_rewind_from: np.ndarray
+    e_normal_rate: np.ndarray
+    e_consume_rate: np.ndarray
+    e_produce_rate: np.ndarray
     # LEO tables for lag in seconds.
     t_leo: np.ndarray
     t_time: np.ndarray
@@ -196,6 +214,7 @@ class WindowStore:
         self.scan_interval_ms = round(scan_interval_s * 1000)
         self.max_gap_ms = int(self.settings.max_gap_factor * self.scan_interval_ms)
         self.min_distance_ms = round(self.settings.min_distance * 1000)
+        self.churn_gap_ms = round(self.settings.churn_gap * 1000)
 
         self._row_of: dict[tuple[str, str, str, int], int] = {}
         self.row_key: list[tuple[str, str, str, int] | None] = []
@@ -206,6 +225,8 @@ class WindowStore:
         self._table_of: dict[tuple[str, str, int], int] = {}
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
+        self.leo_resets: list[lagtime.LeoReset] = []
+        """The partitions whose log-end offset went backwards in the latest scan ingested."""
         self._epoch = 0
         self.group_epoch = np.zeros(1024, dtype=np.int64)
 
@@ -328,8 +349,10 @@ class WindowStore:
     # ---------------------------------------------------------------- ingest
 
     def ingest_scan(self, scan: ScanColumns) -> np.ndarray:
-        """Add one successful scan of one cluster; returns the rows it touched."""
+        """Add one successful scan of one cluster; returns the rows it touched. The partitions
+        whose LEO tables it reset are in :attr:`leo_resets` until the next scan."""
         if len(scan) == 0:
+            self.leo_resets = []
             self.last_scan_ts[scan.cluster] = scan.ts
             return np.zeros(0, dtype=np.int64)
         rows = self._rows_for(scan)
@@ -337,7 +360,8 @@ class WindowStore:
         self._append_samples(rows, scan)
         tables = self.row_table[rows]
         unique_tables, first = np.unique(tables, return_index=True)
-        lagtime.append_points(
+        newest_leo = self.t_leo[unique_tables, -1]
+        reset = lagtime.append_points(
             self.t_leo,
             self.t_time,
             self.t_count,
@@ -345,6 +369,7 @@ class WindowStore:
             scan.log_end[first],
             np.full(unique_tables.size, ts, dtype=np.int64),
         )
+        self.leo_resets = lagtime.resets_in_scan(scan, first[reset], newest_leo[reset])
         self._record_commits(rows, scan)
         self.last_scan_ts[scan.cluster] = ts
         return rows
@@ -375,6 +400,9 @@ class WindowStore:
 
     def _append_samples(self, rows: np.ndarray, scan: ScanColumns) -> None:
         index = as_index(rows)
+        previous_ts = self.s_ts[index, -1].copy()
+        previous_committed = self.latest_committed[index].copy()
+        previous_log_end = self.latest_leo[index].copy()
         for name, values in (
             ("s_ts", scan.ts),
             ("s_committed", scan.committed),
@@ -397,6 +425,36 @@ class WindowStore:
         self.s_member_changed[index, -1] = changed
         self.last_hash[index] = scan.member_hash
         self.s_count[index] = np.minimum(self.s_count[index] + 1, self.width)
+        evidence.update(
+            self.evidence_columns,
+            index,
+            evidence.ScanView(
+                ts=scan.ts,
+                committed=scan.committed,
+                log_end=scan.log_end,
+                state=scan.state,
+                members=scan.members,
+                member_changed=changed,
+                had_sample=had_sample,
+                previous_ts=previous_ts,
+                previous_committed=previous_committed,
+                previous_log_end=previous_log_end,
+            ),
+            self.churn_gap_ms,
+        )
+
+    def usual_wait_ms(self, index: slice | np.ndarray) -> np.ndarray:
+        """How long each row's offset usually waits before it moves; at least the configured
+        ``assumed_commit_interval`` until the habit has been seen often enough to trust."""
+        learned = self.e_usual_wait_ms[index]
+        assumed = self.settings.assumed_commit_interval * 1000.0
+        trusted = self.e_waits_learned[index] >= evidence.WAITS_TO_LEARN
+        return np.where(trusted, learned, np.maximum(learned, assumed))
+
+    @property
+    def evidence_columns(self) -> dict[str, np.ndarray]:
+        """The evidence columns (:mod:`notifier.rules.evidence`) by name."""
+        return {name: getattr(self, name) for name, _, _ in evidence.COLUMNS}
 
     def _record_commits(self, rows: np.ndarray, scan: ScanColumns) -> None:
         committed = scan.committed

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from notifier.rules import Evaluator, TransitionTracker, WindowStore
+from notifier.rules import EVIDENCE_COLUMNS, Evaluator, TransitionTracker, WindowStore
 from notifier.types import GroupStatus
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ _ROW_ARRAYS = (
     "s_count", "latest_committed", "latest_leo", "latest_log_start", "latest_state",
     "latest_members", "last_hash", "r_offset", "r_ts", "r_lag", "r_order", "r_count",
     "row_group", "row_table", "row_partition", "row_alive", "row_epoch",
+    *(name for name, _, _ in EVIDENCE_COLUMNS),
 )  # fmt: skip
 _TABLE_ARRAYS = ("t_leo", "t_time", "t_count")
 
@@ -132,7 +133,8 @@ def load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
     while store.table_capacity < tables:
         store._alloc_tables(store.table_capacity * 2)
     for name in _ROW_ARRAYS:
-        getattr(store, name)[:rows] = arrays[name]
+        if name in arrays:  # a checkpoint from before a column existed keeps its initial value
+            getattr(store, name)[:rows] = arrays[name]
     for name in _TABLE_ARRAYS:
         getattr(store, name)[:tables] = arrays[name]
     store.row_key = [tuple(k) if k is not None else None for k in meta["row_key"]]

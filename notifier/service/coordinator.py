@@ -10,7 +10,8 @@ cluster (never two at once for the same cluster), a checkpoint job and a history
 all in the service's event loop.
 
 A scan that fails is a gap: nothing is ingested, nothing is evaluated, so it can never become
-an alert. It is logged and counted; the next tries back off exponentially; after
+an alert. It is logged and counted; the next tries back off exponentially, to at most
+:data:`MAX_BACKOFF_INTERVALS` scan intervals; after
 ``down_after_failures`` failures in a row the cluster is reported down to the sink (which mutes
 its groups and raises one cluster alert) until a scan succeeds again.
 """
@@ -36,6 +37,7 @@ from notifier.rules import (
     ClusterPipeline,
     Evaluation,
     Evaluator,
+    LeoReset,
     ScanColumns,
     TransitionTracker,
     WindowStore,
@@ -45,7 +47,13 @@ from notifier.types import Transition
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_S = 300.0
+STALE_AFTER_INTERVALS = 3
+"""A cluster's data is stale (and the service not ready) when no scan succeeded within this
+many scan intervals."""
+
+MAX_BACKOFF_INTERVALS = 3
+"""Failed scans back off to at most this many scan intervals: enough to spare a struggling
+cluster, short enough that its recovery is noticed within a few intervals."""
 
 
 class TransitionSink(Protocol):
@@ -135,11 +143,20 @@ class ClusterState:
     evaluation: Evaluation | None = None
     groups: dict[str, str] = field(default_factory=dict)
     """Every group the last scan listed, with its state (groups without partitions too)."""
+    leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
+    """The latest log-end offset reset of each (topic, partition) since the service started."""
     retry_at: float = 0.0
 
     @property
     def store(self) -> WindowStore:
         return self.pipeline.store
+
+    def stale(self, now_ms: int) -> bool:
+        """No successful scan within the last :data:`STALE_AFTER_INTERVALS` intervals."""
+        last = self.metrics.last_success_ms
+        return (
+            last is None or now_ms - last > STALE_AFTER_INTERVALS * self.config.scan_interval * 1000
+        )
 
     @property
     def evaluator(self) -> Evaluator:
@@ -321,8 +338,9 @@ class Coordinator:
         m.failures += 1
         m.consecutive_failures += 1
         m.last_error = error
-        backoff = min(MAX_BACKOFF_S, state.config.scan_interval * 2 ** (m.consecutive_failures - 1))
-        state.retry_at = time.monotonic() + backoff - state.config.scan_interval
+        interval = state.config.scan_interval
+        backoff = interval * min(MAX_BACKOFF_INTERVALS, 2 ** (m.consecutive_failures - 1))
+        state.retry_at = time.monotonic() + backoff - interval
         name = state.config.name
         log.warning(
             "scan failed", extra={"event": "scan_failed", "cluster": name, "error": error,
@@ -354,6 +372,8 @@ class Coordinator:
         )
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
+        for reset in state.store.leo_resets:
+            self._leo_reset(state, reset)
         if transitions:
             self.sink.handle(transitions, result.ts)
         if self.history is not None and result.samples.num_rows:
@@ -365,16 +385,23 @@ class Coordinator:
         )  # fmt: skip
         return transitions
 
+    @staticmethod
+    def _leo_reset(state: ClusterState, reset: LeoReset) -> None:
+        state.leo_resets[(reset.topic, reset.partition)] = reset
+        log.warning(
+            "log-end offset went backwards: the partition's log started over (topic recreated "
+            "or cluster rebuilt); lag in seconds starts again from this scan",
+            extra={"event": "log_end_offset_reset", "cluster": reset.cluster,
+                   "topic": reset.topic, "partition": reset.partition,
+                   "previous_log_end_offset": reset.previous, "log_end_offset": reset.current},
+        )  # fmt: skip
+
     # ---------------------------------------------------------------- reading (API, demo)
 
     def ready(self, now_ms: int | None = None) -> bool:
-        """Every cluster scanned successfully within the last three intervals."""
+        """Every cluster scanned successfully within the last three intervals (none stale)."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        return all(
-            s.metrics.last_success_ms is not None
-            and now_ms - s.metrics.last_success_ms <= 3 * s.config.scan_interval * 1000
-            for s in self.clusters.values()
-        )
+        return not any(s.stale(now_ms) for s in self.clusters.values())
 
 
 def make_collector(cluster: ClusterConfig) -> ClusterCollector:

@@ -92,6 +92,7 @@ function notifierIndex() {
       if (g.incident_id) marks.append(el("span", { class: "mark", text: `incident ${g.incident_id.slice(0, 8)}` }));
       if (g.silenced) marks.append(el("span", { class: "mark silenced", text: "silenced" }));
       if (g.partial) marks.append(el("span", { class: "mark partial", text: "partial" }));
+      if (g.stale) marks.append(el("span", { class: "mark stale", text: `stale: ${humanSeconds(g.data_age_seconds)} old` }));
       return el("tr", { class: `status-${g.status}`, "data-group": g.group, "data-status": g.status },
         el("td", {}, badge(g.status)),
         el("td", { text: g.cluster }),
@@ -121,7 +122,15 @@ function notifierIndex() {
       const data = await response.json();
       state.groups = data.groups;
       const down = data.clusters.filter((c) => c.down).map((c) => c.cluster);
-      document.getElementById("clusters").textContent = down.length ? `cluster down: ${down.join(", ")}` : "";
+      const stale = data.clusters.filter((c) => c.stale).map((c) => c.last_scan === null
+        ? `${c.cluster}: not scanned yet`
+        : `${c.cluster}: data ${humanSeconds(c.data_age_seconds)} old (last scan ${clock(c.last_scan)} UTC)`);
+      const problems = [];
+      if (down.length) problems.push(`cluster down: ${down.join(", ")}`);
+      if (stale.length) problems.push(`stale — ${stale.join("; ")}`);
+      const banner = document.getElementById("clusters");
+      banner.textContent = problems.join(" · ");
+      banner.className = stale.length ? "stale" : "";
       document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
       render();
     } catch (error) {
@@ -160,7 +169,9 @@ function notifierGroup() {
       card("complete", `${g.complete.toFixed(2)}${g.partial ? " (partial)" : ""}`),
       card("Burrow complete", g.burrow_complete.toFixed(2)),
       card("group state", `${g.group_state}, ${g.members} members`),
-      card("incident", g.incident_id ? g.incident_id.slice(0, 12) + (g.silenced ? " (silenced)" : "") : "none"));
+      card("incident", g.incident_id ? g.incident_id.slice(0, 12) + (g.silenced ? " (silenced)" : "") : "none"),
+      card("data age", `${humanSeconds(g.data_age_seconds)}${g.stale ? " — stale" : ""}`));
+    document.getElementById("overview").classList.toggle("stale", g.stale);
     const findings = document.getElementById("findings");
     findings.replaceChildren(...(g.findings.length ? g.findings.map((f) => el("div",
       { class: `finding ${f.severity}`, "data-rule": f.rule },
@@ -170,7 +181,10 @@ function notifierGroup() {
       [el("p", { class: "muted", text: "Nothing is firing." })]));
     const body = document.querySelector("#partitions tbody");
     body.replaceChildren(...g.partitions.map((p) => el("tr", { class: `status-${p.status === "OK" ? "OK" : p.status === "WARN" ? "WARN" : "ERR"}` },
-      el("td", { text: `${p.topic}/${p.partition}` }),
+      el("td", { text: `${p.topic}/${p.partition}` }, ...(p.leo_reset ? [" ", el("span", {
+        class: "mark", "data-leo-reset": "",
+        title: `log-end offset went from ${humanNumber(p.leo_reset.previous_log_end_offset)} back to ${humanNumber(p.leo_reset.log_end_offset)}: lag in seconds started over`,
+        text: `log restarted ${clock(p.leo_reset.at)}` })] : [])),
       el("td", {}, badge(p.status)),
       el("td", { class: "num", text: humanNumber(p.current_lag) }),
       el("td", { class: "num", text: humanSeconds(p.lag_seconds) }),

@@ -20,7 +20,7 @@ from notifier.config import Scrubber, Secret, optional_secret
 from notifier.notify.channels.base import Channel, no_alerts
 from notifier.notify.channels.delivery import Delivery, excerpt
 from notifier.notify.channels.format import clip, headline_event
-from notifier.notify.channels.templates import TemplateError, Templates
+from notifier.notify.channels.templates import TemplateError, Templates, render_or_fall_back
 from notifier.types import Event, Notification
 
 
@@ -108,11 +108,17 @@ class Email(Channel):
 
     def build_message(self, notification: Notification) -> EmailMessage:
         """Render the templates into a ready-to-send message (raises :class:`TemplateError`)."""
-        context = self.templates.context(notification)
-        event = context["event"]
-        subject = self.templates.render(Templates.name("email", event, "subject"), context)
-        text = self.templates.render(Templates.name("email", event, "txt"), context)
-        html = self.templates.render(Templates.name("email", event, "html"), context)
+        event = headline_event(notification.alerts).value
+
+        def build(templates: Templates) -> tuple[str, str, str]:
+            context = templates.context(notification)
+            return (
+                templates.render(Templates.name("email", event, "subject"), context),
+                templates.render(Templates.name("email", event, "txt"), context),
+                templates.render(Templates.name("email", event, "html"), context),
+            )
+
+        subject, text, html = render_or_fall_back(self.name, self.templates, build)
         message_id, in_reply_to, references = self.thread_ids(notification)
 
         message = EmailMessage()

@@ -28,12 +28,20 @@ def headline_event(alerts: Sequence[Alert]) -> Event:
     raise ValueError("a notification needs at least one alert")
 
 
+def is_cluster_alert(alert: Alert) -> bool:
+    """Whether the alert is about a whole cluster that cannot be scanned (not about a group)."""
+    return any(f.kind == "cluster_down" for f in alert.incident.findings)
+
+
 def alert_status(alert: Alert) -> GroupStatus:
     """The group's status now: the latest evaluation's; for a vanished group (no result) the
-    incident's while it fires and ``NOTFOUND`` once it resolves."""
+    incident's while it fires and ``NOTFOUND`` once it resolves; for a cluster that cannot be
+    scanned, the incident's (ERR, then OK once it can be scanned again)."""
     if alert.result is not None:
         return alert.result.status
-    return GroupStatus.NOTFOUND if alert.event is Event.RESOLVE else alert.incident.status
+    if alert.event is Event.RESOLVE and not is_cluster_alert(alert):
+        return GroupStatus.NOTFOUND
+    return alert.incident.status
 
 
 def alert_findings(alert: Alert) -> list[Finding]:

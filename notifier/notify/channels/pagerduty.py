@@ -24,7 +24,7 @@ from notifier.notify.channels.format import (
     humanize_seconds,
     iso8601,
 )
-from notifier.notify.channels.templates import TemplateError, Templates
+from notifier.notify.channels.templates import TemplateError, Templates, render_or_fall_back
 from notifier.notify.channels.webhook import partition_document
 from notifier.types import Event, Notification
 
@@ -180,12 +180,15 @@ class PagerDuty(HttpChannel):
         )
 
     def build_events(self, notification: Notification) -> list[dict[str, Any]]:
-        return pagerduty_events(
-            notification,
-            self.routing_key.reveal(),
-            templates=self.templates,
-            severity_map=self.severity_map,
-        )
+        def build(templates: Templates) -> list[dict[str, Any]]:
+            return pagerduty_events(
+                notification,
+                self.routing_key.reveal(),
+                templates=templates,
+                severity_map=self.severity_map,
+            )
+
+        return render_or_fall_back(self.name, self.templates, build)
 
     async def send(self, notification: Notification) -> Delivery:
         if not notification.alerts:

@@ -20,7 +20,12 @@ from notifier.config import Secret
 from notifier.notify.channels.base import HttpChannel, no_alerts
 from notifier.notify.channels.delivery import Delivery, classify_http, combine, parse_retry_after
 from notifier.notify.channels.format import clip, clip_lines, status_color
-from notifier.notify.channels.templates import TemplateError, Templates, check_slack_shape
+from notifier.notify.channels.templates import (
+    TemplateError,
+    Templates,
+    check_slack_shape,
+    render_or_fall_back,
+)
 from notifier.types import Alert, Event, Incident, Notification
 
 SLACK_MAX_BLOCKS = 50
@@ -118,14 +123,20 @@ class _SlackRendering:
     templates: Templates
     max_alerts: int
 
+    name: str
+
     def _render_slack(self, notification: Notification, alerts: Sequence[Alert]) -> dict[str, Any]:
         scoped = dataclasses.replace(notification, alerts=list(alerts))
         shown = list(alerts[: self.max_alerts])
-        context = self.templates.context(scoped, shown)
-        name = Templates.name("slack", context["event"], "json")
-        message = self.templates.render_json(name, context)
-        check_slack_shape(name, message)
-        return fit_slack_message(message)
+
+        def build(templates: Templates) -> dict[str, Any]:
+            context = templates.context(scoped, shown)
+            name = Templates.name("slack", context["event"], "json")
+            message = templates.render_json(name, context)
+            check_slack_shape(name, message)
+            return message
+
+        return fit_slack_message(render_or_fall_back(self.name, self.templates, build))
 
 
 class SlackWebhook(HttpChannel, _SlackRendering):

@@ -4,18 +4,21 @@
 built-in ``templates/`` shipped with notifier (:func:`notifier.resources.template_dir`; naming and
 variables in ``templates/README.md``). :meth:`Templates.render_check` renders each one with a
 :func:`sample_notification` and reports every failure as a :class:`TemplateProblem` (what
-``notifier check`` prints).
+``notifier check`` prints). :func:`render_or_fall_back` is how channels render at send time: a
+template that fails then (edited on disk, or data the checks did not foresee) costs the message
+its custom look, never the alert.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 
@@ -28,6 +31,7 @@ from notifier.notify.channels.format import (
     headline_event,
     humanize_lag,
     humanize_seconds,
+    is_cluster_alert,
     iso8601,
     slack_escape,
     status_color,
@@ -48,6 +52,10 @@ from notifier.types import (
     PartitionStatus,
     Severity,
 )
+
+log = logging.getLogger("notifier.notify")
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True, frozen=True)
@@ -161,8 +169,10 @@ class Templates:
         builtin: bool = True,
     ) -> None:
         directories = [Path(directory)] if directory is not None else []
+        self._customised = bool(directories or paths)
         if builtin:
             directories.append(resources.template_dir())
+        self._fallback: Templates | None = None
         self._loader = _TemplateLoader(
             {name: Path(path) for name, path in (paths or {}).items()}, directories
         )
@@ -192,6 +202,7 @@ class Templates:
             findings=alert_findings,
         )
         self.env.globals.update(Event=Event, GroupStatus=GroupStatus)
+        self.env.tests["cluster_alert"] = is_cluster_alert
 
     @staticmethod
     def name(channel: str, event: Event | str, part: str) -> str:
@@ -201,8 +212,18 @@ class Templates:
     def add(self, name: str, path: str | Path) -> None:
         """Use the file at ``path`` for template ``name`` (taking precedence over directories)."""
         self._loader.paths[name] = Path(path)
+        self._customised = True
         if self.env.cache is not None:
             self.env.cache.clear()
+
+    def fallback(self) -> Templates | None:
+        """The shipped templates alone, for when an override fails at send time; None when
+        these are the shipped templates already (nothing to fall back to)."""
+        if not self._customised:
+            return None
+        if self._fallback is None:
+            self._fallback = Templates()
+        return self._fallback
 
     def names(self) -> list[str]:
         """Every renderable template (partials excluded)."""
@@ -279,15 +300,21 @@ class Templates:
             tb = tb.tb_next
         return found
 
-    def render_check(self, names: Iterable[str] | None = None) -> list[TemplateProblem]:
-        """Render every template (or ``names``) with sample data; report each failure.
+    def render_check(
+        self, names: Iterable[str] | None = None, *, exclude: Iterable[str] = ()
+    ) -> list[TemplateProblem]:
+        """Render every template (or ``names``) but ``exclude`` with sample data; report each
+        failure.
 
         Partials are compiled; ``<channel>/<event>.<part>.j2`` templates are rendered with a
         sample notification for that event (other names with every event), and ``*.json.j2``
-        output must parse as JSON. An empty list means every template is usable.
+        output must parse as JSON. An empty list means every template is usable. (Webhook body
+        templates see more than this context: check them with the webhook's own check.)
         """
         problems: list[TemplateProblem] = []
+        skip = set(exclude)
         wanted = list(names) if names is not None else self._loader.list_templates()
+        wanted = [name for name in wanted if name not in skip]
         for name in wanted:
             base = name.rsplit("/", 1)[-1]
             if base.startswith("_"):
@@ -314,6 +341,34 @@ class Templates:
                     problems.append(exc.problem)
                     break
         return problems
+
+
+def render_or_fall_back(
+    channel: str, templates: Templates, build: Callable[[Templates], T], fallback: str = "built-in"
+) -> T:
+    """``build(templates)``; if a template fails, ``build`` again with the shipped templates
+    and log the failure (event ``template_failed``, at ERROR, naming the template and line).
+    Raises :class:`TemplateError` only when the shipped templates fail too."""
+    try:
+        return build(templates)
+    except TemplateError as exc:
+        shipped = templates.fallback()
+        if shipped is None:
+            raise
+        built = build(shipped)
+        log_template_failure(channel, exc, fallback)
+        return built
+
+
+def log_template_failure(channel: str, exc: TemplateError, fallback: str) -> None:
+    """The line an operator searches for when a custom template broke at send time."""
+    log.error(
+        "template %s failed at send time; sent with the %s template instead",
+        exc.problem,
+        fallback,
+        extra={"event": "template_failed", "channel": channel, "template": exc.template,
+               "line": exc.line, "error": exc.problem.message, "fallback": fallback},
+    )  # fmt: skip
 
 
 def check_slack_shape(name: str, body: Any) -> None:

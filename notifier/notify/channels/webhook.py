@@ -2,7 +2,8 @@
 
 :class:`Webhook` sends :func:`webhook_payload` (version ``WEBHOOK_PAYLOAD_VERSION``), built here
 rather than templated so that its schema holds by construction; a ``body_template`` can replace
-it for receivers that want another shape. PagerDuty's details reuse
+it for receivers that want another shape (checked by :func:`check_body_template`; when it fails
+at send time the built-in document goes out instead). PagerDuty's details reuse
 :func:`partition_document`.
 """
 
@@ -19,7 +20,13 @@ from notifier.config import Secret, optional_secret
 from notifier.notify.channels.base import HttpChannel, basic_auth_header, no_alerts
 from notifier.notify.channels.delivery import Delivery, classify_http
 from notifier.notify.channels.format import alert_findings, headline_event, iso8601
-from notifier.notify.channels.templates import TemplateError, Templates
+from notifier.notify.channels.templates import (
+    TemplateError,
+    TemplateProblem,
+    Templates,
+    log_template_failure,
+    sample_notification,
+)
 from notifier.types import Event, GroupResult, Incident, Notification, PartitionResult
 
 WEBHOOK_PAYLOAD_VERSION = "1"
@@ -109,6 +116,26 @@ def webhook_payload(notification: Notification) -> dict[str, Any]:
     }
 
 
+def render_body(
+    templates: Templates, name: str, notification: Notification, payload: Any = None
+) -> Any:
+    """A body template's JSON document for ``notification`` (raises :class:`TemplateError`)."""
+    if payload is None:
+        payload = webhook_payload(notification)
+    return templates.render_json(name, templates.context(notification, payload=payload))
+
+
+def check_body_template(templates: Templates, name: str) -> list[TemplateProblem]:
+    """Render a body template with a sample notification of every event (with ``payload``,
+    as at send time); the first failure, if any."""
+    for event in Event:
+        try:
+            render_body(templates, name, sample_notification(event))
+        except TemplateError as exc:
+            return [exc.problem]
+    return []
+
+
 _CREDENTIAL_HEADER = re.compile(r"auth|token|key|secret|password|cookie|signature", re.I)
 
 
@@ -118,7 +145,8 @@ class Webhook(HttpChannel):
     The body is :func:`webhook_payload` unless ``body_template`` names a template (a name the
     :class:`Templates` resolves, or a :class:`~pathlib.Path` to a file) that renders the JSON
     body from the usual context plus ``payload`` (the default document). A template that
-    renders invalid JSON fails non-retryably with the template's name in the error.
+    fails or renders invalid JSON is logged (``template_failed``, naming it) and the built-in
+    document is sent instead.
     """
 
     def __init__(
@@ -157,20 +185,27 @@ class Webhook(HttpChannel):
         super().__init__(name=name, timeout=timeout, secrets=secrets, transport=transport)
 
     def build_body(self, notification: Notification) -> Any:
-        """The JSON document to send (raises :class:`TemplateError` for a bad template)."""
+        """The JSON document to send: the body template's, or the built-in document when
+        there is none or it fails (the failure is logged as ``template_failed``)."""
         payload = webhook_payload(notification)
         if self.body_template is None:
             return payload
-        context = self.templates.context(notification, payload=payload)
-        return self.templates.render_json(self.body_template, context)
+        try:
+            return render_body(self.templates, self.body_template, notification, payload)
+        except TemplateError as exc:
+            log_template_failure(self.name, exc, "built-in")
+            return payload
+
+    def check(self) -> list[TemplateProblem]:
+        """Render the body template with sample data, as it is rendered at send time."""
+        if self.body_template is None:
+            return []
+        return check_body_template(self.templates, self.body_template)
 
     async def send(self, notification: Notification) -> Delivery:
         if not notification.alerts:
             return no_alerts()
-        try:
-            body = self.build_body(notification)
-        except TemplateError as exc:
-            return self._template_failure(exc)
+        body = self.build_body(notification)
         headers = {k: v.reveal() if isinstance(v, Secret) else v for k, v in self.headers.items()}
         if self.bearer_token:
             headers["Authorization"] = f"Bearer {self.bearer_token.reveal()}"

@@ -1,0 +1,219 @@
+"""Per-scan evidence that outlives the sample window: progress, membership, churn, rates.
+
+Burrow judges a partition by a ring of its last ``intervals`` commits, so a group that commits
+every five minutes is only judged after fifty minutes, and a group that commits every scan is
+called stopped by a single slow minute. What an on-call engineer asks instead is *has it moved
+as often as it usually does?* That needs a little state per group-partition that a window of
+ten samples cannot hold. This module keeps it, one value per row, updated at each scan from what
+the scan saw and nothing else, so the live service, ``notifier test-rules`` and the backtest
+build exactly the same evidence from the same samples:
+
+* **waiting**: since when the committed offset has not moved while records were waiting for it
+  (log end beyond it), and the log end at that moment. Any move of the committed offset, and
+  any change of the member set (a rebalance pauses consumption and restarts the clock), resets
+  it.
+* **usual wait**: the longest wait this row has needed before its offset moved — its commit
+  cadence as seen from outside, learned from its own history. Waits that a rebalance or an
+  empty group interrupted are not learned, nor waits over :data:`LEARN_AT_MOST_MS` (that is an
+  outage, not a habit); the learned value halves every :data:`FORGET_HALF_LIFE_MS` so a group
+  that changes its habits is not judged by an old one for ever.
+* **memberless**: since when the group has had no members, the log end then, and the longest
+  such spell (up to :data:`LEARN_AT_MOST_MS`) that ended with members back: its usual restart.
+* **churn**: when the current run of member-set changes began (changes at most ``churn_gap``
+  apart belong to one run) and how many changes it has had.
+* **rewind**: the committed offset a backwards jump left behind, until the consumer is past it
+  again.
+* **rates**: records produced per second (slow average: the partition's normal) and records
+  consumed and produced per second over a horizon of about two usual waits (what the consumer
+  does now, measured over enough commits to be fair to rare committers).
+
+Everything is a pure function of numpy arrays; :class:`~notifier.rules.store.WindowStore` owns
+the arrays and calls :func:`update` from its ingest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from notifier.types import GROUP_STATE_CODE
+
+NULL = -1
+UNSET_TS = -(2**62)
+
+WAITS_TO_LEARN = 5
+"""A habit counts as learned after this many waits; until then the configured
+``assumed_commit_interval`` is the least it is assumed to be."""
+
+LEARN_AT_MOST_MS = 15 * 60_000
+"""Waits and memberless spells longer than this are outages, not habits: never learned."""
+
+FORGET_HALF_LIFE_MS = 6 * 3_600_000
+"""A learned usual wait halves over this much time without a longer one."""
+
+PRODUCTION_HORIZON_MS = 30 * 60_000
+"""The time constant of the partition's normal production rate."""
+
+MIN_RATE_HORIZON_MS = 60_000
+"""The shortest horizon over which current consumption and production are averaged."""
+
+_MEMBERLESS_STATES = np.array(
+    [GROUP_STATE_CODE["Empty"], GROUP_STATE_CODE["Dead"]], dtype=np.int8
+)
+
+COLUMNS: tuple[tuple[str, type, float], ...] = (
+    # name, dtype, value of a new row
+    ("e_wait_since", np.int64, UNSET_TS),
+    ("e_wait_leo", np.int64, NULL),
+    ("e_wait_disturbed", np.bool_, False),
+    ("e_usual_wait_ms", np.float64, 0.0),
+    ("e_usual_wait_ts", np.int64, 0),
+    ("e_waits_learned", np.int16, 0),
+    ("e_memberless_since", np.int64, UNSET_TS),
+    ("e_memberless_leo", np.int64, NULL),
+    ("e_usual_memberless_ms", np.float64, 0.0),
+    ("e_churn_since", np.int64, UNSET_TS),
+    ("e_churn_changes", np.int32, 0),
+    ("e_last_change_ts", np.int64, UNSET_TS),
+    ("e_rewind_from", np.int64, NULL),
+    ("e_normal_rate", np.float64, np.nan),
+    ("e_consume_rate", np.float64, np.nan),
+    ("e_produce_rate", np.float64, np.nan),
+)
+"""The evidence columns of :class:`~notifier.rules.store.WindowStore`, one value per row."""
+
+
+@dataclass(slots=True)
+class ScanView:
+    """What one scan saw for some rows, and what the rows held before it."""
+
+    ts: int
+    committed: np.ndarray
+    log_end: np.ndarray
+    state: np.ndarray
+    members: np.ndarray
+    member_changed: np.ndarray
+    had_sample: np.ndarray
+    previous_ts: np.ndarray
+    previous_committed: np.ndarray
+    previous_log_end: np.ndarray
+
+
+def memberless(state: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """No live members: an Empty or Dead group, or no member listed."""
+    return (members == 0) | np.isin(state, _MEMBERLESS_STATES)
+
+
+def update(columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView,
+           churn_gap_ms: int) -> None:  # fmt: skip
+    """Advance the evidence of the rows at ``index`` by one scan, in place."""
+    ts = scan.ts
+    c, leo = scan.committed, scan.log_end
+    prev_c = scan.previous_committed
+    had = scan.had_sample
+    known = c != NULL
+    prev_known = had & (prev_c != NULL)
+    moved = known & prev_known & (c != prev_c)
+    fresh_commit = known & ~prev_known
+    behind = known & (leo > c)
+    changed = scan.member_changed
+    gone = memberless(scan.state, scan.members)
+
+    # Learn from a wait the consumer just ended by moving its offset.
+    wait_since = columns["e_wait_since"][index]
+    usual = columns["e_usual_wait_ms"][index]
+    usual_ts = columns["e_usual_wait_ts"][index]
+    disturbed = columns["e_wait_disturbed"][index]
+    waited = ts - wait_since
+    learn = moved & (wait_since != UNSET_TS) & ~disturbed & (waited <= LEARN_AT_MOST_MS)
+    if learn.any():
+        decayed = _decayed(usual, ts - usual_ts)
+        usual = np.where(learn, np.maximum(decayed, waited), usual)
+        usual_ts = np.where(learn, ts, usual_ts)
+        columns["e_usual_wait_ms"][index] = usual
+        columns["e_usual_wait_ts"][index] = usual_ts
+        learned = columns["e_waits_learned"][index]
+        columns["e_waits_learned"][index] = np.where(
+            learn, np.minimum(learned + 1, np.iinfo(np.int16).max), learned
+        )
+
+    # The clock restarts on a move, a first commit or a new member set; it starts when records
+    # begin to wait and stops when there is nothing to wait for.
+    restart = moved | fresh_commit | changed | ~known
+    start = behind & (restart | (wait_since == UNSET_TS))
+    keep = behind & ~restart & (wait_since != UNSET_TS)
+    columns["e_wait_since"][index] = np.where(start, ts, np.where(keep, wait_since, UNSET_TS))
+    columns["e_wait_leo"][index] = np.where(
+        start, leo, np.where(keep, columns["e_wait_leo"][index], NULL)
+    )
+    columns["e_wait_disturbed"][index] = np.where(start, changed | gone, (disturbed | gone) & keep)
+
+    # Memberless spells, and the usual one (a restart) once members are back.
+    since = columns["e_memberless_since"][index]
+    spell = ts - since
+    back = ~gone & (since != UNSET_TS) & had
+    learn_spell = back & (spell <= LEARN_AT_MOST_MS)
+    if learn_spell.any():
+        usual_ml = columns["e_usual_memberless_ms"][index]
+        columns["e_usual_memberless_ms"][index] = np.where(
+            learn_spell, np.maximum(usual_ml, spell), usual_ml
+        )
+    begins = gone & (since == UNSET_TS)
+    columns["e_memberless_since"][index] = np.where(gone, np.where(begins, ts, since), UNSET_TS)
+    columns["e_memberless_leo"][index] = np.where(
+        begins, leo, np.where(gone, columns["e_memberless_leo"][index], NULL)
+    )
+
+    # Runs of member-set changes.
+    last_change = columns["e_last_change_ts"][index]
+    churn_since = columns["e_churn_since"][index]
+    changes = columns["e_churn_changes"][index]
+    continues = (churn_since != UNSET_TS) & (ts - last_change <= churn_gap_ms)
+    columns["e_churn_since"][index] = np.where(
+        changed, np.where(continues, churn_since, ts), np.where(continues, churn_since, UNSET_TS)
+    )
+    columns["e_churn_changes"][index] = np.where(
+        changed, np.where(continues, changes + 1, 1), np.where(continues, changes, 0)
+    )
+    columns["e_last_change_ts"][index] = np.where(changed, ts, last_change)
+
+    # A backwards jump of the committed offset, remembered until the consumer is past it.
+    rewind_from = columns["e_rewind_from"][index]
+    went_back = moved & (c < prev_c)
+    rewind_from = np.where(went_back, np.maximum(prev_c, rewind_from), rewind_from)
+    columns["e_rewind_from"][index] = np.where(
+        (rewind_from != NULL) & known & (c >= rewind_from), NULL, rewind_from
+    )
+
+    _update_rates(columns, index, scan, usual)
+
+
+def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:
+    return value * np.exp2(-np.maximum(elapsed_ms, 0) / FORGET_HALF_LIFE_MS)
+
+
+def _update_rates(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, usual: np.ndarray
+) -> None:
+    """Exponential averages of produced and consumed records per second, time-weighted so a
+    missed scan counts for the time it covered."""
+    elapsed = np.where(scan.had_sample, scan.ts - scan.previous_ts, 0).astype(np.float64)
+    usable = scan.had_sample & (elapsed > 0) & (scan.log_end >= scan.previous_log_end)
+    if not usable.any():
+        return
+    seconds = np.maximum(elapsed, 1.0) / 1000.0
+    produced = (scan.log_end - scan.previous_log_end) / seconds
+    consumed_known = usable & (scan.committed != NULL) & (scan.previous_committed != NULL)
+    consumed = np.maximum(scan.committed - scan.previous_committed, 0) / seconds
+    horizon = np.maximum(MIN_RATE_HORIZON_MS, 2.0 * usual)
+    short = 1.0 - np.exp(-elapsed / horizon)
+    long = 1.0 - np.exp(-elapsed / PRODUCTION_HORIZON_MS)
+    for name, value, weight, ok in (
+        ("e_normal_rate", produced, long, usable),
+        ("e_produce_rate", produced, short, usable),
+        ("e_consume_rate", consumed, short, consumed_known),
+    ):
+        old = columns[name][index]
+        blended = np.where(np.isnan(old), value, old + weight * (value - old))
+        columns[name][index] = np.where(ok, blended, old)

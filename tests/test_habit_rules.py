@@ -1,0 +1,242 @@
+"""The rules that judge a group by its own habits, on per-scan evidence: `progress` (STALL and
+STOP), `rewind`, `falling_behind`, a `rebalance_storm` that must last, and hysteresis on lag.
+
+Scans are 10 s apart, as in production; series are built in Python where they are long.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from notifier.config import parse_rules
+from notifier.rules import RuleTest, TransitionTracker, replay_table, series_samples
+from notifier.types import GroupStatus, Transition, samples_to_table
+from tests.rule_helpers import evaluate, only, series
+
+
+def joined(values: list[int] | list[str]) -> str:
+    return " ".join(str(v) for v in values)
+
+
+def transitions(rules: dict[str, Any], inputs: list[dict[str, Any]]) -> list[Transition]:
+    """Every transition a 10 s scan replay of one group gives."""
+    test = RuleTest.model_validate(
+        {
+            "name": "t",
+            "interval": "10s",
+            "input": inputs,
+            "expect": [{"at": 0, "group": inputs[0]["group"]}],
+        }
+    )
+    seen: list[Transition] = []
+    tracker = TransitionTracker()
+    replay_table(
+        samples_to_table(series_samples(test, "t")),
+        parse_rules(rules),
+        10,
+        on_evaluation=lambda e: seen.extend(tracker.update(e)),
+    )
+    return seen
+
+
+PROGRESS = only({"kind": "progress", "stall_after": "30s", "stop_after": "60s", "tolerance": 1.5})
+
+
+# --------------------------------------------------------------------------------------------
+# STALL: the offset stops moving while records arrive
+
+
+def test_a_consumer_that_commits_every_scan_is_stalled_30s_after_it_stops():
+    moving = list(range(0, 300, 10))  # 30 scans, a commit each
+    committed = moving + [290] * 12
+    log_end = [c + 5 for c in range(0, 420, 10)]
+    inputs = [series(committed=joined(committed), log_end=joined(log_end))]
+    assert evaluate(PROGRESS, inputs, 310, "10s").status is GroupStatus.OK
+    result = evaluate(PROGRESS, inputs, 330, "10s")
+    assert result.status is GroupStatus.ERR
+    (finding,) = result.findings
+    assert finding.status == "STALL"
+    assert "has not moved for 40s (usually within 10s)" in finding.message
+    assert finding.evidence["usual_wait_s"] == 10
+
+
+def test_a_consumer_that_commits_every_five_minutes_is_not_stalled_between_commits():
+    # Seven five-minute commits teach the habit; then it keeps to it for an hour.
+    committed = [300 * (i // 30) for i in range(30 * 19)]
+    log_end = [i * 10 + 5 for i in range(30 * 19)]
+    inputs = [series(committed=joined(committed), log_end=joined(log_end))]
+    assert transitions(PROGRESS, inputs) == []
+
+
+def test_a_five_minute_committer_that_misses_its_commit_is_caught_within_half_a_cadence():
+    cadence = 30  # scans: five minutes
+    committed = [300 * (i // cadence) for i in range(cadence * 8)]
+    last = committed[-1]
+    committed += [last] * (cadence * 2)
+    log_end = [i * 10 + 5 for i in range(len(committed))]
+    seen = transitions(PROGRESS, [series(committed=joined(committed), log_end=joined(log_end))])
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    stalled_since_s = (cadence * 7) * 10  # the last move
+    fired_after_s = seen[0].at / 1000 - stalled_since_s
+    assert 1.5 * 300 <= fired_after_s <= 1.5 * 300 + 10
+
+
+def test_a_new_group_is_assumed_to_commit_every_five_minutes_until_it_shows_its_habit():
+    inputs = [series(committed="100x19", log_end=joined(list(range(105, 305, 10))))]
+    assert evaluate(PROGRESS, inputs, 190, "10s").status is GroupStatus.OK
+    (finding,) = evaluate(
+        PROGRESS, [series(committed="100x49", log_end=joined(list(range(105, 605, 10))))],
+        490, "10s",
+    ).findings  # fmt: skip
+    assert "habit not learned yet, 5 min assumed" in finding.message
+
+
+def test_an_idle_topic_with_a_record_left_unread_is_not_stalled():
+    # read_committed consumers never "read" the transaction marker at the log end.
+    inputs = [series(committed="100x60", log_end="101x60")]
+    assert evaluate(PROGRESS, inputs, 590, "10s").status is GroupStatus.OK
+
+
+# --------------------------------------------------------------------------------------------
+# STOP: the members are gone while records arrive
+
+
+def members_gone_for(scans: int) -> list[dict[str, Any]]:
+    n = 40 + scans + 30
+    committed = list(range(0, 400, 10)) + [390] * scans + list(range(400, 700, 10))
+    log_end = [i * 10 + 5 for i in range(n)]
+    states = ["Stable"] * 40 + ["Empty"] * scans + ["Stable"] * 30
+    members = [2] * 40 + [0] * scans + [2] * 30
+    hashes = [1] * 40 + [0] * scans + [2] * 30
+    return [
+        series(committed=joined(committed), log_end=joined(log_end), group_state=joined(states),
+               members=joined(members), member_hash=joined(hashes))
+    ]  # fmt: skip
+
+
+def test_a_quick_restart_is_not_a_stop():
+    assert transitions(PROGRESS, members_gone_for(4)) == []
+
+
+def test_members_gone_for_a_minute_while_records_arrive_is_stop():
+    seen = transitions(PROGRESS, members_gone_for(12))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR"), ("ERR", "OK")]
+    (finding,) = seen[0].result.findings
+    assert finding.status == "STOP"
+    assert finding.message.startswith("no members for 60s")
+    assert seen[0].at / 1000 == 400 + 60
+
+
+# --------------------------------------------------------------------------------------------
+# REWIND: at once, until the consumer is past where it was
+
+
+def test_a_rewind_fires_at_once_and_holds_until_the_consumer_is_past_where_it_was():
+    committed = [*range(0, 200, 10), 50, 80, 110, 140, 170, 200, 230]
+    log_end = [c + 300 for c in range(0, 270, 10)]
+    inputs = [series(committed=joined(committed), log_end=joined(log_end))]
+    rule = only({"kind": "rewind"})
+    at_rewind = [series(committed=joined(committed[:21]), log_end=joined(log_end[:21]))]
+    (finding,) = evaluate(rule, at_rewind, 200, "10s").findings
+    assert finding.status == "REWIND"
+    assert finding.message == "committed offset went back from 190 to 50: 140 records to read again"
+    assert evaluate(rule, inputs, 240, "10s").status is GroupStatus.ERR
+    assert evaluate(rule, inputs, 250, "10s").status is GroupStatus.OK
+
+
+# --------------------------------------------------------------------------------------------
+# Falling behind: slower than the partition normally produces, not a burst
+
+
+def positions(rates: list[float], capacity: float) -> tuple[list[int], list[int]]:
+    """Log end and committed offset per 10 s scan for produced ``rates`` (records/s) and a
+    consumer that reads at most ``capacity`` records/s."""
+    produced = consumed = 0.0
+    log_end, committed = [], []
+    for rate in rates:
+        produced += rate * 10
+        consumed = min(produced, consumed + capacity * 10)
+        log_end.append(int(produced))
+        committed.append(int(consumed))
+    return log_end, committed
+
+
+FALLING = only({"kind": "falling_behind", "ratio": 0.85, "min_lag_seconds": "30s"})
+
+
+def test_a_consumer_at_half_the_production_rate_is_falling_behind():
+    rates = [100.0] * 220
+    log_end, committed = positions(rates, 300.0)
+    _, slow_committed = positions(rates, 50.0)
+    # Healthy for half an hour, then it reads at 50/s while 100/s arrive.
+    committed = committed[:180] + [committed[179] + (c - slow_committed[179])
+                                   for c in slow_committed[180:]]  # fmt: skip
+    seen = transitions(FALLING, [series(committed=joined(committed), log_end=joined(log_end))])
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN")]
+    assert seen[0].at / 1000 - 1800 <= 120
+    assert (
+        "below 85% of the 100/s this partition normally gets" in seen[0].result.findings[0].message
+    )
+
+
+def test_a_burst_of_ten_times_the_rate_for_a_minute_is_not_falling_behind():
+    rates = [100.0] * 180 + [1000.0] * 6 + [100.0] * 120
+    log_end, committed = positions(rates, 300.0)
+    assert max(e - c for e, c in zip(log_end, committed, strict=True)) > 3000  # it did lag
+    assert (
+        transitions(FALLING, [series(committed=joined(committed), log_end=joined(log_end))]) == []
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Rebalance storms last; rolling deploys end
+
+
+STORM = only({"kind": "rebalance_storm", "max_changes": 3, "lasting": "3m30s"})
+
+
+def member_sets(changes_at: list[int], scans: int) -> str:
+    generation, out = 1, []
+    for i in range(scans):
+        generation += i in changes_at
+        out.append(generation)
+    return joined(out)
+
+
+def steady(scans: int, **fields: Any) -> dict[str, Any]:
+    """A consumer keeping up with 1 record/s, committing every scan."""
+    return series(
+        committed=joined(list(range(0, 10 * scans, 10))),
+        log_end=joined(list(range(5, 10 * scans + 5, 10))),
+        **fields,
+    )
+
+
+def test_a_rolling_deploy_of_three_minutes_is_not_a_storm():
+    changes = list(range(40, 58, 2))  # a change every 20 s for 3 minutes
+    inputs = [steady(100, member_hash=member_sets(changes, 100))]
+    assert transitions(STORM, inputs) == []
+
+
+def test_member_changes_every_twenty_seconds_for_ten_minutes_are_a_storm():
+    changes = list(range(40, 100, 2))
+    inputs = [steady(120, member_hash=member_sets(changes, 120))]
+    seen = transitions(STORM, inputs)
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN"), ("WARN", "OK")]
+    assert seen[0].at / 1000 == 400 + 220  # the first change 3m30s after the run began
+    assert "and is still changing" in seen[0].result.findings[0].message
+
+
+# --------------------------------------------------------------------------------------------
+# Hysteresis: a lag hovering around its threshold opens once
+
+
+def test_clear_below_keeps_a_hovering_lag_to_one_alert():
+    log_end = joined(list(range(1000, 1000 + 60 * 100, 100)))
+    lag = [150 if (i // 3) % 2 else 90 for i in range(60)]  # 90 and 150 around 100
+    committed = joined([1000 + i * 100 - lag[i] for i in range(60)])
+    inputs = [series(committed=committed, log_end=log_end)]
+    plain = transitions(only({"kind": "lag", "threshold": 100}), inputs)
+    held = transitions(only({"kind": "lag", "threshold": 100, "clear_below": 50}), inputs)
+    assert len(plain) > 10
+    assert [(t.previous.value, t.current.value) for t in held] == [("OK", "WARN")]
