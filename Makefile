@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo replay test lint bench bench-full clean
+.PHONY: demo replay test lint wheel-check bench bench-full clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check notifier tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/ruff format --check notifier tests benchmarks examples
+
+# Build the wheel, install it into a fresh virtualenv outside the tree, run it from an empty dir.
+wheel-check:
+	PYTHON=$(PYTHON) bash .ci/wheel-check
 
 bench: $(STAMP)
 	for b in evaluate scan notify backtest; do $(BIN)/python benchmarks/$$b.py || exit 1; done

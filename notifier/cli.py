@@ -24,25 +24,42 @@ def main() -> None:
     type=click.Path(path_type=Path),
     help="Also check a service config and the rules file it names.",
 )
-def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
-    """Validate rules files (default: ./rules.yaml), a service config and its notification
-    routes, and render every notification template with sample data; exit 1 on problems."""
+@click.option(
+    "--templates",
+    "template_dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Render the templates of this directory (laid out like the built-in one) in place of "
+    "the built-in ones they override (default: the config's notify.templates).",
+)
+def check(
+    rules_files: tuple[Path, ...], config_path: Path | None, template_dir: Path | None
+) -> None:
+    """Validate rules files (default: ./rules.yaml, else the default rules shipped with
+    notifier), a service config and its notification routes, and render every notification
+    template for every event it serves (open, escalate, repeat, resolve) with sample data; exit 1
+    on problems."""
+    from notifier import resources
+
     failed = False
+    to_check = list(rules_files)
     notify = None
     if config_path is not None:
         from notifier.config import load_service_config, parse_notify
 
+        # The same loading as `notifier run`: what it would refuse, this reports.
         try:
             service = load_service_config(config_path)
             if service.notify:
-                notify = parse_notify(service.notify, f"{config_path}: notify", strict_env=False)
+                notify = parse_notify(service.notify, f"{config_path}: notify")
             click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
-            rules_files = (*rules_files, service.rules_path(config_path.parent))
+            to_check.append(service.rules_path(config_path.parent))
         except ConfigError as exc:
             click.echo(str(exc), err=True)
-            sys.exit(1)
-    failed |= not check_templates(notify)
-    for path in rules_files or (Path("rules.yaml"),):
+            failed = True
+    elif not to_check:
+        to_check.append(resources.rules_or_default(None))
+    failed |= not check_templates(notify, template_dir)
+    for path in to_check:
         try:
             config = load_rules(path)
         except ConfigError as exc:
@@ -56,19 +73,30 @@ def check(rules_files: tuple[Path, ...], config_path: Path | None) -> None:
     sys.exit(1 if failed else 0)
 
 
-def check_templates(notify: NotifyConfig | None) -> bool:
-    """Render every notification template (the config's overrides and webhook body templates
-    too) with sample data; print problems with template name and line."""
+def check_templates(notify: NotifyConfig | None, directory: Path | None = None) -> bool:
+    """Render every notification template (a template directory's and the config's overrides
+    and webhook body templates too) with sample data; print problems with template name and
+    line. Finding no template at all is a problem too (a broken install renders nothing)."""
     from notifier.notify import check_templates as problems_in
     from notifier.notify.channels import Templates
 
-    problems = problems_in(notify) if notify is not None else Templates().render_check()
+    if notify is not None and directory is not None:
+        notify = notify.model_copy(update={"templates": directory})
+    if notify is not None and notify.templates is not None:
+        directory = Path(notify.templates)
+    templates = Templates(directory)
+    problems = problems_in(notify, templates) if notify is not None else templates.render_check()
     for problem in problems:
         click.echo(f"template {problem}", err=True)
+    rendered = templates.names()
+    if not rendered:
+        click.echo("templates: none found, so no notification could be sent", err=True)
+        return False
     if not problems:
-        directory = notify.templates if notify is not None else None
         where = f"{directory} and the built-in templates" if directory else "templates"
-        click.echo(f"{where}: OK (every channel and event renders)")
+        click.echo(
+            f"{where}: OK ({len(rendered)} templates, each rendered for every event it serves)"
+        )
     return not problems
 
 
@@ -180,19 +208,19 @@ def test_rules(files: tuple[Path, ...]) -> None:
 @click.option(
     "--rules",
     "rules_path",
-    default="rules.yaml",
-    show_default=True,
     type=click.Path(path_type=Path),
+    help="The rules file (default: ./rules.yaml, else the default rules shipped with notifier).",
 )
 @click.option(
     "--interval", default="10s", show_default=True, help="The scan interval of the samples."
 )
-def replay(history_path: Path, rules_path: Path, interval: str) -> None:
+def replay(history_path: Path, rules_path: Path | None, interval: str) -> None:
     """Replay stored samples through the rule engine; print transitions and final statuses."""
+    from notifier import resources
     from notifier.rules import print_replay
 
     try:
-        rules = load_rules(rules_path)
+        rules = load_rules(resources.rules_or_default(rules_path))
         print_replay(history_path, rules, parse_duration(interval), click.echo)
     except ConfigError as exc:
         click.echo(str(exc), err=True)
@@ -228,7 +256,7 @@ def replay(history_path: Path, rules_path: Path, interval: str) -> None:
     "rules_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Rules to run with demo timings (default: the bundled rules.yaml).",
+    help="Rules to run with demo timings (default: the rules.yaml shipped with notifier).",
 )
 @click.option(
     "--api-port", type=int, default=0, help="Port of the status page (default: a free one)."
@@ -296,10 +324,9 @@ def demo(
 )
 @click.option(
     "--rules",
-    default="rules.yaml",
-    show_default=True,
     type=click.Path(path_type=Path),
-    help="The rules file; configuration 0 is this file unchanged.",
+    help="The rules file; configuration 0 is this file unchanged (default: ./rules.yaml, else "
+    "the default rules shipped with notifier).",
 )
 @click.option(
     "--grid",
@@ -434,6 +461,52 @@ def synth(
     if isinstance(result, FleetResult):
         patterns = ", ".join(f"{n} {k}" for k, n in result.patterns_by_kind.items())
         click.echo(f"groups by pattern ({patterns}) in {result.patterns_path}")
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option(
+    "--copy",
+    "copy_to",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Copy the default rules, the examples and the templates into this new directory, "
+    "to edit (the examples' relative paths keep working there).",
+)
+def examples(name: str | None, copy_to: Path | None) -> None:
+    """List the files shipped with notifier: the default rules, example configs, rule tests, a
+    backtest grid, a sample history and the message templates. With NAME, print that file's
+    path only (`notifier test-rules "$(notifier examples rules.test.yaml)"`)."""
+    import shutil
+
+    from notifier import resources
+
+    try:
+        if name is not None:
+            click.echo(resources.example(name))
+            return
+        root = resources.bundled_root()
+    except resources.BundledFilesMissing as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(1)
+    if copy_to is not None:
+        if copy_to.exists() and any(copy_to.iterdir()):
+            click.echo(f"{copy_to}: not empty; name a new directory", err=True)
+            sys.exit(1)
+        copy_to.mkdir(parents=True, exist_ok=True)
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copy2(root / resources.RULES, copy_to / resources.RULES)
+        for directory in (resources.EXAMPLES, resources.TEMPLATES):
+            shutil.copytree(root / directory, copy_to / directory, ignore=ignore)
+        click.echo(f"copied rules.yaml, examples/ and templates/ to {copy_to}")
+        click.echo(f"next: notifier check --config {copy_to / 'examples' / 'service.yaml'}")
+        return
+    click.echo(f"shipped with notifier, in {root}:")
+    files = resources.bundled_files()
+    for file in files:
+        if not file.startswith(resources.TEMPLATES + "/"):
+            click.echo(f"  {file}")
+    templates = sum(file.startswith(resources.TEMPLATES + "/") for file in files)
+    click.echo(f"  {resources.TEMPLATES}/ ({templates} files; see {resources.TEMPLATES}/README.md)")
 
 
 def _notify_section(path: Path) -> dict:

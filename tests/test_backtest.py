@@ -768,7 +768,7 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path: Path) -> None:
         f"backtest --history {tmp_path / 'none'} --grid {tmp_path / 'g.yaml'} "
         f"--out {tmp_path / 'o'} --rules {ROOT / 'rules.yaml'}".split(),
     )
-    assert result.exit_code == 2 and "g.yaml" in result.output and "file not found" in result.output
+    assert result.exit_code == 2 and f"no such file: {tmp_path / 'g.yaml'}" in result.output
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "x").write_text("")

@@ -104,7 +104,11 @@ def test_check_renders_every_template_and_names_a_broken_one(tmp_path):
         "  route: {receiver: team}\n"
         f"  templates: {tmp_path / 'tpl'}\n"
     )
-    result = run("check", "--config", str(tmp_path / "service.yaml"))
+    result = CliRunner().invoke(
+        main,
+        ["check", "--config", str(tmp_path / "service.yaml")],
+        env={"SLACK_URL": "https://hooks.slack.example/services/T0/B0/x"},
+    )
     assert result.exit_code == 1
     assert "slack/open.json.j2:2" in result.output and "no_such_field" in result.output
     assert run("check", str(ROOT / "rules.yaml")).output.startswith("templates: OK")

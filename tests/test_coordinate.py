@@ -160,15 +160,15 @@ async def test_a_bad_rules_file_does_not_replace_the_running_rules(tmp_path):
         ({"clusters": []}, "clusters"),
         (
             {"clusters": [{"name": "a", "bootstrap_servers": "nohost"}]},
-            "clusters[0].bootstrap_servers",
+            "clusters.a.bootstrap_servers",
         ),
         (
             {"clusters": [{"name": "a", "bootstrap_servers": "h:1", "group_allow": ["("]}]},
-            "clusters[0].group_allow",
+            "clusters.a.group_allow",
         ),
         (
             {"clusters": [{"name": "a", "bootstrap_servers": "h:1", "scan_interval": "0s"}]},
-            "clusters[0].scan_interval",
+            "clusters.a.scan_interval",
         ),
     ],
 )

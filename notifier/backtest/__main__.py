@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Backtest rule thresholds on stored history (see `notifier backtest -h`).",
     )
     parser.add_argument("--history", required=True, help="history dataset or file (any URI)")
-    parser.add_argument("--rules", default="rules.yaml", help="the rules file (config 0)")
+    parser.add_argument(
+        "--rules", help="the rules file, configuration 0 (default: ./rules.yaml, else the default)"
+    )
     parser.add_argument("--grid", required=True, help="grid.yaml: dotted parameters → values")
     parser.add_argument("--incidents", help="labelled incidents (CSV or Parquet)")
     parser.add_argument("--out", required=True, help="output directory")

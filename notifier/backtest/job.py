@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 
+from notifier import resources
 from notifier.backtest.grid import GridConfig, expand_grid, load_grid
 from notifier.backtest.recommend import Recommendation, recommend, rules_yaml, show_parameter
 from notifier.backtest.replay import ReplayOptions, ReplayOutput, replay
@@ -484,7 +485,7 @@ def request_from_options(options: Mapping[str, Any]) -> BacktestRequest:
 
     return BacktestRequest(
         history=str(options["history"]),
-        rules=Path(options.get("rules") or "rules.yaml"),
+        rules=resources.rules_or_default(path("rules")),
         grid=Path(options["grid"]),
         out=Path(options["out"]),
         incidents=path("incidents"),

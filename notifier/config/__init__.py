@@ -4,7 +4,8 @@ Every model is a :class:`StrictModel` (unknown fields are errors); every loader 
 :class:`ConfigError`, which names the file, the field and what was expected. ``${ENV}`` in the
 service config is substituted by :func:`substitute_env`, and secrets are :class:`Secret`.
 
-Imports only :mod:`notifier.types`: every stage may import config, config imports no stage.
+Imports only :mod:`notifier.types` and :mod:`notifier.resources` (where the shipped default rules
+are): every stage may import config, config imports no stage.
 """
 
 from notifier.config.base import (

@@ -90,24 +90,48 @@ class FrozenModel(StrictModel):
 
 
 class ConfigError(Exception):
-    """A config file is wrong. ``problems`` are ``(field path, message)`` pairs."""
+    """A config file is wrong. ``problems`` are ``(field path, message)`` pairs; ``summary``
+    replaces the usual "N problem(s)" text when one line says it all (a missing file)."""
 
-    def __init__(self, source: str, problems: list[tuple[str, str]]):
+    def __init__(
+        self, source: str, problems: list[tuple[str, str]], summary: str | None = None
+    ) -> None:
         self.source = source
         self.problems = problems
+        if summary is not None:
+            super().__init__(summary)
+            return
         lines = [f"{source}: {len(problems)} problem(s)"]
         lines += [f"  {path or '<top>'}: {message}" for path, message in problems]
         super().__init__("\n".join(lines))
 
 
+SECRET_NOT_SHOWN = "(a secret: not shown)"
+"""Ends the message of a wrong secret value; the value itself is never echoed."""
+
+NAMED_LISTS = ("rules", "clusters")
+"""Top-level lists whose items are named in error paths by their ``name`` (``rules.lag-high``,
+as in backtest grids) rather than by position."""
+
+
+def _item_path(path: str, index: int, item: Any) -> str:
+    """``rules.lag-high`` for a named item of a top-level named list, else ``path[index]``."""
+    name = item.get("name") if isinstance(item, dict) else None
+    if path in NAMED_LISTS and isinstance(name, str) and name:
+        return f"{path}.{name}"
+    return f"{path}[{index}]"
+
+
 def _format_loc(loc: Iterable[Any], data: Any, tags: Collection[str]) -> str:
-    """``rules[2].threshold`` from pydantic's location tuple, dropping union tag noise."""
+    """``rules.lag-high.threshold`` or ``receivers.team[0].url`` from pydantic's location tuple,
+    dropping union tag noise."""
     out = ""
     node = data
     for part in loc:
         if isinstance(part, int):
-            out += f"[{part}]"
-            node = node[part] if isinstance(node, list) and part < len(node) else None
+            item = node[part] if isinstance(node, list) and part < len(node) else None
+            out = _item_path(out, part, item)
+            node = item
             continue
         # pydantic inserts the discriminator value ("lag", ...) as a location step
         if isinstance(node, dict) and part not in node and part in tags:
@@ -124,12 +148,13 @@ def _describe(error: Any, tags: Collection[str]) -> str:
     if kind == "extra_forbidden":
         return "unknown field"
     if kind == "union_tag_invalid":
-        return f"unknown rule kind; expected one of: {', '.join(tags)}"
+        tag = error.get("ctx", {}).get("tag")
+        return f"unknown rule kind {tag!r}; expected one of: {', '.join(tags)}"
     if kind == "union_tag_not_found":
         return f"missing `kind`; expected one of: {', '.join(tags)}"
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if "input" in error and kind not in {"missing"}:
+    if "input" in error and kind != "missing" and SECRET_NOT_SHOWN not in msg:
         shown = repr(error["input"])
         if len(shown) < 60 and shown not in msg and not isinstance(error["input"], dict | list):
             msg += f" (got {shown})"
@@ -144,11 +169,36 @@ def validation_problems(
     return [(_format_loc(e["loc"], data, tags), _describe(e, tags)) for e in exc.errors()]
 
 
+def _unindexed(path: str) -> str:
+    return re.sub(r"\[\d+\]", "", path)
+
+
+def with_env_problems(
+    env_problems: list[tuple[str, str]], problems: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Unset variables first, then the other problems, leaving out those of a field whose
+    variable is unset (its ``${NAME}`` is no URL or number: saying so again is noise). A
+    receiver written as one mapping is a list of one to the validator, hence no indices."""
+    unset = {_unindexed(path) for path, _ in env_problems}
+    return env_problems + [p for p in problems if _unindexed(p[0]) not in unset]
+
+
+def duplicate_names(items: Any, where: str, what: str) -> list[tuple[str, str]]:
+    """A problem for each ``name`` used by more than one mapping of ``items`` (checked on the raw
+    data, so it is reported together with every other problem of the file)."""
+    if not isinstance(items, list):
+        return []
+    names = [item.get("name") for item in items if isinstance(item, dict)]
+    repeated = sorted({n for n in names if isinstance(n, str) and names.count(n) > 1})
+    return [(where, f"{what} name {n!r} is used twice; names must be unique") for n in repeated]
+
+
 def read_yaml(path: Path) -> Any:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(str(path), [("", "file not found")]) from None
+        missing = f"no such file: {path}"
+        raise ConfigError(str(path), [("", missing)], summary=missing) from None
     except OSError as exc:
         raise ConfigError(str(path), [("", f"cannot read: {exc.strerror}")]) from None
     try:
@@ -194,7 +244,7 @@ def substitute_env(
         if isinstance(node, dict):
             return {k: walk(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
         if isinstance(node, list):
-            return [walk(v, f"{where}[{i}]") for i, v in enumerate(node)]
+            return [walk(v, _item_path(where, i, v)) for i, v in enumerate(node)]
         return node
 
     return walk(data, path), problems

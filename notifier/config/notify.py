@@ -15,7 +15,9 @@ from re import _constants as re_constants  # type: ignore[attr-defined]
 from re import _parser as re_parser  # type: ignore[attr-defined]
 from typing import Annotated, Any, Literal
 
+import httpx
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     PlainSerializer,
@@ -27,12 +29,14 @@ from pydantic import (
 )
 
 from notifier.config.base import (
+    SECRET_NOT_SHOWN,
     ConfigError,
     Duration,
     FrozenModel,
     read_yaml,
     substitute_env,
     validation_problems,
+    with_env_problems,
 )
 from notifier.config.secrets import Secret
 from notifier.types import Severity
@@ -113,6 +117,46 @@ SecretValue = Annotated[
 ]
 """A credential: a string (``${ENV_VAR}`` substituted) or ``{file: path}``; masked in repr,
 dumps and logs."""
+
+_NOT_A_URL = "expected an http:// or https:// URL with a host"
+
+
+_UNSET_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}")
+
+
+def _is_http_url(value: str) -> bool:
+    if _UNSET_PLACEHOLDER.search(value):
+        # A variable left unset: an error of its own when the config is read strictly, and
+        # fine for a backtest's routes, which send nothing.
+        return True
+    try:
+        url = httpx.URL(value)
+    except (httpx.InvalidURL, TypeError):
+        return False
+    return url.scheme in ("http", "https") and bool(url.host)
+
+
+def _http_url(value: str) -> str:
+    if not _is_http_url(value):
+        raise ValueError(_NOT_A_URL)
+    return value
+
+
+def _to_secret_url(value: Any) -> Secret:
+    secret = _to_secret(value)
+    if not _is_http_url(secret.reveal()):
+        # The value is not echoed: a webhook URL is its own credential.
+        raise ValueError(f"{_NOT_A_URL} {SECRET_NOT_SHOWN}")
+    return secret
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""An http(s) URL with a host, checked when the config is read (``check`` and ``run`` alike)."""
+
+SecretUrl = Annotated[
+    Secret, PlainValidator(_to_secret_url), PlainSerializer(lambda s: "***", return_type=str)
+]
+"""A URL that is a credential (a Slack webhook's, a webhook's with a token in it)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,7 +365,7 @@ class _ChannelConfig(FrozenModel):
 
 
 class SlackWebhookConfig(_ChannelConfig):
-    url: SecretValue
+    url: SecretUrl
     max_alerts: Annotated[int, Field(ge=1, le=46)] = 40
     rate: RateValue = Rate(1, 1)
 
@@ -330,7 +374,7 @@ class SlackBotConfig(_ChannelConfig):
     token: SecretValue
     channel: str
     followup: Literal["update", "thread", "both"] = "both"
-    api_url: str = "https://slack.com/api"
+    api_url: HttpUrl = "https://slack.com/api"
     max_alerts: Annotated[int, Field(ge=1, le=46)] = 40
     rate: RateValue = Rate(1, 1)
 
@@ -357,7 +401,7 @@ class BasicAuthConfig(FrozenModel):
 
 
 class WebhookConfig(_ChannelConfig):
-    url: SecretValue
+    url: SecretUrl
     method: Literal["POST", "PUT", "PATCH"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
     basic_auth: BasicAuthConfig | None = None
@@ -379,7 +423,7 @@ class WebhookConfig(_ChannelConfig):
 
 class PagerDutyConfig(_ChannelConfig):
     routing_key: SecretValue
-    url: str = "https://events.pagerduty.com/v2/enqueue"
+    url: HttpUrl = "https://events.pagerduty.com/v2/enqueue"
     severity_map: dict[Literal["WARN", "ERR"], str] = Field(
         default_factory=lambda: {"WARN": "warning", "ERR": "error"}  # type: ignore[arg-type]
     )
@@ -559,7 +603,7 @@ class NotifyConfig(FrozenModel):
     route: RouteConfig
     silences: list[SilenceConfig] = Field(default_factory=list)
     templates: Path | None = None
-    status_page_url: str | None = None
+    status_page_url: HttpUrl | None = None
     inhibit_cluster_down: bool = True
     extras: dict[str, Any] = Field(default_factory=dict)
     """Passed to every template as ``extras`` (Burrow's notifier extras)."""
@@ -611,11 +655,9 @@ def parse_notify(
     """
     if not isinstance(data, Mapping):
         raise ConfigError(source, [("", "expected a mapping with receivers and route")])
-    data, problems = substitute_env(dict(data), env, strict=strict_env)
-    if problems:
-        raise ConfigError(source, problems)
+    data, unset = substitute_env(dict(data), env, strict=strict_env)
     try:
-        return NotifyConfig.model_validate(data)
+        config = NotifyConfig.model_validate(data)
     except ValidationError as exc:
         found = validation_problems(exc, data)
         # Errors raised by the cross-field check carry their own path at the front.
@@ -626,7 +668,10 @@ def parse_notify(
                 fixed.append((head, rest))
             else:
                 fixed.append((where, message))
-        raise ConfigError(source, fixed) from None
+        raise ConfigError(source, with_env_problems(unset, fixed)) from None
+    if unset:
+        raise ConfigError(source, unset)
+    return config
 
 
 def load_notify(path: str | Path, **kwargs: Any) -> NotifyConfig:

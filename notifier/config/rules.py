@@ -25,6 +25,7 @@ from notifier.config.base import (
     NonNegativeInt,
     Patterns,
     StrictModel,
+    duplicate_names,
     read_yaml,
     validation_problems,
 )
@@ -342,7 +343,12 @@ def parse_rules(data: Any, source: str = "<rules>") -> RulesConfig:
     try:
         return RulesConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, validation_problems(exc, data, RULE_KINDS)) from None
+        problems = validation_problems(exc, data, RULE_KINDS)
+        # pydantic checks names only once every rule is valid: report a repeat in the same pass
+        problems += [
+            p for p in duplicate_names(data.get("rules"), "rules", "rule") if p not in problems
+        ]
+        raise ConfigError(source, problems) from None
 
 
 def load_rules(path: str | Path) -> RulesConfig:

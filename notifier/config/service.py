@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from notifier import resources
 from notifier.config.base import (
     ConfigError,
     Duration,
@@ -20,7 +21,9 @@ from notifier.config.base import (
     read_yaml,
     substitute_env,
     validation_problems,
+    with_env_problems,
 )
+from notifier.config.notify import HttpUrl, parse_notify
 
 
 class SecurityConfig(StrictModel):
@@ -108,7 +111,7 @@ class ApiConfig(StrictModel):
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
     token: str | None = Field(default=None, repr=False)
     """Bearer token required by writing endpoints (silences); none: writes are open."""
-    public_url: str | None = None
+    public_url: HttpUrl | None = None
     """How people reach the status page (used in notification links)."""
 
 
@@ -119,7 +122,9 @@ class LoggingConfig(StrictModel):
 
 class ServiceConfig(StrictModel):
     clusters: list[ClusterConfig]
-    rules: str = "rules.yaml"
+    rules: str | None = None
+    """The rules file, relative to this file's directory. Unset: ``rules.yaml`` beside this file
+    when there is one, else the default rules shipped with notifier."""
     data_dir: str = "data"
     checkpoint_interval: Duration = 60.0
     history: HistoryConfig = Field(default_factory=HistoryConfig)
@@ -140,6 +145,8 @@ class ServiceConfig(StrictModel):
         return clusters
 
     def rules_path(self, base: Path) -> Path:
+        if self.rules is None:
+            return resources.rules_or_default(None, cwd=base)
         path = Path(self.rules)
         return path if path.is_absolute() else base / path
 
@@ -151,18 +158,32 @@ class ServiceConfig(StrictModel):
 def parse_service_config(
     data: Any, source: str, environ: dict[str, str] | None = None
 ) -> ServiceConfig:
+    """Validate a parsed service config, its ``notify:`` section included, reporting every
+    problem of the file at once: ``notifier check --config`` and ``notifier run`` accept and
+    reject the same files."""
     if not isinstance(data, dict):
         raise ConfigError(source, [("", "expected a mapping with clusters, rules, data_dir, ...")])
     # The notify section is substituted when it is parsed (once: a second pass would undo
     # its $${ escapes).
-    rest, problems = substitute_env({k: v for k, v in data.items() if k != "notify"}, environ)
-    if problems:
-        raise ConfigError(source, problems)
+    rest, unset = substitute_env({k: v for k, v in data.items() if k != "notify"}, environ)
     data = {**rest, "notify": data["notify"]} if "notify" in data else rest
+    config = None
+    problems = unset
     try:
-        return ServiceConfig.model_validate(data)
+        config = ServiceConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, validation_problems(exc, data)) from None
+        problems = with_env_problems(unset, validation_problems(exc, data))
+    if isinstance(data.get("notify"), dict):
+        try:
+            parse_notify(data["notify"], source, env=environ)
+        except ConfigError as exc:
+            problems = problems + [
+                (f"notify.{where}" if where else "notify", message)
+                for where, message in exc.problems
+            ]
+    if problems or config is None:
+        raise ConfigError(source, problems)
+    return config
 
 
 def load_service_config(path: str | Path, environ: dict[str, str] | None = None) -> ServiceConfig:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from notifier import resources
 from notifier.config import RulesConfig, parse_duration, parse_rules, read_yaml
 
 CLUSTER = "demo"
@@ -63,9 +64,9 @@ class DemoSettings:
 
 
 def default_rules_path() -> Path:
-    """The repository's ``rules.yaml`` (next to the package), else ``./rules.yaml``."""
-    bundled = Path(__file__).resolve().parents[2] / "rules.yaml"
-    return bundled if bundled.is_file() else Path("rules.yaml")
+    """The default ``rules.yaml`` shipped with notifier (the demo's timings are its own, so a
+    ``./rules.yaml`` is not picked up: ``--rules`` names another file)."""
+    return resources.default_rules()
 
 
 def demo_rules(path: Path, intervals: int = 6, time_scale: float = 0.1) -> RulesConfig:

@@ -1,8 +1,8 @@
 """The Jinja2 message templates: loading, rendering with line-accurate errors, and checking.
 
 :class:`Templates` looks templates up in explicit files, an override directory, then the
-repository's ``templates/`` (:data:`DEFAULT_TEMPLATE_DIR`; naming and variables in
-``templates/README.md``). :meth:`Templates.render_check` renders each one with a
+built-in ``templates/`` shipped with notifier (:func:`notifier.resources.template_dir`; naming and
+variables in ``templates/README.md``). :meth:`Templates.render_check` renders each one with a
 :func:`sample_notification` and reports every failure as a :class:`TemplateProblem` (what
 ``notifier check`` prints). :func:`render_or_fall_back` is how channels render at send time: a
 template that fails then (edited on disk, or data the checks did not foresee) costs the message
@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import jinja2
 
+from notifier import resources
 from notifier.notify.channels.format import (
     alert_findings,
     alert_status,
@@ -55,10 +56,6 @@ from notifier.types import (
 log = logging.getLogger("notifier.notify")
 
 T = TypeVar("T")
-
-# notifier/notify/channels/templates.py is four levels below the repository root.
-DEFAULT_TEMPLATE_DIR = Path(__file__).resolve().parents[3] / "templates"
-"""The templates shipped with the repository; an override directory or file takes precedence."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -156,7 +153,8 @@ class Templates:
     not, so JSON templates must emit strings through ``|tojson``.
 
     Lookup order: ``paths`` (explicit per-template files), then ``directory`` (an override
-    directory laid out like the built-in one), then :data:`DEFAULT_TEMPLATE_DIR`. Undefined
+    directory laid out like the built-in one), then the built-in templates
+    (:func:`notifier.resources.template_dir`). Undefined
     variables are errors (``StrictUndefined``), so a typo fails ``render_check`` instead of
     sending an empty message.
     """
@@ -173,7 +171,7 @@ class Templates:
         directories = [Path(directory)] if directory is not None else []
         self._customised = bool(directories or paths)
         if builtin:
-            directories.append(DEFAULT_TEMPLATE_DIR)
+            directories.append(resources.template_dir())
         self._fallback: Templates | None = None
         self._loader = _TemplateLoader(
             {name: Path(path) for name, path in (paths or {}).items()}, directories
