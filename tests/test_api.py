@@ -150,7 +150,7 @@ async def test_groups_overview_shows_every_scenario(demo_service):
     assert status["stalled"] == status["stopped"] == status["rebalancing"] == "ERR"
     assert status["lagging"] == "WARN"
     stalled = next(g for g in data["groups"] if g["group"] == "stalled")
-    assert stalled["rules"] == ["burrow"] and len(stalled["lag_history"]) == 10
+    assert stalled["rules"] == ["stalled-or-stopped"] and len(stalled["lag_history"]) == 10
     assert stalled["partitions"] == 2 and stalled["max_lag_seconds"] > 0
     assert data["clusters"][0]["cluster"] == "demo"
 
@@ -161,8 +161,8 @@ async def test_group_detail_has_windows_and_evidence(demo_service):
         missing = await http.get("/api/groups/demo/nope")
     assert detail["status"] == "ERR"
     (finding, *_) = detail["findings"]
-    assert finding["rule"] == "burrow" and finding["status"] == "STALL"
-    assert finding["evidence"]["offsets"]
+    assert finding["rule"] == "stalled-or-stopped" and finding["status"] == "STALL"
+    assert finding["evidence"]["waiting_since"] and finding["evidence"]["arrived"] > 0
     partition = detail["partitions"][0]
     assert len(partition["window"]) == 10 and partition["commits"] and partition["leo_table"]
     assert missing.status_code == 404

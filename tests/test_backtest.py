@@ -239,7 +239,7 @@ def test_grid_is_config_zero_then_the_cartesian_product_in_file_order() -> None:
             "parameters": {
                 "burrow.minimum_complete": [0.0, 0.5, 1.0],
                 "burrow.allowed_lag": [0, 100],
-                "rules.lag-seconds-warn.for": ["2m", "10m"],
+                "rules.lag-seconds-critical.for": ["2m", "10m"],
             }
         }
     )
@@ -249,16 +249,16 @@ def test_grid_is_config_zero_then_the_cartesian_product_in_file_order() -> None:
     assert configs[0].parameters == {
         "burrow.minimum_complete": 1.0,
         "burrow.allowed_lag": 0,
-        "rules.lag-seconds-warn.for": 120.0,
+        "rules.lag-seconds-critical.for": 120.0,
     }
     combos = [tuple(c.parameters.values()) for c in configs[1:]]
     assert combos[:3] == [(0.0, 0, 120.0), (0.0, 0, 600.0), (0.0, 100, 120.0)]
     assert combos[-1] == (1.0, 100, 600.0)
     assert len(set(combos)) == 12
     last = configs[-1].rules
-    assert last.burrow.allowed_lag == 100 and last.rule("lag-seconds-warn").for_ == 600.0
-    untouched = [r for r in rules.rules if r.name != "lag-seconds-warn"]
-    assert [r for r in last.rules if r.name != "lag-seconds-warn"] == untouched
+    assert last.burrow.allowed_lag == 100 and last.rule("lag-seconds-critical").for_ == 600.0
+    untouched = [r for r in rules.rules if r.name != "lag-seconds-critical"]
+    assert [r for r in last.rules if r.name != "lag-seconds-critical"] == untouched
 
 
 def test_an_unknown_parameter_is_named() -> None:
@@ -507,7 +507,8 @@ def test_recommended_rules_round_trip_with_readable_durations() -> None:
     text = rules_yaml(rules, ["a header"])
     assert text.startswith("# a header\n")
     assert parse_rules(yaml.safe_load(text)) == rules
-    assert "for: 5m" in text and "expire_group: 1w" in text and "threshold: 30m" in text
+    assert "for: 2m" in text and "expire_group: 1w" in text and "threshold: 30m" in text
+    assert "lasting:" in text and "assumed_commit_interval: 10m" in text
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,7 +556,7 @@ def test_spark_equals_the_single_process_replay_on_a_synthetic_fleet(
     history = tmp_path / "synth"
     synthesize(history, groups=24, partitions=3, hours=1.0, seed=5, clusters=2)
     rules = load_rules(ROOT / "rules.yaml")
-    configs = expand_grid(rules, {"rules.lag-seconds-warn.threshold": ["5m", "10m"]})
+    configs = expand_grid(rules, {"rules.lag-seconds-critical.threshold": ["30m", "45m"]})
     options = ReplayOptions(10.0, None, 300.0, 120.0, None)
     local = replay(SampleArrays.from_arrow(read_history(history)), configs, options)
     frame = read_history_spark(spark, str(history))
@@ -743,7 +744,7 @@ def test_cli_synth_then_backtest_writes_every_output(spark: Any, tmp_path: Path)
         assert (out / name).stat().st_size > 0
     summary = pd.read_csv(out / "summary.csv")
     assert len(summary) == 17 and summary["recommended"].sum() == 1
-    for column in ("config_id", "burrow.minimum_complete", "rules.lag-seconds-warn.for"):
+    for column in ("config_id", "burrow.minimum_complete", "rules.falling-behind.ratio"):
         assert column in summary
     for column in ("incidents", "notifications", "alert_minutes", "flaps", "tp", "fp", "fn"):
         assert column in summary
@@ -759,7 +760,7 @@ def test_cli_synth_then_backtest_writes_every_output(spark: Any, tmp_path: Path)
     chosen = int(summary.loc[summary["recommended"], "config_id"].iloc[0])
     row = summary.set_index("config_id").loc[chosen]
     assert recommended.burrow.minimum_complete == row["burrow.minimum_complete"]
-    assert recommended.rule("lag-seconds-warn").for_ == row["rules.lag-seconds-warn.for"]
+    assert recommended.rule("falling-behind").ratio == row["rules.falling-behind.ratio"]
 
 
 def test_cli_reports_bad_input_with_exit_code_2(tmp_path: Path) -> None:

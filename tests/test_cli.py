@@ -53,7 +53,7 @@ tests:
     expect:
       - at: 540s
         group: billing
-        status: OK
+        status: ERR
         partitions: {orders/0: OK}
         findings: [{rule: burrow, status: WARN}]
 """
@@ -62,7 +62,7 @@ tests:
     assert result.exit_code == 1
     out = result.output
     assert "FAIL" in out and "wrong expectation" in out
-    assert "status: expected OK, got ERR" in out
+    assert "status: expected ERR, got OK" in out
     assert "partition orders/0: expected OK, got STALL" in out
     assert "finding missing: {rule: burrow, status: WARN}" in out
     assert "1 failed" in out

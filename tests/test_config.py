@@ -26,13 +26,15 @@ def test_the_default_rules_file_is_valid():
     assert config.minimum_complete == 1.0
     assert config.window.intervals == 10
     assert {r.kind for r in config.rules} == {
-        "lag",
+        "progress",
+        "rewind",
+        "falling_behind",
         "lag_seconds",
         "stuck_rebalance",
         "rebalance_storm",
         "retention",
-        "consumers_gone",
     }
+    assert config.burrow.enabled is False  # Burrow's rules run for /v3 but do not notify
 
 
 def test_unknown_rule_kind(tmp_path):
@@ -108,10 +110,14 @@ def test_parameters_by_dotted_path():
     config = load_rules(ROOT / "rules.yaml")
     changed = with_parameters(
         config,
-        {"burrow.allowed_lag": 100, "window.intervals": 6, "rules.partition-lag-high.threshold": 5},
+        {
+            "burrow.allowed_lag": 100,
+            "window.intervals": 6,
+            "rules.lag-seconds-critical.threshold": 1500,
+        },
     )
     assert changed.burrow.allowed_lag == 100 and changed.window.intervals == 6
-    assert changed.rule("partition-lag-high").threshold == 5
+    assert changed.rule("lag-seconds-critical").threshold == 1500
     assert config.burrow.allowed_lag == 0  # the original is untouched
     with pytest.raises(KeyError, match="no rule named"):
         with_parameters(config, {"rules.nope.threshold": 1})

@@ -83,7 +83,7 @@ async def test_the_table_shows_every_group_in_its_colour(status_page, tmp_path):
     rows = dict(re.findall(r'<tr class="status-\w+" data-group="([^"]+)" data-status="(\w+)"', dom))
     assert rows == {
         "healthy": "OK", "lagging": "WARN", "stalled": "ERR", "stopped": "ERR",
-        "rebalancing": "ERR", "rewound": "WARN", "retention": "ERR",
+        "rebalancing": "ERR", "rewound": "ERR", "retention": "ERR",
     }  # fmt: skip
     assert 'class="badge ERR"' in dom and 'class="badge WARN"' in dom and 'class="badge OK"' in dom
     assert "<polyline" in dom  # the lag sparklines were drawn
@@ -98,9 +98,9 @@ async def test_the_group_page_shows_the_evidence(status_page, tmp_path):
     binary = chromium()
     dom = await browse(binary, status_page + "/groups/demo/stalled", tmp_path / "profile",
                        "--dump-dom")  # fmt: skip
-    assert 'data-rule="burrow"' in dom
+    assert 'data-rule="stalled-or-stopped"' in dom
     assert "members present but offset" in dom
-    assert "evidence" in dom and "commit_timestamps" in dom and '<table class="evidence">' in dom
+    assert "evidence" in dom and "usual_wait_s" in dom and '<table class="evidence">' in dom
     assert 'href="/"' in dom  # the link back
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "group-page.png"

@@ -78,7 +78,20 @@ def recommend(summary: pd.DataFrame, labelled: bool, recall_target: float) -> Re
     )
 
 
-_DURATION_FIELDS = {"for", "keep_firing_for", "min_distance", "expire_group"}
+_DURATION_FIELDS = {
+    "for",
+    "keep_firing_for",
+    "min_distance",
+    "expire_group",
+    "assumed_commit_interval",
+    "churn_gap",
+    "stall_after",
+    "stop_after",
+    "lasting",
+    "min_lag_seconds",
+}
+_LAG_SECONDS_FIELDS = {"threshold", "clear_below"}
+"""Durations only in a ``lag_seconds`` rule (a ``lag`` rule counts records there)."""
 
 
 def is_duration(config: RulesConfig, dotted: str) -> bool:
@@ -87,7 +100,11 @@ def is_duration(config: RulesConfig, dotted: str) -> bool:
     key = rest[-1]
     if key in _DURATION_FIELDS:
         return True
-    return section == "rules" and key == "threshold" and config.rule(rest[0]).kind == "lag_seconds"
+    return (
+        section == "rules"
+        and key in _LAG_SECONDS_FIELDS
+        and config.rule(rest[0]).kind == "lag_seconds"
+    )
 
 
 def show_parameter(config: RulesConfig, dotted: str, value: Any) -> str:
@@ -104,7 +121,7 @@ def rules_yaml(config: RulesConfig, header: Sequence[str] = ()) -> str:
     for section in (data["window"], data["burrow"], *data["rules"]):
         for key in list(section):
             if key in _DURATION_FIELDS or (
-                key == "threshold" and section.get("kind") == "lag_seconds"
+                key in _LAG_SECONDS_FIELDS and section.get("kind") == "lag_seconds"
             ):
                 section[key] = format_duration(float(section[key]))
         if section.get("match") == {}:

@@ -284,7 +284,7 @@ class WindowSettings(StrictModel):
     """Points per partition in the LEO table used for lag in seconds."""
     max_gap_factor: Annotated[float, Field(gt=1.0)] = 1.5
     """Two samples further apart than this many scan intervals have a gap between them."""
-    assumed_commit_interval: Duration = 300.0
+    assumed_commit_interval: Duration = 600.0
     """Until a partition has shown how long its offset usually waits before moving, rules
     that judge it by that habit assume this much (a new group is not a stalled one)."""
     churn_gap: Duration = 90.0

@@ -111,7 +111,7 @@ def print_banner(
     out(f"  history:      {data_dir / 'history'} (Parquet)")
     out(
         f"  scans every {settings.scan_interval:g}s; windows of {settings.intervals} scans; "
-        f"rules.yaml with for/keep_firing_for x{settings.time_scale:g}"
+        f"rules.yaml with its waits (for, stall_after, ...) x{settings.time_scale:g}"
     )
     first = settings.misbehave_offset
     last = first + max(r.scenario.order for r in runs.values()) * settings.stagger_s

@@ -4,14 +4,14 @@ expected to say about it.
 Each scenario behaves well at first, so the windows fill with normal behaviour, and starts
 misbehaving a little after the gate opens. Then it tells a story in three stages, each moving on
 once the service has reported it (or after a time limit): it *degrades* — falls behind, and
-Burrow's WARN opens an incident; it *fails* in its own way — the incident escalates to ERR; it
-*recovers* — catches up, and the incident resolves:
+``falling-behind``'s WARN opens an incident; it *fails* in its own way — the incident escalates
+to ERR; it *recovers* — catches up, and the incident resolves:
 
 =============== ======================================================= ======================
 scenario        what its consumers do once they have fallen behind      expected
 =============== ======================================================= ======================
 healthy         keep up with bursty traffic (lag jitters, often 0)      no alert at all
-lagging         (falling behind is this one's finding) then stop        WARN (Burrow WARN)
+lagging         (falling behind is this one's finding) then stop        WARN (falling-behind)
                 making progress while still in the group
 stalled         stay in the group, commit the same offset every second  ERR (STALL)
 stopped         stop committing and leave the group                     ERR (STOP)
@@ -322,13 +322,13 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "lagging",
-            "WARN (WARN)",
+            "WARN (falling-behind)",
             (
                 _SLOW,
                 "then stops making progress at all, though still in the group",
                 _CATCH_UP,
             ),
-            frozenset({("burrow", "WARN")}),
+            frozenset({("falling_behind", "WARN"), ("burrow", "WARN")}),
             _lagging,
             1,
             detect_in="degrade",
@@ -341,7 +341,7 @@ SCENARIOS: dict[str, Scenario] = {
                 "still a member, now commits the same offset every second while data arrives",
                 _CATCH_UP,
             ),
-            frozenset({("burrow", "STALL")}),
+            frozenset({("progress", "STALL"), ("burrow", "STALL")}),
             _stalled,
             2,
         ),
@@ -353,7 +353,7 @@ SCENARIOS: dict[str, Scenario] = {
                 "both consumers stopped and left the group while data keeps arriving",
                 "a replacement consumer starts from the group's commits and catches up",
             ),
-            frozenset({("burrow", "STOP")}),
+            frozenset({("progress", "STOP"), ("burrow", "STOP")}),
             _stopped,
             3,
         ),
@@ -365,7 +365,7 @@ SCENARIOS: dict[str, Scenario] = {
                 "sought back about 30 s of records, committed that offset, replays from there",
                 "replays at full speed until it is back where it was, then keeps up",
             ),
-            frozenset({("burrow", "REWIND")}),
+            frozenset({("rewind", "REWIND"), ("burrow", "REWIND")}),
             _rewound,
             4,
         ),

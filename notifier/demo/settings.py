@@ -2,8 +2,10 @@
 runs with.
 
 The rules are the default ``rules.yaml`` made to fit a two-minute demo (:func:`demo_rules`): the
-window is 6 scans instead of 10 and every ``for``/``keep_firing_for`` is a tenth as long; every
-threshold is unchanged. With the default 2 s scans a window spans 12 s.
+window is 6 scans instead of 10, and every duration that says how long to wait before judging
+(``for``/``keep_firing_for``, how long a stall, a stop or a storm must last, the commit interval
+assumed before a habit is learned, the lag in seconds that counts as falling behind) is a tenth
+as long; every lag threshold is unchanged. With the default 2 s scans a window spans 12 s.
 """
 
 from __future__ import annotations
@@ -69,18 +71,33 @@ def default_rules_path() -> Path:
     return resources.default_rules()
 
 
+_WAITS = (
+    "for",
+    "keep_firing_for",
+    "stall_after",
+    "stop_after",
+    "lasting",
+    "min_lag_seconds",
+    "assumed_commit_interval",
+    "churn_gap",
+)
+"""The durations :func:`demo_rules` shortens: how long to wait before judging, not how far
+behind is too far."""
+
+
 def demo_rules(path: Path, intervals: int = 6, time_scale: float = 0.1) -> RulesConfig:
-    """The rules of ``path`` with a ``intervals``-scan window and ``for``/``keep_firing_for``
-    scaled by ``time_scale``; thresholds unchanged.
+    """The rules of ``path`` with a ``intervals``-scan window and the waits of :data:`_WAITS`
+    scaled by ``time_scale``; lag thresholds unchanged.
 
     A ``stuck_rebalance`` rule asking for more samples than the window holds is lowered to the
     window size, so it can still fire (the rules file would be rejected otherwise).
     """
     data = read_yaml(path) or {}
-    data.setdefault("window", {})["intervals"] = intervals
-    sections = [data.setdefault("burrow", {}), *data.get("rules", [])]
+    window = data.setdefault("window", {})
+    window["intervals"] = intervals
+    sections = [window, data.setdefault("burrow", {}), *data.get("rules", [])]
     for section in sections:
-        for key in ("for", "keep_firing_for"):
+        for key in _WAITS:
             if key in section:
                 section[key] = parse_duration(section[key]) * time_scale
         if section.get("kind") == "stuck_rebalance":

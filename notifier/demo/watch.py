@@ -19,6 +19,9 @@ from notifier.notify import Notifier
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupResult, GroupStatus, Transition
 
+_STATUS_KINDS = frozenset({"burrow", "progress", "rewind"})
+"""Rule kinds whose finding status (STALL, STOP, REWIND, ...) says more than the rule's name."""
+
 
 def _matches(result: GroupResult, wanted: Iterable[tuple[str, str | None]]) -> list[str]:
     """Labels of the findings of ``result`` that are among the ``wanted`` ones."""
@@ -26,7 +29,7 @@ def _matches(result: GroupResult, wanted: Iterable[tuple[str, str | None]]) -> l
     labels: list[str] = []
     for finding in result.findings:
         if (finding.kind, finding.status) in wanted or (finding.kind, None) in wanted:
-            label = finding.status if finding.kind == "burrow" else finding.rule
+            label = finding.status if finding.kind in _STATUS_KINDS else finding.rule
             if label not in labels:
                 labels.append(label)
     return labels

@@ -62,9 +62,9 @@ OUTAGE_FACTOR = 2.0
 """A commit interval longer than this many usual waits is a stall or outage that ended, and
 says nothing about the consumer's speed."""
 
-RATE_HORIZON_MS = 60_000
-"""The consumer's current speed is averaged over about this long (or its last commit interval,
-when that is longer)."""
+RATE_HORIZON_SCANS = 6
+"""The consumer's current speed is averaged over about this many scan intervals (a minute at
+10 s scans), or its last commit interval when that is longer."""
 
 _MEMBERLESS_STATES = np.array([GROUP_STATE_CODE["Empty"], GROUP_STATE_CODE["Dead"]], dtype=np.int8)
 
@@ -116,7 +116,7 @@ def memberless(state: np.ndarray, members: np.ndarray) -> np.ndarray:
 
 
 def update(columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView,
-           churn_gap_ms: int, max_gap_ms: int) -> None:  # fmt: skip
+           churn_gap_ms: int, scan_interval_ms: int, max_gap_ms: int) -> None:  # fmt: skip
     """Advance the evidence of the rows at ``index`` by one scan, in place."""
     ts = scan.ts
     c, leo = scan.committed, scan.log_end
@@ -203,7 +203,7 @@ def update(columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: Scan
         (rewind_from != NULL) & known & (c >= rewind_from), NULL, rewind_from
     )
 
-    _update_rates(columns, index, scan, moved, gone | blind)
+    _update_rates(columns, index, scan, moved, gone | blind, scan_interval_ms)
 
 
 def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:
@@ -216,6 +216,7 @@ def _update_rates(
     scan: ScanView,
     moved: np.ndarray,
     unmeasurable: np.ndarray,
+    scan_interval_ms: int,
 ) -> None:
     """The partition's normal production rate (a slow average over every scan), and what the
     consumer read and what arrived per second between its offset's last two moves (averaged
@@ -255,7 +256,7 @@ def _update_rates(
         seconds = np.maximum(span, 1.0) / 1000.0
         consumed = np.maximum(scan.committed - scan.previous_committed, 0) / seconds
         produced = np.maximum(scan.log_end - last_leo, 0) / seconds
-        weight = 1.0 - np.exp(-span / RATE_HORIZON_MS)
+        weight = 1.0 - np.exp(-span / (RATE_HORIZON_SCANS * scan_interval_ms))
         for name, value in (("e_consume_rate", consumed), ("e_produce_rate", produced)):
             old = columns[name][index]
             blended = np.where(np.isnan(old), value, old + weight * (value - old))

@@ -445,6 +445,7 @@ class WindowStore:
                 previous_log_end=previous_log_end,
             ),
             self.churn_gap_ms,
+            self.scan_interval_ms,
             self.max_gap_ms,
         )
 
