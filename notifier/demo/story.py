@@ -25,9 +25,10 @@ from notifier.types import GroupStatus
 
 log = logging.getLogger(__name__)
 
-DETECTION_ALLOWANCE_SCANS = 12
+DETECTION_ALLOWANCE_SCANS = 18
 """Scans to allow between a misbehaviour and its alert: a window to slide past the good
-samples (``intervals``) and a few more."""
+samples (``intervals``), and for ``falling-behind`` the speed averaged over six scans to show
+the slowdown, with room to spare on a busy machine."""
 
 
 @dataclass(frozen=True)
