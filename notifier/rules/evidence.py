@@ -58,6 +58,9 @@ FORGET_HALF_LIFE_MS = 6 * 3_600_000
 PRODUCTION_HORIZON_MS = 30 * 60_000
 """The time constant of the partition's normal production rate."""
 
+MIN_RATE_SAMPLES = 30
+"""Scans of a partition's production before bursts are clipped out of its normal rate."""
+
 OUTAGE_FACTOR = 2.0
 """A commit interval longer than this many usual waits is a stall or outage that ended, and
 says nothing about the consumer's speed."""
@@ -84,6 +87,7 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_last_change_ts", np.int64, UNSET_TS),
     ("e_rewind_from", np.int64, NULL),
     ("e_normal_rate", np.float64, np.nan),
+    ("e_rate_samples", np.int32, 0),
     ("e_consume_rate", np.float64, np.nan),
     ("e_produce_rate", np.float64, np.nan),
     ("e_move_ts", np.int64, UNSET_TS),
@@ -227,13 +231,20 @@ def _update_rates(
     usable = had & (elapsed > 0) & (scan.log_end >= scan.previous_log_end)
     if usable.any():
         produced = (scan.log_end - scan.previous_log_end) / (np.maximum(elapsed, 1.0) / 1000.0)
-        weight = 1.0 - np.exp(-elapsed / PRODUCTION_HORIZON_MS)
+        seen = columns["e_rate_samples"][index]
+        # Until the horizon is covered the normal rate is the plain mean of what was seen, so a
+        # first scan that caught the topic quiet (or in a burst) does not set it for half an hour.
+        weight = np.maximum(1.0 - np.exp(-elapsed / PRODUCTION_HORIZON_MS), 1.0 / (seen + 1.0))
         old = columns["e_normal_rate"][index]
-        # A burst hardly moves what is normal: each scan counts for at most twice the normal
-        # rate, while a lasting change (the time of day) comes through within the horizon.
-        produced = np.where(np.isnan(old) | (old <= 0), produced, np.minimum(produced, 2 * old))
+        # Once settled, a burst hardly moves what is normal: each scan counts for at most twice
+        # the normal rate, while a lasting change (the time of day) comes through.
+        settled = ~np.isnan(old) & (old > 0) & (seen >= MIN_RATE_SAMPLES)
+        produced = np.where(settled, np.minimum(produced, 2 * old), produced)
         blended = np.where(np.isnan(old), produced, old + weight * (produced - old))
         columns["e_normal_rate"][index] = np.where(usable, blended, old)
+        columns["e_rate_samples"][index] = np.where(
+            usable, np.minimum(seen + 1, np.iinfo(np.int32).max), seen
+        )
 
     last_move = columns["e_move_ts"][index]
     last_leo = columns["e_move_leo"][index]

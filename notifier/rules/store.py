@@ -199,6 +199,7 @@ class WindowStore:
     e_last_change_ts: np.ndarray
     e_rewind_from: np.ndarray
     e_normal_rate: np.ndarray
+    e_rate_samples: np.ndarray
     e_consume_rate: np.ndarray
     e_produce_rate: np.ndarray
     e_move_ts: np.ndarray
