@@ -23,7 +23,6 @@ from notifier.rules.evaluate import (
     group_without_partitions,
     not_found,
 )
-from notifier.rules.evidence import COLUMNS as EVIDENCE_COLUMNS
 from notifier.rules.lagtime import LeoReset
 from notifier.rules.replay import Moment, print_replay, read_samples, replay_table, scans
 from notifier.rules.step import (
@@ -33,13 +32,13 @@ from notifier.rules.step import (
     StoreStep,
     evaluate_step,
 )
-from notifier.rules.store import NULL, ScanColumns, WindowStore
+from notifier.rules.store import NULL, ROW_COLUMN_NAMES, ScanColumns, WindowStore
 from notifier.rules.testrules import RuleTest, run_file, series_samples
 
 __all__ = [
-    "EVIDENCE_COLUMNS",
     "EXPIRE_EVERY_MS",
     "NULL",
+    "ROW_COLUMN_NAMES",
     "ClusterPipeline",
     "Evaluation",
     "Evaluator",

@@ -15,7 +15,7 @@ transition.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -693,13 +693,11 @@ class Evaluator:
             complete,
             self.config.burrow.minimum_complete,
         )
-        status = kernels.split_stop_stall(
-            outcome.status, kernels.members_present(latest_state, store.latest_members[index])
-        )
+        has_members = kernels.members_present(latest_state, store.latest_members[index])
+        status = kernels.split_stop_stall(outcome.status, has_members)
 
         row_severity: dict[str, np.ndarray] = {}
         progress_status: dict[str, np.ndarray] = {}
-        has_members = kernels.members_present(latest_state, store.latest_members[index])
         burrow_sev = np.where(status == kernels.OK, 0, np.where(status == kernels.WARN, 1, 2))
         row_severity["burrow"] = np.where(burrow_params["enabled"], burrow_sev, 0).astype(np.int8)
         total_lag = np.bincount(gids, weights=np.maximum(lag, 0), minlength=n_groups)
@@ -715,18 +713,10 @@ class Evaluator:
                         values,
                         -1,
                     )
-                out = self._with_hysteresis(
-                    binding.name,
-                    gids,
-                    kernels.lag_above(values, p["threshold"], sev),
-                    kernels.lag_above(values, p["clear_below"], sev),
-                )
+                out = self._with_hysteresis(binding.name, gids, kernels.lag_above, values, p, sev)
             elif binding.kind == "lag_seconds":
                 out = self._with_hysteresis(
-                    binding.name,
-                    gids,
-                    kernels.lag_seconds_above(seconds, p["threshold"], sev),
-                    kernels.lag_seconds_above(seconds, p["clear_below"], sev),
+                    binding.name, gids, kernels.lag_seconds_above, seconds, p, sev
                 )
             elif binding.kind == "progress":
                 progress = kernels.no_progress(
@@ -770,10 +760,12 @@ class Evaluator:
             elif binding.kind == "stuck_rebalance":
                 out = kernels.stuck_rebalance(state, count, p["samples"], sev)
             elif binding.kind == "rebalance_storm":
-                out = kernels.rebalance_storm(
-                    store.s_member_changed[index], count, p["max_changes"], sev
-                )
-                if np.any(p["lasting"]):
+                lasting_s = np.asarray(p["lasting"])
+                if not np.all(lasting_s > 0):  # some rows count changes in the window
+                    out = kernels.rebalance_storm(
+                        store.s_member_changed[index], count, p["max_changes"], sev
+                    )
+                if np.any(lasting_s > 0):
                     lasting = kernels.churning(
                         now,
                         store.e_churn_since[index],
@@ -784,7 +776,9 @@ class Evaluator:
                         p["max_changes"],
                         sev,
                     )
-                    out = np.where(np.asarray(p["lasting"]) > 0, lasting, out).astype(np.int8)
+                    out = (
+                        lasting if np.all(lasting_s > 0) else np.where(lasting_s > 0, lasting, out)
+                    )
             elif binding.kind == "retention":
                 out = kernels.retention_risk(
                     latest_committed,
@@ -854,12 +848,21 @@ class Evaluator:
         )
 
     def _with_hysteresis(
-        self, name: str, gids: np.ndarray, fires: np.ndarray, holds: np.ndarray
+        self,
+        name: str,
+        gids: np.ndarray,
+        above: Callable[..., np.ndarray],
+        values: np.ndarray,
+        params: dict[str, Any],
+        severity: Any,
     ) -> np.ndarray:
-        """Rows of groups already firing this rule keep to the (lower) ``clear_below`` level."""
+        """``above(values, threshold)``; rows of groups already firing this rule keep to the
+        (lower) ``clear_below`` level, which is only looked at when some group is firing."""
+        fires = above(values, params["threshold"], severity)
         firing = self.state[name].firing[gids]
-        if not firing.any():
+        if not firing.any() or np.array_equal(params["clear_below"], params["threshold"]):
             return fires
+        holds = above(values, params["clear_below"], severity)
         return np.where(firing, np.maximum(fires, holds), fires).astype(np.int8)
 
 

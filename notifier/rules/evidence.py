@@ -43,7 +43,11 @@ import numpy as np
 from notifier.types import GROUP_STATE_CODE
 
 NULL = -1
+"""Stored for a missing offset (no commit, no log-start) and for an unset slot."""
+
 UNSET_TS = -(2**62)
+"""The time of a slot or event not yet seen: so far in the past that the step to the first real
+sample is always a gap."""
 
 WAITS_TO_LEARN = 5
 """A habit counts as learned after this many waits; until then the configured

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from notifier.rules.evidence import UNSET_TS, memberless
 from notifier.types import GROUP_STATE_CODE
 
 OK, WARN, STOP, STALL, REWIND = range(5)
@@ -39,7 +40,6 @@ _REBALANCING = np.array(
     [GROUP_STATE_CODE[s] for s in ("PreparingRebalance", "CompletingRebalance", "Unknown")],
     dtype=np.int8,
 )
-_MEMBERLESS = np.array([GROUP_STATE_CODE[s] for s in ("Empty", "Dead")], dtype=np.int8)
 
 
 def valid_mask(count: np.ndarray, width: int) -> np.ndarray:
@@ -175,7 +175,7 @@ def split_stop_stall(status: np.ndarray, members_present: np.ndarray) -> np.ndar
 
 def members_present(state: np.ndarray, members: np.ndarray) -> np.ndarray:
     """Whether the latest sample shows live members (not an Empty or Dead group)."""
-    return (members > 0) & ~np.isin(state, _MEMBERLESS)
+    return ~memberless(state, members)
 
 
 def window_complete(
@@ -191,7 +191,7 @@ def window_complete(
     (the partition was not in the latest scan) gives 0.
     """
     width = ts.shape[1]
-    # Unset slots hold a time far in the past (store.UNSET_TS), so the step from the last
+    # Unset slots hold a time far in the past (evidence.UNSET_TS), so the step from the last
     # unset slot to the first sample is always a gap: no validity mask needed.
     broken = np.diff(ts, axis=1) > max_gap_ms
     trailing = np.where(broken.any(axis=1), np.argmax(broken[:, ::-1], axis=1), width - 1)
@@ -287,14 +287,14 @@ def consumers_gone(
     """No members through the whole window while the lag grew from its first to its last
     sample."""
     out = np.zeros(committed.shape[0], dtype=np.int8)
-    hit = np.nonzero((members[:, -1] == 0) | np.isin(state[:, -1], _MEMBERLESS))[0]
+    hit = np.nonzero(memberless(state[:, -1], members[:, -1]))[0]
     if hit.size == 0:
         return out
     width = committed.shape[1]
     n = count[hit]
     valid = valid_mask(n, width)
-    memberless = (members[hit] == 0) | np.isin(state[hit], _MEMBERLESS)
-    always_gone = np.all(~valid | memberless, axis=1) & (n >= 2)
+    gone = memberless(state[hit], members[hit])
+    always_gone = np.all(~valid | gone, axis=1) & (n >= 2)
     first = np.clip(width - n.astype(np.int64), 0, width - 1)
     first_lag = current_lag(committed[hit, first], log_end[hit, first])
     last_lag = current_lag(committed[hit, -1], log_end[hit, -1])
@@ -338,18 +338,17 @@ def no_progress(
     ``tolerance`` × the row's usual wait (at least ``stall_after``) while records arrived.
     STOP: no members for longer than ``tolerance`` × the group's usual restart (at least
     ``stop_after``) while records arrived that nobody reads."""
-    unset = np.iinfo(np.int64).min // 2  # evidence.UNSET_TS is far below this
     stall_limit = np.maximum(stall_after_ms, tolerance * usual_wait_ms)
     stalled = (
         present
-        & (wait_since > unset)
+        & (wait_since != UNSET_TS)
         & (log_end > wait_log_end)
         & ((now_ms - wait_since) >= stall_limit)
     )
     stop_limit = np.maximum(stop_after_ms, tolerance * usual_memberless_ms)
     stopped = (
         ~present
-        & (memberless_since > unset)
+        & (memberless_since != UNSET_TS)
         & (committed >= 0)
         & (log_end > committed)
         & (log_end > memberless_log_end)
@@ -422,9 +421,8 @@ def churning(
     """A run of member-set changes (each at most ``churn_gap`` after the previous) whose
     changes span ``lasting`` or more, with more than ``max_changes`` of them, and that is still
     going on (the last change at most ``churn_gap`` ago)."""
-    unset = np.iinfo(np.int64).min // 2
     hit = (
-        (churn_since > unset)
+        (churn_since != UNSET_TS)
         & ((now_ms - last_change) <= churn_gap_ms)
         & ((last_change - churn_since) >= lasting_ms)
         & (churn_changes > max_changes)

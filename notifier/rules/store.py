@@ -30,14 +30,8 @@ import pyarrow.compute as pc
 
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
+from notifier.rules.evidence import NULL, UNSET_TS
 from notifier.types import GROUP_STATE_CODE, CommitPoint, Sample
-
-NULL = -1
-"""Stored for a missing offset (no commit, no log-start) and for an unset slot."""
-
-UNSET_TS = -(2**62)
-"""The time of a sample slot not yet filled: so far in the past that the step to the first
-real sample is always a gap."""
 
 _INITIAL_ROWS = 1024
 
@@ -70,6 +64,9 @@ _ROW_COLUMNS: tuple[tuple[str, str, type, float, bool], ...] = (
     *((name, "row", dtype, fill, True) for name, dtype, fill in evidence.COLUMNS),
 )
 """Every per-row column of :class:`WindowStore`, for allocating, growing and freeing rows."""
+
+ROW_COLUMN_NAMES = tuple(name for name, *_ in _ROW_COLUMNS)
+"""The names of the per-row columns: what a checkpoint saves of each row."""
 
 
 @dataclass(slots=True)

@@ -18,19 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from notifier.rules import EVIDENCE_COLUMNS, Evaluator, TransitionTracker, WindowStore
+from notifier.rules import ROW_COLUMN_NAMES, Evaluator, TransitionTracker, WindowStore
 from notifier.types import GroupStatus
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-_ROW_ARRAYS = (
-    "s_ts", "s_committed", "s_leo", "s_log_start", "s_state", "s_members", "s_member_changed",
-    "s_count", "latest_committed", "latest_leo", "latest_log_start", "latest_state",
-    "latest_members", "last_hash", "r_offset", "r_ts", "r_lag", "r_order", "r_count",
-    "row_group", "row_table", "row_partition", "row_alive", "row_epoch",
-    *(name for name, _, _ in EVIDENCE_COLUMNS),
-)  # fmt: skip
+_ROW_ARRAYS = ROW_COLUMN_NAMES
 _TABLE_ARRAYS = ("t_leo", "t_time", "t_count")
 
 
