@@ -44,7 +44,7 @@ from notifier.notify.dispatcher import Dispatcher
 from notifier.notify.outbox import NotifyStore, OutboxEntry, OutboxRow
 from notifier.notify.policy import ChannelPolicy, RetryPolicy, default_policy
 from notifier.notify.silences import Silence, SilenceError, make_silence
-from notifier.types import Incident, Notification, Transition
+from notifier.types import GroupStatus, Incident, Notification, Transition
 
 log = logging.getLogger("notifier.notify")
 
@@ -456,6 +456,12 @@ class Notifier:
     def check(self) -> list[TemplateProblem]:
         """Render every template with sample data (and each webhook's body template)."""
         return check_templates(self.config, self.templates, self.channels)
+
+    def open_statuses(self, cluster: str) -> dict[str, GroupStatus]:
+        """The status of each open incident of ``cluster`` by group: what the coordinator
+        resumes from after a restart (these were committed with every transition, while its
+        checkpoint may be older)."""
+        return {g: i.status for (c, g), i in self.core.book.open.items() if c == cluster}
 
     def metrics(self) -> dict[str, Any]:
         """Delivery counters (per channel), outbox depth, oldest pending age, and what the

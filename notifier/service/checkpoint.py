@@ -5,10 +5,15 @@ if it was longer than the gap tolerance) and does not re-fire what was open: the
 tracker remembers every non-OK group. A checkpoint written with other window settings (the
 rules file changed ``intervals`` or ``lag_time_points``) is not loaded; the service starts cold
 and says so.
+
+A checkpoint SQLite cannot read (a truncated or garbled file, a disk error) is moved aside as
+``NAME.corrupt-<time>`` and the cluster starts cold, saying in one line what was lost and from
+when (:class:`CheckpointError`): a damaged file never keeps the service from starting.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
@@ -18,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from notifier.damaged import last_written, move_aside
 from notifier.rules import ROW_COLUMN_NAMES, Evaluator, TransitionTracker, WindowStore
 from notifier.types import GroupStatus
 
@@ -28,6 +34,11 @@ _ROW_ARRAYS = ROW_COLUMN_NAMES
 _TABLE_ARRAYS = ("t_leo", "t_time", "t_count")
 
 
+class CheckpointError(Exception):
+    """The checkpoint could not be read; it has been moved aside and the error logged. What
+    :func:`load` had filled in by then must be thrown away."""
+
+
 def _blob(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
@@ -36,6 +47,15 @@ def _blob(array: np.ndarray) -> bytes:
 
 def _array(blob: bytes) -> np.ndarray:
     return np.load(io.BytesIO(blob), allow_pickle=False)
+
+
+def _digest(blobs: list[tuple[str, bytes]]) -> str:
+    """A checksum of the arrays: SQLite notices a damaged page only where its own structure
+    is hit, not in the middle of a blob."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, data in sorted(blobs):
+        digest.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return digest.hexdigest()
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -77,14 +97,13 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
     for rule, state in evaluator.state.items():
         for field in ("pending_since", "last_true", "firing", "fired_severity"):
             arrays[f"rule:{rule}:{field}"] = getattr(state, field)[:groups]
+    blobs = [(name, _blob(np.ascontiguousarray(a))) for name, a in arrays.items()]
+    meta["digest"] = _digest(blobs)
     conn = _connect(path)
     try:
         with conn:
             conn.execute("DELETE FROM arrays")
-            conn.executemany(
-                "INSERT INTO arrays (name, data) VALUES (?, ?)",
-                [(name, _blob(np.ascontiguousarray(a))) for name, a in arrays.items()],
-            )
+            conn.executemany("INSERT INTO arrays (name, data) VALUES (?, ?)", blobs)
             conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('checkpoint', ?)",
                 (json.dumps(meta),),
@@ -96,14 +115,35 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
 
 def load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: TransitionTracker) -> bool:
     """Fill an empty store, evaluator and tracker from a checkpoint; False when there is none
-    or it does not fit the current window settings."""
+    or it does not fit the current window settings.
+
+    Raises :class:`CheckpointError` when the file cannot be read (after moving it aside and
+    logging what is lost): the store, evaluator and tracker may then be half filled.
+    """
     if not path.exists():
         return False
+    written = last_written(path)
+    try:
+        return _load(path, store, evaluator, tracker)
+    except Exception as exc:  # whatever a damaged file makes the reader raise
+        aside = move_aside(path)
+        log.error(
+            "checkpoint %s cannot be read (%s: %s); moved it to %s. Starting cold: the windows, "
+            "rule state and open statuses it held, as last saved at %s, are lost; windows refill "
+            "over the next %d scans and open incidents are kept by the notifier",
+            path, type(exc).__name__, exc, aside.name, written, store.width,
+            extra={"event": "checkpoint_unreadable", "path": str(path), "moved_to": str(aside),
+                   "last_written": written, "error": str(exc)},
+        )  # fmt: skip
+        raise CheckpointError(f"{path}: {exc}") from exc
+
+
+def _load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: TransitionTracker) -> bool:
     conn = _connect(path)
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'checkpoint'").fetchone()
-        if row is None:
-            return False
+        if row is None:  # save() always writes it: the file was emptied or cut short
+            raise ValueError("the file holds no checkpoint (emptied or truncated?)")
         meta = json.loads(row[0])
         if meta.get("version") != FORMAT_VERSION:
             log.warning("checkpoint %s has format %s; starting cold", path, meta.get("version"))
@@ -115,11 +155,12 @@ def load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
                 store.points,
             )  # fmt: skip
             return False
-        arrays = {
-            name: _array(data) for name, data in conn.execute("SELECT name, data FROM arrays")
-        }
+        blobs = list(conn.execute("SELECT name, data FROM arrays"))
     finally:
         conn.close()
+    if "digest" in meta and _digest(blobs) != meta["digest"]:
+        raise ValueError("its arrays do not match the digest saved with them (damaged pages)")
+    arrays = {name: _array(data) for name, data in blobs}
 
     rows, tables = meta["rows"], meta["tables"]
     while store.capacity < rows:

@@ -14,6 +14,13 @@ an alert. It is logged and counted; the next tries back off exponentially, to at
 :data:`MAX_BACKOFF_INTERVALS` scan intervals; after
 ``down_after_failures`` failures in a row the cluster is reported down to the sink (which mutes
 its groups and raises one cluster alert) until a scan succeeds again.
+
+After a crash (:meth:`Coordinator.start`): the checkpoint gives the windows as they were when
+it was saved; the scans the history recorded after it are replayed through the same step, so
+the windows resume where the last process stopped and the gap is the downtime, not the time
+since the last checkpoint; and the open statuses are taken from the sink (the notifier's
+incidents, committed with every transition), so a transition handled after the checkpoint is
+neither repeated (no incident opened twice) nor missed (no incident left open).
 """
 
 from __future__ import annotations
@@ -28,11 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from notifier.collect import ClusterCollector, ScanError, ScanResult
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
-from notifier.history import HistoryWriter
+from notifier.history import HistoryEmptyError, HistoryNotFoundError, HistoryWriter, read_history
 from notifier.rules import (
     ClusterPipeline,
     Evaluation,
@@ -41,9 +49,10 @@ from notifier.rules import (
     ScanColumns,
     TransitionTracker,
     WindowStore,
+    scans,
 )
 from notifier.service import checkpoint
-from notifier.types import Transition
+from notifier.types import GroupStatus, Transition
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +73,10 @@ class TransitionSink(Protocol):
     def cluster_down(self, cluster: str, now: int, reason: str) -> None: ...
 
     def cluster_up(self, cluster: str, now: int) -> None: ...
+
+    def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
+        """The status of each group of ``cluster`` the sink holds open (None: it keeps no
+        state, trust the checkpoint). Read once at start, to resume where the sink is."""
 
 
 class LogSink:
@@ -90,6 +103,9 @@ class LogSink:
 
     def cluster_up(self, cluster: str, now: int) -> None:
         self._write({"kind": "cluster_up", "cluster": cluster, "at": now})
+
+    def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
+        return None  # a log remembers nothing: the checkpoint's statuses stand
 
 
 def transition_record(t: Transition) -> dict[str, Any]:
@@ -205,19 +221,19 @@ class Coordinator:
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for name, state in self.clusters.items():
-            restored = checkpoint.load(
-                self.checkpoint_path(name), state.store, state.evaluator, state.tracker
-            )
-            log.info("cluster ready", extra={"event": "cluster_ready", "cluster": name,
-                                              "warm_restart": restored})  # fmt: skip
-            state.collector = self._make_collector(state.config)
         if self.config.history.enabled:
+            # First: it writes out the journals a crash left, which the replay below reads.
             self.history = HistoryWriter(
                 self.data_dir / "history",
                 self.config.history.roll_interval,
                 self.config.history.retention_days,
             )
+        for name, state in self.clusters.items():
+            restored, replayed = self._restore(state)
+            log.info("cluster ready", extra={"event": "cluster_ready", "cluster": name,
+                                              "warm_restart": restored,
+                                              "replayed_scans": replayed})  # fmt: skip
+            state.collector = self._make_collector(state.config)
         self.scheduler = AsyncIOScheduler(timezone="UTC")
         for name, state in self.clusters.items():
             self.scheduler.add_job(
@@ -234,6 +250,52 @@ class Coordinator:
                 self.history.prune, "interval", hours=1, id="history-retention", coalesce=True
             )
         self.scheduler.start()
+
+    def _restore(self, state: ClusterState) -> tuple[bool, int]:
+        """Checkpoint, then the scans the history holds after it, then the sink's open
+        statuses; returns whether a checkpoint was loaded and how many scans were replayed."""
+        name = state.config.name
+        try:
+            restored = checkpoint.load(
+                self.checkpoint_path(name), state.store, state.evaluator, state.tracker
+            )
+        except checkpoint.CheckpointError:  # logged; drop whatever was half loaded
+            state.pipeline = ClusterPipeline(self.rules, state.config.scan_interval)
+            restored = False
+        replayed = self._replay_history(state) if restored else 0
+        held = self.sink.open_statuses(name)
+        if held is not None:
+            statuses = {(name, group): status for group, status in held.items()}
+            if statuses != state.tracker.statuses:
+                log.info(
+                    "open statuses taken from the notifier (the checkpoint was older)",
+                    extra={"event": "statuses_from_sink", "cluster": name,
+                           "checkpoint": len(state.tracker.statuses), "open": len(statuses)},
+                )  # fmt: skip
+            state.tracker.statuses = statuses
+        return restored, replayed
+
+    def _replay_history(self, state: ClusterState) -> int:
+        """Step the cluster's pipeline through the scans the history recorded after the
+        checkpoint (their transitions were handled before the crash: they are dropped)."""
+        name = state.config.name
+        since = state.store.last_scan_ts.get(name)
+        if self.history is None or since is None:
+            return 0
+        try:
+            table = read_history(self.history.root, start=since + 1)
+        except (HistoryEmptyError, HistoryNotFoundError):
+            return 0
+        except Exception as exc:  # a damaged file costs the replay, never the start
+            log.warning("history after the checkpoint cannot be read; windows keep a gap",
+                        extra={"event": "history_replay_failed", "cluster": name,
+                               "error": str(exc)})  # fmt: skip
+            return 0
+        replayed = 0
+        for scan in scans(table.filter(pc.equal(table.column("cluster"), name))):
+            state.evaluation, _ = state.pipeline.step(scan)
+            replayed += 1
+        return replayed
 
     async def stop(self) -> None:
         """Finish or cancel the scans under way, flush history, checkpoint, close."""
