@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -37,11 +38,11 @@ from notifier.collect import EmbeddedBroker, ScanResult
 from notifier.config import parse_rules, parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.history import HistoryWriter
-from notifier.notify import Notifier
+from notifier.notify import Notifier, NotifyStore, OutboxEntry
 from notifier.service import Coordinator, LogSink
 from notifier.types import Sample
 from tests.notify_helpers import config as notify_config
-from tests.notify_helpers import webhook
+from tests.notify_helpers import full_notification, webhook
 from tests.scripted import ScriptedCollector, drive, scan_result, service
 from tests.test_collect import _produce
 
@@ -140,7 +141,7 @@ class ServiceProcess:
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "notifier.cli", "run", "--config", str(self.config),
             cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, limit=1 << 24,
         )  # fmt: skip
         self._reader = asyncio.create_task(self._read(self.process))
 
@@ -595,7 +596,7 @@ DAMAGE = {
     "cut to 100 bytes": lambda p: _truncate(p, 100),
     "cut mid-file": lambda p: _truncate(p, p.stat().st_size * 6 // 10 + 123),
     "garbled header": lambda p: _garble(p, 0, 100),
-    "garbled pages": lambda p: _garble(p, 2 * PAGE, 3 * PAGE),
+    "garbled pages": lambda p: _garble(p, p.stat().st_size // 2 // PAGE * PAGE, 3 * PAGE),
 }
 
 
@@ -633,3 +634,55 @@ async def test_a_damaged_checkpoint_is_moved_aside_and_the_cluster_starts_cold(
     await _started_and_stopped(third)
     assert not [r for r in caplog.records if getattr(r, "event", "") == "checkpoint_unreadable"]
     assert any(getattr(r, "warm_restart", False) for r in caplog.records)
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+async def test_a_damaged_notification_store_is_moved_aside_and_what_can_be_read_is_sent(
+    tmp_path: Path, http: HttpReceiver, damage: str
+) -> None:
+    db = tmp_path / "data" / "notify.sqlite"
+    store = NotifyStore(db)
+    notifications = [
+        dataclasses.replace(full_notification(), id=f"before-{i:03d}") for i in range(300)
+    ]
+    store.save(outbox=[OutboxEntry(n, "oncall/webhook", "lane") for n in notifications])
+    store.close()
+    assert db.stat().st_size > 20 * PAGE
+    DAMAGE[damage](db)
+
+    config = _service_config(
+        tmp_path, "127.0.0.1:1", "none-", _free_port(), http.url_for("/hook"),
+        history={"enabled": False},
+    )  # fmt: skip
+    service = ServiceProcess(config, tmp_path / "service.log")
+    await service.start()
+    try:
+        line = await service.wait_for("notify_store_damaged", 20)
+        assert line is not None, service.log_path.read_text()
+        assert line["level"] == "error" and "last written at" in line["msg"]
+        kept = line["pending"]
+        assert await service.wait_for("cluster_ready", 20) is not None  # started all the same
+        before = {n.id for n in notifications}
+
+        def sent() -> set[str]:
+            return {r.json["notification_id"] for r in http.to("/hook")} & before
+
+        deadline = time.monotonic() + 20
+        while len(sent()) < kept and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert len(sent()) == kept  # every readable pending row is delivered
+        assert service.process is not None and service.process.returncode is None
+    finally:
+        assert await service.terminate() == 0
+    (aside,) = _moved_aside(db)
+    assert line["moved_to"] == str(aside)
+    if damage in ("cut mid-file", "garbled pages"):
+        assert 0 < kept < 300, line["msg"]  # the pages before (and after) the damage are kept
+    # The new store is whole: the next start says nothing about damage.
+    await service.start()
+    try:
+        assert await service.wait_for("cluster_ready", 20) is not None
+        assert service.seen("notify_store_damaged") == []
+    finally:
+        assert await service.terminate() == 0

@@ -7,17 +7,28 @@ restart the log stops it from being planned twice and the outbox still holds it 
 channel accepts it. Delivery is at-least-once — a row is marked sent only after the receiver
 said yes, so a crash between the two re-sends it, and receivers dedupe what they can
 (PagerDuty by ``dedup_key``, Slack by updating the original message).
+
+A database SQLite cannot read (truncated, garbled pages, a disk error) never keeps the service
+from starting: :class:`NotifyStore` moves it aside as ``NAME.corrupt-<time>``, starts a new
+one, copies into it every row it can still read (table by table, row by row, stepping over
+damaged pages) and says in one line what it kept and what is lost from when
+(:class:`Salvage`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from notifier.damaged import last_written, move_aside
 from notifier.notify import jsonenc
 from notifier.notify.channels import SlackMessageRef
 from notifier.notify.codec import (
@@ -134,6 +145,125 @@ CREATE TABLE IF NOT EXISTS slack_refs (
 """
 
 SCHEMA_VERSION = "1"
+_TABLES = ("meta", "incidents", "notify_log", "silences", "outbox", "slack_refs")
+_MAX_SKIP = 1 << 40
+"""How far past a damaged page the salvage looks for readable rows (in rowids)."""
+
+log = logging.getLogger("notifier.notify")
+
+
+@dataclass(slots=True)
+class Salvage:
+    """What was kept from a damaged notification store (:attr:`NotifyStore.salvage`)."""
+
+    moved_to: Path
+    error: str
+    last_written: str
+    kept: dict[str, int] = field(default_factory=dict)
+    """Rows copied into the new store, per table."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Tables where reading stopped at damage (first error), per table."""
+    pending: int = 0
+    outbox_ids: tuple[int, int] | None = None
+
+    def message(self, path: Path) -> str:
+        kept = ", ".join(f"{n} {table}" for table, n in self.kept.items() if table != "meta")
+        ids = (
+            f", outbox ids {self.outbox_ids[0]}-{self.outbox_ids[1]}, {self.pending} pending"
+            if self.outbox_ids
+            else ""
+        )
+        damaged = ", ".join(sorted(self.unreadable)) or "none"
+        return (
+            f"notification store {path} is damaged ({self.error}); moved it to "
+            f"{self.moved_to.name} and started a new one with the rows that could be read "
+            f"({kept or 'nothing'}{ids}). Tables with unreadable pages: {damaged}; their rows "
+            f"there are lost, as the file was last written at {self.last_written}: pending "
+            "notifications lost are not sent, and open incidents lost are opened anew if their "
+            "group is still failing"
+        )
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """Connect, create the schema and check the file; raises sqlite3.DatabaseError when the
+    file is damaged."""
+    if path.exists() and path.stat().st_size == 0:
+        # SQLite takes an empty file for a new database: say what happened instead.
+        raise sqlite3.DatabaseError("the file is empty (truncated to nothing)")
+    db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(_SCHEMA)
+        db.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,)
+        )
+        problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(problems[:3]))
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _readable_rows(
+    source: sqlite3.Connection, table: str, columns: list[str]
+) -> tuple[list[tuple[Any, ...]], str | None]:
+    """Every row of ``table`` that can be read, in rowid order: after a damaged page, seek
+    further and further ahead until rows can be read again (the first error is returned)."""
+    rows: list[tuple[Any, ...]] = []
+    first_error: str | None = None
+    after, skip = 0, 1  # the tables' rowids start at 1
+    select = f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid > ? ORDER BY rowid"
+    while skip <= _MAX_SKIP:
+        try:
+            for row in source.execute(select, (after,)):
+                rows.append(row[1:])
+                after, skip = row[0], 1
+            return rows, first_error
+        except sqlite3.DatabaseError as exc:
+            first_error = first_error or str(exc)
+            after, skip = after + skip, skip * 2
+    return rows, first_error
+
+
+def _pad_to_header_size(path: Path) -> None:
+    """Zero-fill a truncated database file up to the size its header gives: SQLite refuses a
+    file shorter than that outright, while a missing page read as zeros is only an unreadable
+    page, which the salvage steps over."""
+    with path.open("r+b") as handle:
+        header = handle.read(100)
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+            return
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        size = handle.seek(0, os.SEEK_END)
+        if pages * page_size > size:
+            handle.truncate(pages * page_size)
+
+
+def _decodes(table: str, columns: list[str], row: tuple[Any, ...]) -> bool:
+    """Whether a salvaged row can be used (its JSON parses into what the service reads)."""
+    values = dict(zip(columns, row, strict=True))
+    try:
+        if table == "outbox":
+            notification_from_dict(json.loads(values["body"]))
+        elif table == "incidents":
+            NotifyStore._incident_row(tuple(values[c] for c in _INCIDENT_COLUMNS))
+        elif table == "silences":
+            json.loads(values["body"])
+        return True
+    except Exception:
+        return False
+
+
+_INCIDENT_COLUMNS = (
+    "id", "kind", "cluster", "grp", "opened_at", "closed_at", "status", "peak_status",
+    "close_reason", "silenced", "findings", "result",
+)  # fmt: skip
 
 
 class NotifyStore:
@@ -148,20 +278,73 @@ class NotifyStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA busy_timeout=5000")
-        self.db.executescript(_SCHEMA)
-        self.db.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,)
-        )
+        self.salvage: Salvage | None = None
+        """Set when the file was damaged: what was moved aside and what was kept."""
+        try:
+            self.db = _open(self.path)
+        except sqlite3.DatabaseError as exc:
+            self.db, self.salvage = self._start_over(exc)
+            log.error(
+                self.salvage.message(self.path),
+                extra={"event": "notify_store_damaged", "path": str(self.path),
+                       "moved_to": str(self.salvage.moved_to), "kept": self.salvage.kept,
+                       "pending": self.salvage.pending,
+                       "last_written": self.salvage.last_written},
+            )  # fmt: skip
         self._ops: list[tuple[str, tuple[Any, ...]]] = []
         self._slack_cache: dict[tuple[str, str], SlackMessageRef | None] = {}
 
     def close(self) -> None:
         self.flush()
         self.db.close()
+
+    def _start_over(self, error: sqlite3.DatabaseError) -> tuple[sqlite3.Connection, Salvage]:
+        """Move the damaged file aside, open a new one and copy every readable row into it."""
+        written = last_written(self.path)
+        aside = move_aside(self.path)
+        db = _open(self.path)
+        salvage = Salvage(moved_to=aside, error=str(error), last_written=written)
+        with tempfile.TemporaryDirectory(dir=self.path.parent, prefix=".salvage-") as work:
+            copy = Path(work) / self.path.name
+            for suffix in ("", "-wal"):
+                if aside.with_name(aside.name + suffix).exists():
+                    shutil.copyfile(aside.with_name(aside.name + suffix), str(copy) + suffix)
+            _pad_to_header_size(copy)
+            try:
+                source = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
+            except sqlite3.DatabaseError as exc:
+                salvage.unreadable = dict.fromkeys(_TABLES, str(exc))
+                return db, salvage
+            try:
+                self._copy_readable(source, db, salvage)
+            finally:
+                source.close()
+        return db, salvage
+
+    @staticmethod
+    def _copy_readable(
+        source: sqlite3.Connection, db: sqlite3.Connection, salvage: Salvage
+    ) -> None:
+        """Every readable, decodable row of each table from ``source`` into ``db``."""
+        for table in _TABLES:
+            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+            rows, problem = _readable_rows(source, table, columns)
+            if problem is not None:
+                salvage.unreadable[table] = problem
+            usable = [row for row in rows if _decodes(table, columns, row)]
+            db.execute("BEGIN")
+            db.executemany(
+                f"INSERT OR IGNORE INTO {table} ({', '.join(columns)})"
+                f" VALUES ({', '.join('?' * len(columns))})",
+                usable,
+            )
+            db.execute("COMMIT")
+            salvage.kept[table] = len(usable)
+            if table == "outbox" and usable:
+                ids = [row[columns.index("id")] for row in usable]
+                salvage.outbox_ids = (min(ids), max(ids))
+                state = columns.index("state")
+                salvage.pending = sum(1 for row in usable if row[state] == "pending")
 
     # ---- core state + outbox, atomically
 
@@ -260,7 +443,13 @@ class NotifyStore:
             " OR id IN (SELECT incident_id FROM notify_log WHERE resolved = 0)"
             " ORDER BY opened_at, id"
         )
-        incidents = [self._incident_row(row) for row in cursor]
+        incidents = []
+        for row in cursor:
+            try:
+                incidents.append(self._incident_row(row))
+            except Exception as exc:  # a damaged row costs that incident, not the start
+                log.error("incident %s cannot be read and is dropped: %s", row[0], exc,
+                          extra={"event": "incident_unreadable", "incident": row[0]})  # fmt: skip
         ids = {i.id for i, _r, _k in incidents}
         entries = [
             LogEntry(
@@ -319,7 +508,14 @@ class NotifyStore:
         return self.db.execute("DELETE FROM silences WHERE id = ?", (silence_id,)).rowcount > 0
 
     def load_silences(self) -> list[dict[str, Any]]:
-        return [json.loads(row[0]) for row in self.db.execute("SELECT body FROM silences")]
+        silences = []
+        for silence_id, body in self.db.execute("SELECT id, body FROM silences"):
+            try:
+                silences.append(json.loads(body))
+            except ValueError as exc:
+                log.error("silence %s cannot be read and is dropped: %s", silence_id, exc,
+                          extra={"event": "silence_unreadable", "silence": silence_id})  # fmt: skip
+        return silences
 
     # ---- the outbox
 
