@@ -490,29 +490,39 @@ def recover_journals(root: Path) -> int:
         match = _JOURNAL_RE.match(journal.name)
         if not match:
             continue
-        start_ms, token = int(match.group(1)), match.group(2)
-        tables = []
         try:
-            with pa.ipc.open_stream(pa.memory_map(str(journal))) as reader:
-                while True:
-                    try:
-                        tables.append(pa.Table.from_batches([reader.read_next_batch()]))
-                    except StopIteration:
-                        break
-        except (pa.ArrowInvalid, OSError) as exc:
-            # A torn last batch (the crash came mid-write): everything before it counts.
-            log.warning("history journal %s ends in a torn write (%s); keeping the rows before",
-                        journal, exc)  # fmt: skip
-        if tables:
-            table = conform(pa.concat_tables(tables), journal)
-            for day, rows in _split_by_day(table).items():
-                path = root / partition_name(day) / part_file_name(start_ms, token)
-                write_parquet_atomic(path, functools.partial(_write_table, rows))
-            recovered += table.num_rows
-        journal.unlink()
+            recovered += _recover_journal(root, journal, int(match.group(1)), match.group(2))
+        except Exception as exc:  # an unwritable history must not stop the service starting
+            log.error("history journal %s cannot be written out (%s); kept for the next start",
+                      journal, exc, extra={"event": "history_recovery_failed"})  # fmt: skip
     if recovered:
         log.warning("recovered %d history rows that a crash left unwritten", recovered)
     return recovered
+
+
+def _recover_journal(root: Path, journal: Path, start_ms: int, token: str) -> int:
+    """Write out one journal's rows as its roll's files and remove it; returns the rows."""
+    tables = []
+    try:
+        with pa.ipc.open_stream(pa.memory_map(str(journal))) as reader:
+            while True:
+                try:
+                    tables.append(pa.Table.from_batches([reader.read_next_batch()]))
+                except StopIteration:
+                    break
+    except (pa.ArrowInvalid, OSError) as exc:
+        # A torn last batch (the crash came mid-write): everything before it counts.
+        log.warning("history journal %s ends in a torn write (%s); keeping the rows before",
+                    journal, exc)  # fmt: skip
+    rows_written = 0
+    if tables:
+        table = conform(pa.concat_tables(tables), journal)
+        for day, rows in _split_by_day(table).items():
+            path = root / partition_name(day) / part_file_name(start_ms, token)
+            write_parquet_atomic(path, functools.partial(_write_table, rows))
+        rows_written = table.num_rows
+    journal.unlink()
+    return rows_written
 
 
 class HistoryWriter:
@@ -551,6 +561,10 @@ class HistoryWriter:
         self.max_queued_rows = int(max_queued_rows)
         self.errors = 0
         self.last_error: BaseException | None = None
+        self.last_error_text: str | None = None
+        self.failing_since_ms: int | None = None
+        self._failing: set[str] = set()  # operations whose last attempt failed
+        self._errors_before_failing = 0
         self.rows_written = 0
         self.files_written = 0
         self.dropped_rows = 0
@@ -688,7 +702,7 @@ class HistoryWriter:
                 if self._retry_at is not None:
                     self._bound_queue()
             except Exception as exc:  # a bug must not kill the thread: flushes would hang
-                self._record_error(exc, "in the writer loop")
+                self._record_error(exc, "in the writer loop", "roll")
                 self._retry_at = time.monotonic() + self.retry_s
                 error = HistoryWriteError(f"history writer failed: {exc}")
             if flushing:
@@ -711,8 +725,9 @@ class HistoryWriter:
             else:
                 self._journal.append(incoming)
             self.journaled_rows += sum(t.num_rows for t in incoming)
+            self._succeeded("journal")
         except Exception as exc:
-            self._record_error(exc, "journaling rows")
+            self._record_error(exc, "journaling rows", "journal")
             self._close_journal()
 
     def _close_journal(self, replacement: list[pa.Table] | None = None) -> None:
@@ -723,13 +738,13 @@ class HistoryWriter:
             try:
                 self._journal = _Journal(self.root, old.start_ms, uuid.uuid4().hex, replacement)
             except Exception as exc:
-                self._record_error(exc, "journaling rows")
+                self._record_error(exc, "journaling rows", "journal")
                 return  # keep the old journal: more than needed beats less
         if old is not None:
             try:
                 old.discard()
             except Exception as exc:
-                self._record_error(exc, f"removing {old.path}")
+                self._record_error(exc, f"removing {old.path}", "journal")
 
     def _has_work(self) -> bool:
         return bool(self._incoming or self._closing or self._flush_requested > self._flush_served)
@@ -770,7 +785,7 @@ class HistoryWriter:
         try:
             by_day = _split_by_day(pa.concat_tables(self._pending))
         except Exception as exc:  # never let the thread die with the rows in hand
-            self._record_error(exc, "preparing rows")
+            self._record_error(exc, "preparing rows", "roll")
             by_day = {}
             kept = self._pending
             failed.append(str(exc))
@@ -785,7 +800,7 @@ class HistoryWriter:
                     functools.partial(_write_table, table),
                 )
             except Exception as exc:
-                self._record_error(exc, f"writing {path}")
+                self._record_error(exc, f"writing {path}", "roll")
                 failed.append(f"{partition_name(day)}: {exc}")
                 kept.append(table)
                 continue
@@ -806,16 +821,50 @@ class HistoryWriter:
         self._retry_at = None
         self._roll_started_ms = None
         self._roll_deadline = None
+        self._succeeded("roll")
         try:
             self.prune()
+            self._succeeded("prune")
         except Exception as exc:
-            self._record_error(exc, f"pruning {self.root}")
+            self._record_error(exc, f"pruning {self.root}", "prune")
         return None
 
-    def _record_error(self, exc: BaseException, doing: str) -> None:
+    @property
+    def failing(self) -> bool:
+        """Whether some history write failed and has not succeeded since."""
+        return bool(self._failing)
+
+    def _record_error(self, exc: BaseException, doing: str, operation: str) -> None:
+        """Count a failed ``operation`` (journal, roll, prune); loud once when writing starts
+        failing, not at every scan while it goes on."""
         self.errors += 1
         self.last_error = exc
-        log.error("history writer: error %s: %s", doing, exc, exc_info=exc)
+        self.last_error_text = f"{doing}: {exc}"
+        if self._failing:
+            self._failing.add(operation)
+            log.debug("history writer: error %s: %s", doing, exc)
+            return
+        self._failing.add(operation)
+        self.failing_since_ms = int(time.time() * 1000)
+        log.error(
+            "history writing fails (%s: %s); the rows stay in memory and are retried every "
+            "%g s (the oldest dropped past %d rows); scanning, evaluating and notifying go on",
+            doing, exc, self.retry_s, self.max_queued_rows, exc_info=exc,
+            extra={"event": "history_write_failed", "path": str(self.root), "error": str(exc)},
+        )  # fmt: skip
+
+    def _succeeded(self, operation: str) -> None:
+        if operation not in self._failing:
+            return
+        self._failing.discard(operation)
+        if not self._failing:
+            log.warning(
+                "history writing works again (%d errors since it started failing)",
+                self.errors - self._errors_before_failing,
+                extra={"event": "history_write_recovered", "path": str(self.root)},
+            )
+            self._errors_before_failing = self.errors
+            self.failing_since_ms = None
 
 
 def _split_by_day(table: pa.Table) -> dict[date, pa.Table]:

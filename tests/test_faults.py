@@ -22,9 +22,11 @@ import random
 import signal
 import socket
 import sqlite3
+import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +36,11 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from notifier.api import create_app
 from notifier.collect import EmbeddedBroker, ScanResult
 from notifier.config import parse_rules, parse_service_config
 from notifier.demo import HttpReceiver
-from notifier.history import HistoryWriter
+from notifier.history import HistoryWriter, read_history
 from notifier.notify import Notifier, NotifyStore, OutboxEntry
 from notifier.service import Coordinator, LogSink
 from notifier.types import Sample
@@ -686,3 +689,137 @@ async def test_a_damaged_notification_store_is_moved_aside_and_what_can_be_read_
         assert service.seen("notify_store_damaged") == []
     finally:
         assert await service.terminate() == 0
+
+
+# --------------------------------------------------------------------------------------------
+# A history that cannot be written
+
+
+def _mount_tmpfs(where: Path, size: str) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}): needs root")
+
+
+def _fill(where: Path) -> Path:
+    filler = where / "filler"
+    with filler.open("wb", buffering=0) as handle, contextlib.suppress(OSError):
+        while True:
+            handle.write(b"\0" * 4096)
+    return filler
+
+
+def _break_history(kind: str, history: Path) -> Callable[[], None]:
+    """Make ``history`` unwritable the way ``kind`` says; returns how to repair it."""
+    if kind == "disk full":
+        _mount_tmpfs(history, "256k")
+        filler = _fill(history)
+        return filler.unlink
+    if kind == "read-only":
+        _mount_tmpfs(history, "1m")
+        subprocess.run(["mount", "-o", "remount,ro", str(history)], check=True)
+        return lambda: subprocess.run(["mount", "-o", "remount,rw", str(history)], check=True)
+    history.parent.mkdir(parents=True, exist_ok=True)
+    history.write_text("not a directory")
+    return history.unlink
+
+
+HISTORY_FAULTS = {
+    "disk full": ("No space left on device",),
+    "read-only": ("Read-only file system",),
+    "not a directory": ("Not a directory", "File exists"),  # open() or mkdir() says it
+}
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("kind", sorted(HISTORY_FAULTS))
+async def test_a_history_that_cannot_be_written_is_loud_and_nothing_else_stops(
+    kafka_broker: EmbeddedBroker, http: HttpReceiver, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture, kind: str,
+) -> None:  # fmt: skip
+    """Real OS errors, not mocks: tests run as root, where permissions stop no write, so a
+    full disk is a small tmpfs filled up, a read-only one a tmpfs remounted read-only (both
+    skipped where mounting is not allowed), and "not a directory" a file where the history
+    directory should be (possible anywhere)."""
+    bootstrap = kafka_broker.bootstrap_servers
+    prefix = f"hist-{uuid.uuid4().hex[:6]}"
+    topic, group = f"{prefix}-t", f"{prefix}-late"
+    await _produce(bootstrap, topic, [RECORDS])
+    history = tmp_path / "data" / "history"
+    repair = _break_history(kind, history)
+    try:
+        config = parse_service_config(
+            {"clusters": [{"name": CLUSTER, "bootstrap_servers": bootstrap,
+                           "scan_interval": 0.5, "group_allow": [f"^{prefix}"]}],
+             "data_dir": str(tmp_path / "data"), "checkpoint_interval": 3600,
+             "history": {"roll_interval": 1}},
+            "test",
+        )  # fmt: skip
+        notifier = Notifier(notify_config(webhook(http.url_for("/hook"))), tmp_path / "n.sqlite")
+        coord = Coordinator(config, _lag_rules(), tmp_path / "data", notifier)
+        app = create_app(coord, notifier, clock=_now_ms)
+        api = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+        caplog.set_level(logging.INFO)
+        await notifier.start()
+        await coord.start()
+        try:
+            groups = Groups(bootstrap, topic, [group])
+            await groups.start()
+            await groups.set(group, "ERR")
+            await groups.stop()
+            state = coord.clusters[CLUSTER]
+            await _until(lambda: len(http.to("/hook")) >= 1 and state.metrics.scans >= 8, 20)
+
+            # Notifying and scanning went on; the failure was said once, counted, and shown.
+            assert http.to("/hook")[0].json["alerts"][0]["event"] == "open"
+            failed = [
+                r for r in caplog.records if getattr(r, "event", "") == "history_write_failed"
+            ]
+            assert len(failed) == 1 and failed[0].levelno == logging.ERROR
+            assert any(e in failed[0].getMessage() for e in HISTORY_FAULTS[kind])
+            metrics = (await api.get("/metrics")).text
+            assert "notifier_history_writing 0.0" in metrics
+            errors = _metric(metrics, "notifier_history_write_errors_total")
+            assert errors >= 2  # every attempt counts, one line is logged
+            ready = await api.get("/readyz")
+            assert ready.status_code == 200  # the clusters are watched: still ready
+            detail = ready.json()["history"]
+            assert detail["writing"] is False
+            assert any(e in detail["error"] for e in HISTORY_FAULTS[kind])
+            assert detail["queued_rows"] > 0
+
+            repair()
+            history_writer = coord.history
+            assert history_writer is not None
+            await _until(lambda: not history_writer.failing, 15)
+            recovered = [
+                r for r in caplog.records if getattr(r, "event", "") == "history_write_recovered"
+            ]
+            assert len(recovered) == 1
+            assert "notifier_history_writing 1.0" in (await api.get("/metrics")).text
+            assert (await api.get("/readyz")).json()["history"]["writing"] is True
+        finally:
+            await coord.stop()
+            await notifier.stop()
+            await api.aclose()
+        # What was queued while it failed is in the history now.
+        written = read_history(history, groups=f"^{group}$")
+        assert written.num_rows >= 8
+    finally:
+        if kind != "not a directory":
+            subprocess.run(["umount", "-l", str(history)], check=False)
+
+
+async def _until(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+def _metric(text: str, name: str) -> float:
+    return next(
+        float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")
+    )

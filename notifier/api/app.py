@@ -34,6 +34,7 @@ from notifier.api.views import (
     group_detail,
     group_result,
     groups_overview,
+    history_summary,
     incident_view,
     jsonable,
 )
@@ -384,7 +385,11 @@ def create_app(
     def readyz() -> JSONResponse:
         now = clock()
         ready = not any(state.stale(now) for state in coordinator.clusters.values())
-        body = {"ready": ready, "clusters": cluster_summaries(coordinator, now)}
+        body = {
+            "ready": ready,
+            "clusters": cluster_summaries(coordinator, now),
+            "history": history_summary(coordinator),
+        }
         return JSONResponse(body, status_code=200 if ready else 503)
 
     registry = CollectorRegistry(auto_describe=False)

@@ -175,7 +175,31 @@ class ServiceMetrics:
         yield from (lag, lag_s, offset, leo, oldest, status, complete, partial, total, max_s,
                     scans, errors, duration, requests, last, evaluate, down, stale,
                     age)  # fmt: skip
+        yield from self._history_metrics()
         yield from self._notification_metrics()
+
+    def _history_metrics(self) -> Iterator[Metric]:
+        history = self.coordinator.history
+        if history is None:
+            return
+        writing = GaugeMetricFamily(
+            "notifier_history_writing", "1 while the history is written, 0 while writes fail."
+        )
+        writing.add_metric([], 0 if history.failing else 1)
+        errors = CounterMetricFamily(
+            "notifier_history_write_errors", "Failed history writes (journal, roll, prune)."
+        )
+        errors.add_metric([], history.errors)
+        queued = GaugeMetricFamily(
+            "notifier_history_queued_rows", "Sample rows waiting to be written to the history."
+        )
+        queued.add_metric([], history.queued_rows)
+        dropped = CounterMetricFamily(
+            "notifier_history_dropped_rows",
+            "Sample rows dropped because writes kept failing and the queue was full.",
+        )
+        dropped.add_metric([], history.dropped_rows)
+        yield from (writing, errors, queued, dropped)
 
     def _notification_metrics(self) -> Iterator[Metric]:
         if self.notifier is None:

@@ -148,11 +148,38 @@ class ClusterView(Protocol):
         scan: the same test as readiness)."""
 
 
+class HistoryView(Protocol):
+    """The history writer (:class:`notifier.history.HistoryWriter`): is it writing?"""
+
+    @property
+    def failing(self) -> bool:
+        """Some write failed and nothing has succeeded since."""
+
+    @property
+    def failing_since_ms(self) -> int | None: ...
+
+    @property
+    def last_error_text(self) -> str | None: ...
+
+    @property
+    def errors(self) -> int: ...
+
+    @property
+    def queued_rows(self) -> int: ...
+
+    @property
+    def dropped_rows(self) -> int: ...
+
+
 class CoordinatorView(Protocol):
     """The coordinator (:class:`notifier.service.Coordinator`)."""
 
     @property
     def clusters(self) -> Mapping[str, ClusterView]: ...
+
+    @property
+    def history(self) -> HistoryView | None:
+        """None when history is disabled (or before the service started)."""
 
 
 class SilenceView(Protocol):

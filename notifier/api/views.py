@@ -243,6 +243,22 @@ def incident_view(incident: Incident) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def history_summary(coordinator: CoordinatorView) -> dict[str, Any] | None:
+    """Whether the history is being written (``/readyz``): a failing history does not make
+    the service unready (scanning and notifying go on), but it says so here."""
+    history = coordinator.history
+    if history is None:
+        return None
+    return {
+        "writing": not history.failing,
+        "failing_since": history.failing_since_ms,
+        "error": history.last_error_text if history.failing else None,
+        "errors": history.errors,
+        "queued_rows": history.queued_rows,
+        "dropped_rows": history.dropped_rows,
+    }
+
+
 def cluster_summaries(coordinator: CoordinatorView, now_ms: int) -> list[dict[str, Any]]:
     """Each cluster's scan health and the age of its data (``/api/groups``, ``/readyz``)."""
     return [

@@ -40,7 +40,13 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from notifier.collect import ClusterCollector, ScanError, ScanResult
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
-from notifier.history import HistoryEmptyError, HistoryNotFoundError, HistoryWriter, read_history
+from notifier.history import (
+    HistoryEmptyError,
+    HistoryError,
+    HistoryNotFoundError,
+    HistoryWriter,
+    read_history,
+)
 from notifier.rules import (
     ClusterPipeline,
     Evaluation,
@@ -310,7 +316,11 @@ class Coordinator:
             self.scheduler.shutdown(wait=False)
             self.scheduler = None
         if self.history is not None:
-            await asyncio.to_thread(self.history.close)
+            try:
+                await asyncio.to_thread(self.history.close)
+            except HistoryError as exc:  # logged by the writer; the checkpoint still matters
+                log.error("history not flushed at shutdown: %s", exc,
+                          extra={"event": "history_close_failed"})  # fmt: skip
             self.history = None
         self.save_checkpoints()
         for state in self.clusters.values():
