@@ -30,6 +30,7 @@ import pytest
 
 from notifier import resources
 from notifier.collect import ClusterCollector, EmbeddedBroker, ScanError, ScanResult
+from notifier.collect.results import elapsed_clock
 from notifier.config import load_rules, parse_service_config
 from notifier.history import HistoryWriter, read_history
 from notifier.service import Coordinator, make_collector
@@ -183,6 +184,10 @@ async def test_a_broker_restarted_mid_scan_costs_one_gap_and_raises_no_alert(
     state = coord.clusters["c"]
     for _ in range(3):
         await scan_now(coord)
+    # A scan reads the wall clock and the elapsed clock together: how a step is told apart.
+    before = elapsed_clock()
+    result = await state.collector.scan()
+    assert before <= (result.elapsed_at or 0) <= elapsed_clock()
     proxy.hold_api = OFFSET_FETCH
     scan = asyncio.create_task(scan_now(coord))
     await asyncio.wait_for(proxy.held.wait(), 10)  # groups listed and described

@@ -13,7 +13,7 @@ Imports only :mod:`notifier.types` from notifier.
 from notifier.collect.broker import BrokerError, EmbeddedBroker
 from notifier.collect.collector import ClusterCollector
 from notifier.collect.protocol import Group, decode_member
-from notifier.collect.results import ScanError, ScanResult, elapsed_clock
+from notifier.collect.results import ScanError, ScanResult
 from notifier.collect.samples import build_samples, member_hash, normalize_group_state
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "ScanResult",
     "build_samples",
     "decode_member",
-    "elapsed_clock",
     "member_hash",
     "normalize_group_state",
 ]

@@ -8,13 +8,14 @@ commit ring reads that as a rewind); stepped forward, every wait in progress wou
 step at once (a stall, lag in seconds over its threshold) though no time passed.
 
 :class:`ScanClock` stamps each scan of a cluster with its wall-clock time as long as the wall
-clock keeps pace with :func:`~notifier.collect.elapsed_clock`, which nobody sets. When the two
-disagree by more than :data:`STEP_TOLERANCE_MS` between scans, the wall clock was stepped: the
-scan time advances by the elapsed time instead, and then rejoins the wall clock gradually, at
-most :data:`SLEW_RATE` faster or slower than real time (a minute's step is absorbed over 20
-minutes, and meanwhile durations come out within 5%, well inside the rules' tolerances). Time
-the machine really spent suspended is elapsed time: it is a gap, as missed scans are. Scan
-times only ever increase, so the windows, the history and the backtest see one timeline.
+clock keeps pace with the elapsed clock (:func:`~notifier.collect.results.elapsed_clock`,
+which nobody sets). When the two disagree by more than :data:`STEP_TOLERANCE_MS` between
+scans, the wall clock was stepped: the scan time advances by the elapsed time instead, and
+then rejoins the wall clock gradually, at most :data:`SLEW_RATE` faster or slower than real
+time (a minute's step is absorbed over 20 minutes, and meanwhile durations come out within
+5%, well inside the rules' tolerances). Time the machine really spent suspended is elapsed
+time: it is a gap, as missed scans are. Scan times only ever increase, so the windows, the
+history and the backtest see one timeline.
 """
 
 from __future__ import annotations
