@@ -144,7 +144,9 @@ class FaultyProxy:
     The broker advertises the proxy's port, so every client connection goes through it. It
     drops the connection on DescribeGroups naming more than ``max_describe_groups`` groups and,
     if asked, on OffsetFetch with a null topic list ("all partitions"); with ``blackhole`` set
-    it swallows requests and never answers.
+    it swallows requests and never answers (new connections are still accepted). With
+    ``hold_api`` set to an API key, a request of that API waits (``held`` is set) until
+    ``release`` is: a scan caught half way.
     """
 
     def __init__(
@@ -153,6 +155,9 @@ class FaultyProxy:
         self.max_describe_groups = max_describe_groups
         self.drop_offset_fetch_all = drop_offset_fetch_all
         self.blackhole = False
+        self.hold_api: int | None = None
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
         self.upstream_port = 0
         self.port = 0
         self.dropped: Counter[str] = Counter()
@@ -197,6 +202,9 @@ class FaultyProxy:
                 body = await reader.readexactly(struct.unpack(">i", head)[0])
                 if self.blackhole:
                     continue
+                if struct.unpack(">h", body[:2])[0] == self.hold_api:
+                    self.held.set()
+                    await self.release.wait()
                 dropped = self._drop(body)
                 if dropped:
                     self.dropped[dropped] += 1

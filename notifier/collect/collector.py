@@ -85,7 +85,7 @@ from notifier.collect.protocol import (
     parse_offset_fetch,
 )
 from notifier.collect.readonly import ReadOnly
-from notifier.collect.results import ScanError, ScanResult, TopicPartition
+from notifier.collect.results import ScanError, ScanResult, TopicPartition, elapsed_clock
 from notifier.collect.samples import build_samples, normalize_group_state
 
 log = logging.getLogger("notifier.collect")  # the name it logged under before the split
@@ -294,7 +294,7 @@ class ClusterCollector:
         for name, group in groups.items():
             wanted.update(commits.get(name, {}))
             wanted.update(group.assigned)
-        ts, log_end, log_start, unavailable = await self._list_offsets(wanted)
+        (ts, elapsed_at), log_end, log_start, unavailable = await self._list_offsets(wanted)
 
         samples = build_samples(
             ts=ts,
@@ -314,6 +314,7 @@ class ClusterCollector:
             unavailable_partitions=tuple(sorted(unavailable)),
             connections_opened=self._connects,
             duration_s=time.monotonic() - started,
+            elapsed_at=elapsed_at,
         )
 
     # ----------------------------------------------------------------------------------------
@@ -332,7 +333,14 @@ class ClusterCollector:
                 conn = await create_conn(host, port, **self._conn_settings)
             except (OSError, TimeoutError, KafkaError) as exc:
                 self._metadata_stale = True
-                raise _TransportError(f"cannot connect to {host}:{port}: {exc!r}") from exc
+                # A broker that accepts the connection but never answers its handshake is a
+                # timeout like any other request's: say so rather than "TimeoutError()".
+                detail = (
+                    f"no answer within {self._request_timeout_s:g}s"
+                    if isinstance(exc, TimeoutError)
+                    else repr(exc)
+                )
+                raise _TransportError(f"cannot connect to {host}:{port}: {detail}") from exc
             self._conns[address] = conn
             self._connects += 1
             return conn
@@ -674,7 +682,10 @@ class ClusterCollector:
     async def _list_offsets(
         self, wanted: set[TopicPartition]
     ) -> tuple[
-        int, dict[TopicPartition, int], dict[TopicPartition, int | None], set[TopicPartition]
+        tuple[int, float],
+        dict[TopicPartition, int],
+        dict[TopicPartition, int | None],
+        set[TopicPartition],
     ]:
         md = self._metadata
         assert md is not None
@@ -683,7 +694,7 @@ class ClusterCollector:
             # New topics or moved leaders; rate-limited so that a commit left on a deleted
             # topic does not cost a metadata request every scan.
             md = await self._refresh_metadata()
-        ts = _now_ms()
+        ts, elapsed_at = _now_ms(), elapsed_clock()
         log_end: dict[TopicPartition, int] = {}
         log_start: dict[TopicPartition, int | None] = {}
         failed = await self._list_offsets_round(md, wanted, log_end, log_start)
@@ -699,7 +710,7 @@ class ClusterCollector:
                 len(unavailable),
                 min(unavailable),
             )
-        return ts, log_end, log_start, unavailable
+        return (ts, elapsed_at), log_end, log_start, unavailable
 
     async def _list_offsets_round(
         self,

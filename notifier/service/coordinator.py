@@ -21,6 +21,12 @@ the windows resume where the last process stopped and the gap is the downtime, n
 since the last checkpoint; and the open statuses are taken from the sink (the notifier's
 incidents, committed with every transition), so a transition handled after the checkpoint is
 neither repeated (no incident opened twice) nor missed (no incident left open).
+
+Each scan's time, the ``now`` of everything the rules judge, comes from the cluster's
+:class:`~notifier.service.scanclock.ScanClock`: the wall clock's, except that a step of the
+wall clock between two scans (NTP, an operator, a hypervisor) is not taken for elapsed time,
+so it can neither store a scan out of order nor make a wait look longer than it was. The
+history gets the same times as the windows.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -58,6 +65,7 @@ from notifier.rules import (
     scans,
 )
 from notifier.service import checkpoint
+from notifier.service.scanclock import ScanClock
 from notifier.types import GroupStatus, Transition
 
 log = logging.getLogger(__name__)
@@ -147,6 +155,7 @@ class ScanMetrics:
     failures: int = 0
     consecutive_failures: int = 0
     last_success_ms: int | None = None
+    """When the last scan succeeded, by the wall clock."""
     last_error: str | None = None
     last_duration_s: float = 0.0
     last_requests: dict[str, int] = field(default_factory=dict)
@@ -168,6 +177,11 @@ class ClusterState:
     leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
     """The latest log-end offset reset of each (topic, partition) since the service started."""
     retry_at: float = 0.0
+    clock: ScanClock = field(init=False)
+    """Stamps each scan with its time on the cluster's one timeline (see scanclock)."""
+
+    def __post_init__(self) -> None:
+        self.clock = ScanClock(self.config.name, round(self.config.scan_interval * 1000))
 
     @property
     def store(self) -> WindowStore:
@@ -438,7 +452,9 @@ class Coordinator:
             self.sink.cluster_up(name, result.ts)
 
         started = time.perf_counter()
-        scan = ScanColumns.from_table(result.samples, name, result.ts)
+        ts = state.clock.stamp(result.ts, result.elapsed_at, state.store.last_scan_ts.get(name))
+        samples = result.samples if ts == result.ts else _restamped(result.samples, ts)
+        scan = ScanColumns.from_table(samples, name, ts)
         state.evaluation, transitions = state.pipeline.step(
             scan, result.group_states, result.unavailable_partitions
         )
@@ -447,9 +463,10 @@ class Coordinator:
         for reset in state.store.leo_resets:
             self._leo_reset(state, reset)
         if transitions:
+            # The sink schedules on the wall clock; the transitions carry their scan time.
             self.sink.handle(transitions, result.ts)
-        if self.history is not None and result.samples.num_rows:
-            self.history.append(result.samples)
+        if self.history is not None and samples.num_rows:
+            self.history.append(samples)
         log.debug(
             "scan", extra={"event": "scan", "cluster": name, "rows": result.samples.num_rows,
                            "duration_s": round(result.duration_s, 3),
@@ -498,6 +515,15 @@ def make_collector(cluster: ClusterConfig) -> ClusterCollector:
         sasl_username=security.sasl_username,
         sasl_password=security.sasl_password,
     )
+
+
+def _restamped(samples: pa.Table, ts: int) -> pa.Table:
+    """The scan's rows with their time replaced by its scan time, so that the history replays
+    exactly what the windows saw."""
+    index = samples.schema.get_field_index("ts")
+    column = samples.schema.field(index)
+    times = pa.repeat(pa.scalar(ts, column.type), samples.num_rows)
+    return samples.set_column(index, column, times)
 
 
 def _now_ms() -> int:
