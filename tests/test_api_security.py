@@ -39,6 +39,25 @@ def test_only_127_0_0_0_8_ipv6_loopback_and_localhost_count_as_loopback(host, lo
     assert is_loopback(host) is loopback
 
 
+def test_the_token_comes_from_the_environment_or_a_file_and_empty_means_none(tmp_path):
+    from notifier.config import parse_service_config
+
+    def api_of(token: object, env: dict[str, str] | None = None):
+        data = {"clusters": [{"name": "a", "bootstrap_servers": "h:1"}],
+                "api": {"host": "0.0.0.0", "token": token}}  # fmt: skip
+        return parse_service_config(data, "svc.yaml", env or {}).api
+
+    secret_file = tmp_path / "api-token"
+    secret_file.write_text("Tk-from-a-file\n")
+    from_env = api_of("${API_TOKEN}", {"API_TOKEN": "Tk-4d9f0c2b7a61e8"})
+    assert from_env.token is not None and from_env.token.reveal() == "Tk-4d9f0c2b7a61e8"
+    assert "Tk-4d9f" not in repr(from_env) and "Tk-4d9f" not in from_env.model_dump_json()
+    assert api_of({"file": str(secret_file)}).token.reveal() == "Tk-from-a-file"
+    for empty in ("${API_TOKEN:-}", "", "  ", None):
+        unset = api_of(empty)
+        assert unset.token is None and unset.writes_refused is not None
+
+
 # ---------------------------------------------------------------------------------------------
 # Writing endpoints
 
