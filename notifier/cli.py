@@ -52,6 +52,8 @@ def check(
             if service.notify:
                 notify = parse_notify(service.notify, f"{config_path}: notify")
             click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
+            if service.api.enabled and service.api.writes_refused:
+                click.echo(f"{config_path}: warning: api: {service.api.writes_refused}", err=True)
             to_check.append(service.rules_path(config_path.parent))
         except ConfigError as exc:
             click.echo(str(exc), err=True)
@@ -143,8 +145,9 @@ def run(config_path: Path) -> None:
     if service.api.enabled:
         from notifier.api import ApiServer, ApiServerError, create_app
 
-        app = create_app(coordinator, notifier, service.api.token)
-        server = ApiServer(app, service.api.host, service.api.port)
+        api = service.api
+        app = create_app(coordinator, notifier, api.token, host=api.host)
+        server = ApiServer(app, api.host, api.port, tls=api.tls)
         try:
             server.bind()  # a port in use is a config problem: say so before anything starts
         except ApiServerError as exc:

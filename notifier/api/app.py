@@ -1,5 +1,6 @@
 """The FastAPI app: every route (Burrow's v3 endpoints, our /api with silences, /healthz,
-/readyz, Prometheus /metrics and the status page) and the silence request model.
+/readyz, Prometheus /metrics and the status page) and the silence request model. Every route
+runs :class:`~notifier.api.auth.WriteGuard`: reads are open, writes need the token (or loopback).
 
 Everything here reads what the coordinator already computed (the last evaluation of each
 cluster); no request ever triggers work on Kafka, so a scrape or a refreshing browser costs
@@ -24,6 +25,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from notifier.api.auth import WriteGuard
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
 from notifier.api.metrics import ServiceMetrics
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
@@ -38,7 +40,7 @@ from notifier.api.views import (
     incident_view,
     jsonable,
 )
-from notifier.config import MAX_SILENCE_MATCHERS, ConfigError
+from notifier.config import MAX_SILENCE_MATCHERS, ConfigError, Secret
 from notifier.types import GroupStatus
 
 STATIC = Path(__file__).parent / "static"
@@ -142,6 +144,7 @@ _INVALID = "a parameter or the body is invalid: `problems` (or the message) name
 _NOT_FOUND = _errors(e404="no such cluster (or group, or topic)", e422=_INVALID)
 _WRITE = {
     "e401": "a bearer token is configured and the request does not carry it",
+    "e403": "writes are disabled: the API listens beyond loopback and no token is configured",
     "e404": "notifications are not configured, so there are no silences",
 }
 
@@ -165,11 +168,14 @@ def _wall_ms() -> int:
 def create_app(
     coordinator: CoordinatorView,
     notifier: NotifierView | None = None,
-    token: str | None = None,
+    token: str | Secret | None = None,
     clock: Callable[[], int] = _wall_ms,
+    host: str = "127.0.0.1",
 ) -> FastAPI:
     """The app over a running coordinator (and notifier); ``clock`` (epoch ms) is what the age
-    of the data is measured against."""
+    of the data is measured against. ``token`` and ``host`` (where the app will listen) decide
+    who may write (:class:`~notifier.api.auth.WriteGuard`)."""
+    guard = WriteGuard(token, host)
     app = FastAPI(
         title="notifier",
         description=(
@@ -177,16 +183,12 @@ def create_app(
             "silences, Prometheus metrics."
         ),
         version="0.1.0",
+        dependencies=[Depends(guard)],
     )
+    app.state.write_guard = guard
     app.state.coordinator = coordinator
     app.state.notifier = notifier
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
-
-    def require_token(request: Request) -> None:
-        if token is None:
-            return
-        if request.headers.get("authorization") != f"Bearer {token}":
-            raise HTTPException(401, "a bearer token is required to change silences")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -323,7 +325,6 @@ def create_app(
         "/api/silences",
         tags=["notifier"],
         status_code=201,
-        dependencies=[Depends(require_token)],
         responses=_errors(
             e400="the body cannot be read as JSON text (bad encoding, nested too deep)",
             e413=f"the body is larger than {MAX_BODY_BYTES} bytes",
@@ -349,12 +350,12 @@ def create_app(
     @app.delete(
         "/api/silences/{silence_id}",
         tags=["notifier"],
-        dependencies=[Depends(require_token)],
         responses=_errors(
             e404="no such silence, or notifications are not configured",
             e409="the silence comes from the config file: remove it there",
             e422=_INVALID,
             e401=_WRITE["e401"],
+            e403=_WRITE["e403"],
         ),
     )
     def api_delete_silence(silence_id: str) -> dict[str, Any]:
