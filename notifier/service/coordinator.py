@@ -209,8 +209,10 @@ class Coordinator:
             restored = checkpoint.load(
                 self.checkpoint_path(name), state.store, state.evaluator, state.tracker
             )
-            log.info("cluster ready", extra={"event": "cluster_ready", "cluster": name,
-                                              "warm_restart": restored})  # fmt: skip
+            # Not "ready" yet: that is said once a scan has succeeded (see process).
+            log.info("watching cluster", extra={"event": "cluster_starting", "cluster": name,
+                                                "bootstrap_servers": state.config.bootstrap_servers,
+                                                "warm_restart": restored})  # fmt: skip
             state.collector = self._make_collector(state.config)
         if self.config.history.enabled:
             self.history = HistoryWriter(
@@ -356,6 +358,13 @@ class Coordinator:
         name = state.config.name
         m = state.metrics
         m.scans += 1
+        if m.scans == 1:
+            log.info(
+                "cluster ready: first scan succeeded",
+                extra={"event": "cluster_ready", "cluster": name,
+                       "groups": len(result.group_states), "rows": result.samples.num_rows,
+                       "duration_s": round(result.duration_s, 3)},
+            )  # fmt: skip
         m.consecutive_failures = 0
         m.last_success_ms = result.ts
         m.last_duration_s = result.duration_s
