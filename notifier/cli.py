@@ -151,6 +151,8 @@ def run(config_path: Path) -> None:
             click.echo(f"{config_path}: api: {exc}", err=True)
             sys.exit(2)
         companions.append(server)
+    if notifier is None:
+        sink.warn_nobody_notified(str(config_path))
     asyncio.run(coordinator.run_until_signalled(companions))
 
 

@@ -81,6 +81,17 @@ class LogSink:
             with self.path.open("a") as handle:
                 handle.write(json.dumps(record, default=str) + "\n")
 
+    def warn_nobody_notified(self, config: str) -> None:
+        """Say loudly, once, that the service runs without receivers (``notifier run`` with
+        no ``notify:`` section): a service that alerts nobody looks healthy otherwise."""
+        where = f"only logged and written to {self.path}" if self.path else "only logged"
+        log.warning(
+            f"NO RECEIVER CONFIGURED: nobody will be notified of any incident; transitions are "
+            f"{where}. Add a notify: section to {config} (README, 'Notifications') and try it "
+            f"with `notifier notify test --config {config}`",
+            extra={"event": "no_receivers"},
+        )
+
     def handle(self, transitions: list[Transition], now: int) -> None:
         for t in transitions:
             self._write(transition_record(t))
