@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from notifier.client import register as register_client_commands
 from notifier.config import ConfigError, NotifyConfig, load_rules, parse_duration
 
 
@@ -522,6 +523,9 @@ def _notify_section(path: Path) -> dict:
         raise click.BadParameter(f"{path}: expected a notify mapping", param_hint="--notify")
     return data
 
+
+# status, incidents, silence and notify: the client of a running service (notifier/client/).
+register_client_commands(main)
 
 if __name__ == "__main__":
     main()
