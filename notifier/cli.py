@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from notifier.client import register as register_client_commands
 from notifier.config import ConfigError, NotifyConfig, load_rules, parse_duration
 
 
@@ -154,6 +155,8 @@ def run(config_path: Path) -> None:
             click.echo(f"{config_path}: api: {exc}", err=True)
             sys.exit(2)
         companions.append(server)
+    if notifier is None:
+        sink.warn_nobody_notified(str(config_path))
     asyncio.run(coordinator.run_until_signalled(companions))
 
 
@@ -523,6 +526,9 @@ def _notify_section(path: Path) -> dict:
         raise click.BadParameter(f"{path}: expected a notify mapping", param_hint="--notify")
     return data
 
+
+# status, incidents, silence and notify: the client of a running service (notifier/client/).
+register_client_commands(main)
 
 if __name__ == "__main__":
     main()

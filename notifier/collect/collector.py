@@ -102,6 +102,26 @@ class _TransportError(Exception):
     """A request got no usable answer: connection refused or dropped, timeout, undecodable."""
 
 
+class _ProbeNoise(logging.Filter):
+    """aiokafka logs a connection that broke on an answer it could not decode at ERROR, with
+    the traceback. While a probe is in flight that break is the answer the probe asks for
+    ("not supported"), and the collector says what it learned in one line of its own: the
+    record is dropped then. Outside probes such records pass unchanged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probes_in_flight = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            self.probes_in_flight and record.msg == "Unexpected exception in AIOKafkaConnection"
+        )
+
+
+_PROBE_NOISE = _ProbeNoise()
+logging.getLogger("aiokafka.conn").addFilter(_PROBE_NOISE)
+
+
 def _compile(patterns: str | Sequence[str] | None) -> list[re.Pattern[str]]:
     if patterns is None:
         return []
@@ -355,6 +375,7 @@ class ClusterCollector:
         """
         api = API_NAMES.get(request.API_KEY, f"api{request.API_KEY}")
         conn = await self._connection(address)
+        _PROBE_NOISE.probes_in_flight += probing
         try:
             answer = conn.send(request)  # encodes now: an unsupported version raises here
             self._requests[api] += 1
@@ -369,6 +390,8 @@ class ClusterCollector:
             if isinstance(exc, TimeoutError):
                 detail = f"no answer within {self._request_timeout_s:g}s"
             raise _TransportError(f"{api} to {address[0]}:{address[1]}: {detail}") from exc
+        finally:
+            _PROBE_NOISE.probes_in_flight -= probing
 
     def _address(self, node_id: int) -> tuple[str, int]:
         assert self._metadata is not None
@@ -640,12 +663,14 @@ class ClusterCollector:
             except (_TransportError, IncompatibleBrokerVersion) as exc:
                 if not probe:
                     raise
-                log.warning(
-                    "cluster %s: OffsetFetch for all partitions of a group is not answered "
-                    "(%s); naming partitions from now on",
+                # Expected of some brokers (the embedded one): nothing for anyone to fix.
+                log.info(
+                    "cluster %s: the broker does not answer OffsetFetch for all partitions of "
+                    "a group; naming the partitions instead (still one request per group)",
                     self._cluster,
-                    exc,
                 )
+                log.debug("cluster %s: the all-partitions OffsetFetch failed: %s", self._cluster,
+                          exc)  # fmt: skip
                 self._fetch_all = False
                 return None
             self._fetch_all = True

@@ -108,6 +108,17 @@ class LogSink:
             with self.path.open("a") as handle:
                 handle.write(json.dumps(record, default=str) + "\n")
 
+    def warn_nobody_notified(self, config: str) -> None:
+        """Say loudly, once, that the service runs without receivers (``notifier run`` with
+        no ``notify:`` section): a service that alerts nobody looks healthy otherwise."""
+        where = f"only logged and written to {self.path}" if self.path else "only logged"
+        log.warning(
+            f"NO RECEIVER CONFIGURED: nobody will be notified of any incident; transitions are "
+            f"{where}. Add a notify: section to {config} (README, 'Notifications') and try it "
+            f"with `notifier notify test --config {config}`",
+            extra={"event": "no_receivers"},
+        )
+
     def handle(self, transitions: list[Transition], now: int) -> None:
         for t in transitions:
             self._write(transition_record(t))
@@ -250,9 +261,11 @@ class Coordinator:
             )
         for name, state in self.clusters.items():
             restored, replayed = self._restore(state)
-            log.info("cluster ready", extra={"event": "cluster_ready", "cluster": name,
-                                              "warm_restart": restored,
-                                              "replayed_scans": replayed})  # fmt: skip
+            # Not "ready" yet: that is said once a scan has succeeded (see process).
+            log.info("watching cluster", extra={"event": "cluster_starting", "cluster": name,
+                                                "bootstrap_servers": state.config.bootstrap_servers,
+                                                "warm_restart": restored,
+                                                "replayed_scans": replayed})  # fmt: skip
             state.collector = self._make_collector(state.config)
         self.scheduler = AsyncIOScheduler(timezone="UTC")
         for name, state in self.clusters.items():
@@ -442,6 +455,13 @@ class Coordinator:
         name = state.config.name
         m = state.metrics
         m.scans += 1
+        if m.scans == 1:
+            log.info(
+                "cluster ready: first scan succeeded",
+                extra={"event": "cluster_ready", "cluster": name,
+                       "groups": len(result.group_states), "rows": result.samples.num_rows,
+                       "duration_s": round(result.duration_s, 3)},
+            )  # fmt: skip
         m.consecutive_failures = 0
         m.last_success_ms = result.ts
         m.last_duration_s = result.duration_s
