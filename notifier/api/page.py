@@ -40,6 +40,8 @@ from notifier.types import SAMPLE_SCHEMA, GroupStatus, Incident
 
 SLOW_READS = 2
 """History and outbox reads running at once; more requests wait their turn."""
+CLUSTER_GROUP = "*"
+"""The group of a cluster-down incident (:data:`notifier.notify.incidents.CLUSTER_GROUP`)."""
 RECENT_INCIDENTS = 200
 """How many incidents ``/api/incidents`` lists by default (open ones always come first)."""
 
@@ -195,9 +197,11 @@ def _thresholds(state: ClusterView, cluster: str, group: str, topics: list[str])
 
 
 def _incident_order(incident: Incident) -> tuple[Any, ...]:
-    """Open before closed; open ones worst first, then oldest; closed ones newest first."""
+    """Open before closed; open ones worst first (a cluster that is down first of all), then
+    oldest; closed ones newest first."""
     if incident.closed_at is None:
-        return (0, -incident.status.rank, incident.opened_at, incident.id)
+        cluster_down = incident.group == CLUSTER_GROUP
+        return (0, not cluster_down, -incident.status.rank, incident.opened_at, incident.id)
     return (1, -incident.closed_at, incident.id)
 
 

@@ -149,7 +149,8 @@ function evidenceTable(evidence) {
   const rows = Object.entries(evidence || {}).map(([key, value]) => {
     const isTime = /timestamp|^ts$|last_true|_since$|_at$/.test(key);
     const isStamp = (v) => isTime && typeof v === "number" && v > 1e11;
-    const show = (v) => (v === null ? "·" : isStamp(v) ? fmtTime(v) : String(v));
+    const show = (v) => (v === null ? "·" : isStamp(v) ? fmtTime(v)
+      : typeof v === "number" && !Number.isInteger(v) ? String(Number(v.toPrecision(4))) : String(v));
     // A list of times: the zone once, at the end.
     const stamps = Array.isArray(value) && value.some(isStamp);
     const text = stamps ? `${value.map((v) => (isStamp(v) ? timeParts(v) : show(v))).join("  ")}  (${zoneName(value.find(isStamp))})`
@@ -220,25 +221,32 @@ function clusterBanners(clusters, incidents) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Sparklines: every row on one shared logarithmic scale, so a group at 5 records and one at
-// 50,000 are comparable at a glance; the trend over the window is spelled out beside it.
+// Sparklines: each row drawn over its own range, which is written beside it, and never less
+// than a range of 100 records or a tenth of the row's largest value, so a healthy group
+// wobbling between 0 and 7 draws a flat line while a group climbing from 400 to 460 visibly
+// climbs. The trend over the window is spelled out too.
 
-function sharedScale(histories) {
-  let max = 1;
-  for (const h of histories) for (const v of h || []) if (v > max) max = v;
-  return max;
+function sparkRange(values) {
+  const lo = Math.min(...values), hi = Math.max(...values);
+  return [lo, lo + Math.max(hi - lo, 100, 0.1 * hi)];
 }
 
-function sparkline(values, max, status) {
+function sparkline(values, status) {
   const node = svg("svg", { class: `spark ${status}`, viewBox: "0 0 120 24", role: "img" });
   if (!values || values.length < 2) return node;
-  const top = Math.log10(1 + max);
-  const y = (v) => (22 - (Math.log10(1 + Math.max(0, v)) / top) * 20).toFixed(1);
+  const [lo, top] = sparkRange(values);
+  const y = (v) => (22 - ((v - lo) / (top - lo)) * 20).toFixed(1);
   const step = 120 / (values.length - 1);
   node.append(svg("polyline", { points: values.map((v, i) => `${(i * step).toFixed(1)},${y(v)}`).join(" ") }));
   node.append(svg("circle", { cx: "120", cy: y(values[values.length - 1]), r: "2" }));
   node.append(svg("title", { text: values.map(humanNumber).join(" → ") }));
   return node;
+}
+
+function sparkLabel(values) {
+  if (!values || values.length < 2) return "";
+  const lo = Math.min(...values), hi = Math.max(...values);
+  return lo === hi ? shortNumber(hi) : `${shortNumber(lo)}–${shortNumber(hi)}`;
 }
 
 function trend(values) {
@@ -296,8 +304,6 @@ function notifierIndex() {
 
   function render() {
     const q = filter.value.trim().toLowerCase();
-    const max = sharedScale(state.groups.map((g) => g.lag_history));
-    document.getElementById("spark-scale").textContent = `shared log scale, 0 – ${shortNumber(max)}`;
     const rows = state.groups
       .filter((g) => !onlyProblems.checked || g.status === "WARN" || g.status === "ERR")
       .filter((g) => !q || [g.cluster, g.group, g.status, word(g), ...g.rules].join(" ").toLowerCase().includes(q))
@@ -322,7 +328,7 @@ function notifierIndex() {
         why(g),
         el("td", { class: "num" }, humanNumber(g.total_lag), " ", el("span", { class: `trend ${t.dir}`, "data-trend": t.dir, title: `change over the window: ${t.text}`, text: `${t.arrow} ${t.text}` })),
         el("td", { class: "num", text: humanSeconds(g.max_lag_seconds) }),
-        el("td", {}, sparkline(g.lag_history, max, g.status)),
+        el("td", { class: "spark-cell" }, sparkline(g.lag_history, g.status), el("span", { class: "spark-range", text: sparkLabel(g.lag_history) })),
         el("td", { class: "num", text: g.partitions }),
         el("td", { class: "num", title: "share of partitions whose window is unbroken", text: `${Math.round(g.complete * 100)}%` }),
         marks);
@@ -382,7 +388,7 @@ function notifierIndex() {
 
 function chart({ metric, title, series, thresholds, spans, start, end, gapMs, format }) {
   const width = Math.max(480, Math.min(1400, (document.getElementById("charts").clientWidth || 900) - 20));
-  const height = 230, left = 64, right = 150, top = 22, bottom = 28;
+  const height = 230, left = 64, right = 200, top = 22, bottom = 28;
   const plotW = width - left - right, plotH = height - top - bottom;
   let max = 1;
   for (const s of series) for (const p of s.points) if (p.v !== null && p.v > max) max = p.v;
@@ -443,7 +449,7 @@ function chart({ metric, title, series, thresholds, spans, start, end, gapMs, fo
     }
   }
   // legend
-  let lx = left + 260;
+  let lx = left + title.length * 7 + 24;
   for (const s of series) {
     node.append(svg("line", { class: `line ${s.cls}`, x1: lx, x2: lx + 18, y1: 10, y2: 10 }), svg("text", { class: "legend", x: lx + 22, y: 14, text: s.name }));
     lx += 34 + s.name.length * 6.2;
@@ -503,8 +509,8 @@ function notifierGroup() {
   }
 
   function render(g, incident) {
-    document.getElementById("badge").replaceChildren(badge(g.status),
-      ...(g.findings.length && g.findings[0].status !== g.status ? [" ", badge(leadingWord(g.findings), "word")] : []));
+    const word = g.findings.length ? leadingWord(g.findings) : g.status;
+    document.getElementById("badge").replaceChildren(badge(g.status), ...(word !== g.status && WORD_RANK[word] === 3 ? [" ", badge(word, "word")] : []));
     const gate = g.minimum_complete === null ? "" : ` Rules notify only from windows at least ${Math.round(g.minimum_complete * 100)}% complete.`;
     const cards = [
       card("total lag", humanNumber(g.total_lag), "records not yet read, all partitions"),
@@ -538,7 +544,7 @@ function notifierGroup() {
       el("td", { class: "num", text: humanNumber(p.log_end_offset) }),
       el("td", { class: "num", text: humanNumber(p.log_start_offset) }),
       el("td", { class: "num", text: `${Math.round(p.complete * 100)}%` }),
-      el("td", {}, sparkline(p.window.map((s) => s.lag || 0), Math.max(1, ...p.window.map((s) => s.lag || 0)), p.status), " ", el("span", { class: "muted", text: p.window.map((s) => s.lag ?? "·").join(" ") })))));
+      el("td", {}, sparkline(p.window.map((s) => s.lag || 0), p.status), " ", el("span", { class: "muted", text: p.window.map((s) => s.lag ?? "·").join(" ") })))));
     updated();
   }
 
@@ -576,10 +582,16 @@ function notifierGroup() {
   setInterval(refreshCharts, CHART_REFRESH_MS);
 }
 
+// The finding to read first: ERR before WARN, a named fault (STOP, STALL, REWIND) first.
+function leadingFinding(findings) {
+  let best = null;
+  const weight = (f) => (f.severity === "err" ? 10 : 0) + (WORD_RANK[f.status] || 0);
+  for (const f of findings || []) if (best === null || weight(f) > weight(best)) best = f;
+  return best;
+}
+
 function leadingWord(findings) {
-  let best = findings[0];
-  for (const f of findings) if ((WORD_RANK[f.status] || 0) > (WORD_RANK[best.status] || 0)) best = f;
-  return best.status;
+  return leadingFinding(findings).status;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -606,7 +618,7 @@ function notifierIncidents() {
         const open = i.closed_at === null;
         const where = i.group === "*" ? el("span", { text: `${i.cluster} (cluster down)` })
           : el("a", { href: groupHref(i.cluster, i.group), text: `${i.cluster} / ${i.group}` });
-        const lead = i.findings.length ? i.findings[0] : null;
+        const lead = leadingFinding(i.findings);
         return el("tr", { class: open ? `status-${i.status} open` : "closed", "data-incident": i.id },
           el("td", {}, badge(open ? i.status : "OK"), open ? "" : el("span", { class: "muted small", text: ` was ${i.peak_status}` })),
           el("td", {}, el("a", { href: incidentHref(i.id), text: open ? "open" : "closed" })),
