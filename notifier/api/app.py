@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from notifier.api.auth import WriteGuard
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
 from notifier.api.metrics import ServiceMetrics
+from notifier.api.page import add_page_routes
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import (
     as_of,
@@ -37,8 +38,6 @@ from notifier.api.views import (
     group_result,
     groups_overview,
     history_summary,
-    incident_view,
-    jsonable,
 )
 from notifier.config import MAX_SILENCE_MATCHERS, ConfigError, Secret
 from notifier.types import GroupStatus
@@ -308,12 +307,7 @@ def create_app(
     def api_group(cluster: str, group: str) -> dict[str, Any]:
         return group_detail(_cluster(coordinator, cluster), cluster, group, notifier, clock())
 
-    @app.get("/api/incidents", tags=["notifier"])
-    def api_incidents() -> dict[str, Any]:
-        if notifier is None:
-            return {"incidents": []}
-        incidents = notifier.incidents(open_only=False)
-        return {"incidents": [jsonable(incident_view(i)) for i in incidents]}
+    add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND)
 
     @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))
     def api_silences() -> dict[str, Any]:

@@ -18,9 +18,9 @@ import numpy as np
 from fastapi import HTTPException
 
 from notifier.api.burrow import burrow_point
-from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
+from notifier.api.sources import ClusterView, CoordinatorView, NotifierView, SilenceView
 from notifier.rules import Evaluation, group_without_partitions, not_found
-from notifier.types import GroupResult, GroupStatus, Incident
+from notifier.types import Finding, GroupResult, GroupStatus, Incident, Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +99,15 @@ def group_result(state: ClusterView, cluster: str, group: str) -> GroupResult:
 def groups_overview(
     state: ClusterView, cluster: str, notifier: NotifierView | None, now_ms: int
 ) -> list[dict[str, Any]]:
-    """Every group of a cluster from the evaluation arrays (no per-group objects built), with
-    a lag sparkline (the group's total lag at each sample of the window) and the data's age."""
+    """Every group of a cluster from the evaluation arrays (per-group results are built only
+    for groups a rule fires for, to name their leading finding), with a lag sparkline (the
+    group's total lag at each sample of the window), its open incident, whether a silence
+    holds its alerts back, and the data's age."""
     evaluation: Evaluation | None = state.evaluation
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     incidents = _open_incidents(notifier)
+    silences = ActiveSilences(notifier)
     fresh = freshness(state, now_ms)
     age = {"stale": fresh.stale, "data_age_seconds": fresh.age_seconds}
     if evaluation is not None and evaluation.rows.size:
@@ -129,6 +132,8 @@ def groups_overview(
             seen.add(group)
             seconds = float(evaluation.group_max_lag_seconds[gid])
             incident = incidents.get((cluster, group))
+            fired = sorted(name for name, fired in firing.items() if fired[gid])
+            findings = evaluation.result_for_gid(gid).findings if fired else []
             out.append(
                 {
                     "cluster": cluster,
@@ -140,10 +145,12 @@ def groups_overview(
                     "total_lag": int(evaluation.group_total_lag[gid]),
                     "max_lag_seconds": None if math.isnan(seconds) else round(seconds, 1),
                     "partitions": int(counts[gid]),
-                    "rules": sorted(name for name, fired in firing.items() if fired[gid]),
+                    "rules": fired,
+                    "finding": leading_finding(findings),
                     "lag_history": [int(v) for v in spark[gid]],
                     "incident_id": incident.id if incident else None,
-                    "silenced": bool(incident.silenced) if incident else False,
+                    "incident": incident_summary(incident, now_ms),
+                    **silences.of(cluster, group, incident, findings),
                     "group_state": state.groups.get(group, "Unknown"),
                     **age,
                 }
@@ -153,11 +160,78 @@ def groups_overview(
             {
                 "cluster": cluster, "group": group, "status": "OK", "complete": 0.0,
                 "partial": False, "total_lag": 0, "max_lag_seconds": None, "partitions": 0,
-                "rules": [], "lag_history": [], "incident_id": None, "silenced": False,
+                "rules": [], "finding": None, "lag_history": [], "incident_id": None,
+                "incident": None, **silences.of(cluster, group, None, []),
                 "group_state": state.groups[group], **age,
             }
         )  # fmt: skip
     return out
+
+
+_STATUS_WORD_RANK = {"STOP": 3, "STALL": 3, "REWIND": 3, "ERR": 2, "WARN": 1}
+
+
+def leading_finding(findings: list[Finding]) -> dict[str, Any] | None:
+    """The finding a person should read first: the most severe, a named fault (STOP, STALL,
+    REWIND) before a plain ERR, then the one firing longest. Its ``status`` is the word the
+    table shows, its ``message`` the sentence."""
+    if not findings:
+        return None
+    first = max(
+        findings,
+        key=lambda f: (
+            f.severity is Severity.ERR,
+            _STATUS_WORD_RANK.get(f.status, 0),
+            -(f.since if f.since is not None else 2**62),
+        ),
+    )
+    return {
+        "rule": first.rule, "status": first.status, "severity": first.severity.value,
+        "message": first.message, "topic": first.topic, "partition": first.partition,
+        "since": first.since, "others": len(findings) - 1,
+    }  # fmt: skip
+
+
+def incident_summary(incident: Incident | None, now_ms: int) -> dict[str, Any] | None:
+    """What the table's incident chip shows (delivery state comes from /api/incidents)."""
+    if incident is None:
+        return None
+    return {
+        "id": incident.id, "opened_at": incident.opened_at, "status": incident.status.value,
+        "peak_status": incident.peak_status.value, "silenced": incident.silenced,
+        "duration_seconds": round(max(0, now_ms - incident.opened_at) / 1000, 1),
+    }  # fmt: skip
+
+
+class ActiveSilences:
+    """The silences holding alerts back now, matched as the notifier matches them: a group is
+    silenced when its open incident is, or when a silence would hold back an incident of the
+    group with its current findings (so a silence made before a group fires shows at once)."""
+
+    def __init__(self, notifier: NotifierView | None) -> None:
+        self.silences: list[tuple[SilenceView, dict[str, Any]]] = []
+        if notifier is None:
+            return
+        now = notifier.clock()
+        self.silences = [(s, s.to_dict(now)) for s in notifier.list_silences() if s.active(now)]
+
+    def of(
+        self, cluster: str, group: str, incident: Incident | None, findings: list[Finding]
+    ) -> dict[str, Any]:
+        """``silenced``, ``silenced_until`` (epoch ms) and ``silence_ids`` of one group."""
+        matching: list[dict[str, Any]] = []
+        if self.silences:
+            probe = incident or Incident(
+                id="", cluster=cluster, group=group, opened_at=0, status=GroupStatus.OK,
+                peak_status=GroupStatus.OK, findings=findings,
+            )  # fmt: skip
+            matching = [body for silence, body in self.silences if silence.matches(probe)]
+        silenced = bool(matching) or bool(incident is not None and incident.silenced)
+        return {
+            "silenced": silenced,
+            "silenced_until": max((b["ends_at"] for b in matching), default=None),
+            "silence_ids": [b["id"] for b in matching],
+        }
 
 
 def _open_incidents(notifier: NotifierView | None) -> dict[tuple[str, str], Incident]:
@@ -192,6 +266,7 @@ def group_detail(
             }
         )
     incident = _open_incidents(notifier).get((cluster, group))
+    silenced = ActiveSilences(notifier).of(cluster, group, incident, list(result.findings))
     return {
         "cluster": cluster,
         "group": group,
@@ -207,9 +282,18 @@ def group_detail(
         "findings": [jsonable(f.to_dict()) for f in result.findings],
         "partitions": partitions,
         "incident_id": incident.id if incident else None,
-        "silenced": bool(incident.silenced) if incident else False,
+        "incident": incident_summary(incident, now_ms),
+        **silenced,
+        "scan_interval_s": state.config.scan_interval,
+        "intervals": store.width,
+        "minimum_complete": _minimum_complete(state),
         **fresh.fields(),
     }
+
+
+def _minimum_complete(state: ClusterView) -> float | None:
+    """The notification gate (rules' ``burrow.minimum_complete``), to explain ``complete``."""
+    return None if state.evaluation is None else state.evaluation.evaluator.config.minimum_complete
 
 
 def _leo_reset(state: ClusterView, topic: str, partition: int) -> dict[str, Any] | None:
@@ -230,17 +314,6 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "value") and isinstance(getattr(value, "value", None), str):
         return value.value
     return value
-
-
-def incident_view(incident: Incident) -> dict[str, Any]:
-    """An incident as ``/api/incidents`` lists it."""
-    return {
-        "id": incident.id, "cluster": incident.cluster, "group": incident.group,
-        "status": incident.status, "peak_status": incident.peak_status,
-        "opened_at": incident.opened_at, "closed_at": incident.closed_at,
-        "close_reason": incident.close_reason, "silenced": incident.silenced,
-        "findings": [f.to_dict() for f in incident.findings],
-    }  # fmt: skip
 
 
 def history_summary(coordinator: CoordinatorView) -> dict[str, Any] | None:

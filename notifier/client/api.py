@@ -70,8 +70,9 @@ def find_target(
     if url is None and api is not None:
         url = api_url(api, config)
     token, source = env.get(TOKEN_VARIABLE) or None, f"${TOKEN_VARIABLE}"
-    if token is None and api is not None and api.token and "${" not in api.token:
-        token, source = api.token, f"api.token of {config}"
+    configured = api.token.reveal() if api is not None and api.token is not None else ""
+    if token is None and configured and "${" not in configured:
+        token, source = configured, f"api.token of {config}"
     return Target((url or DEFAULT_URL).rstrip("/"), token, source if token else None)
 
 
