@@ -204,7 +204,11 @@ def test_the_docker_example_takes_its_token_from_the_environment(tmp_path):
     # As in the image: the default rules beside the config.
     shutil.copy(ROOT / "rules.yaml", tmp_path / "rules.yaml")
     docker = shutil.copy(ROOT / "examples" / "docker.yaml", tmp_path / "docker.yaml")
-    env: dict[str, str | None] = {"KAFKA_BOOTSTRAP": "kafka:9092", "NOTIFIER_API_TOKEN": None}
+    env: dict[str, str | None] = {
+        "KAFKA_BOOTSTRAP": "kafka:9092",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.example/services/T0/B0/x",
+        "NOTIFIER_API_TOKEN": None,
+    }
     without = invoke("check", "--config", str(docker), env=env)
     assert without.exit_code == 0, without.output
     assert WARNING in without.output
