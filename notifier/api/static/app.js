@@ -415,8 +415,9 @@ function chart({ metric, title, series, thresholds, spans, start, end, gapMs, fo
   const spanMs = end - start;
   const stepMs = [5, 10, 15, 30, 60, 120, 180, 360, 720].map((m) => m * 60000).find((s) => spanMs / s <= 8) || 1440 * 60000;
   for (let t = Math.ceil(start / stepMs) * stepMs; t <= end; t += stepMs) {
-    node.append(svg("line", { class: "grid", x1: x(t), x2: x(t), y1: top, y2: top + plotH }),
-      svg("text", { class: "tick", x: x(t), y: height - 10, "text-anchor": "middle", text: fmtClock(t) }));
+    node.append(svg("line", { class: "grid", x1: x(t), x2: x(t), y1: top, y2: top + plotH }));
+    // the zone's name sits at the right end of the axis: a time under it would be unreadable
+    if (x(t) < left + plotW - 45) node.append(svg("text", { class: "tick", x: x(t), y: height - 10, "text-anchor": "middle", text: fmtClock(t) }));
   }
   node.append(svg("text", { class: "tick zone", x: left + plotW, y: height - 10, "text-anchor": "end", text: zoneName(end) }));
   // the series, broken where scans are missing
