@@ -178,6 +178,8 @@ class ScriptedGroup:
     describe_error_message: str | None = None
     not_coordinator_times: int = 0
     """Answer this many describes of the group with NOT_COORDINATOR first."""
+    listed_as: str | None = None
+    """The type ListGroups names (None: ``group_type``): a group converted since."""
 
 
 class ScriptedKafka:
@@ -328,7 +330,7 @@ class ScriptedKafka:
             compact_string(g.name)
             + compact_string(_protocol_type(g))
             + compact_string(g.state)
-            + compact_string(g.group_type)
+            + compact_string(g.listed_as or g.group_type)
             + tagged_fields({})
             for g in self.groups.values()
         ]
