@@ -185,10 +185,12 @@ class ScriptedGroup:
 class ScriptedKafka:
     """One scripted broker, node 0, on a loopback port; every group's coordinator."""
 
-    def __init__(self, kafka: str = "4.0") -> None:
+    def __init__(self, kafka: str = "4.0", *, consumer_group_describe: bool = True) -> None:
         if kafka not in ("4.0", "3.6"):
             raise ValueError(f"kafka must be '4.0' or '3.6', not {kafka!r}")
         self.kafka = kafka
+        self.consumer_group_describe = consumer_group_describe and kafka == "4.0"
+        """False on a 4.0 broker: one half way through an upgrade, without the API."""
         self.topics: dict[str, list[int]] = {}
         """Log-end offset per partition of each topic (log start is 0)."""
         self.topic_ids: dict[str, uuid.UUID] = {}
@@ -244,9 +246,11 @@ class ScriptedKafka:
             (FIND_COORDINATOR, 0, 0),
             (DESCRIBE_GROUPS, 0, 3),
         ]
-        if self.kafka == "4.0":
-            return [*versions, (LIST_GROUPS, 0, 5), (CONSUMER_GROUP_DESCRIBE, 0, 1)]
-        return [*versions, (LIST_GROUPS, 0, 4)]
+        if self.kafka == "3.6":
+            return [*versions, (LIST_GROUPS, 0, 4)]
+        if not self.consumer_group_describe:
+            return [*versions, (LIST_GROUPS, 0, 5)]
+        return [*versions, (LIST_GROUPS, 0, 5), (CONSUMER_GROUP_DESCRIBE, 0, 1)]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)

@@ -10,6 +10,7 @@ rule tests at the end scan it with the real collector and replay what it saw thr
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -199,6 +200,30 @@ async def test_a_broker_before_kip_848_gets_the_classic_path(kafka36):
         "OffsetFetch": 1,
         "ListOffsets": 2,
     }
+
+
+async def test_a_coordinator_without_consumer_group_describe_gets_describe_groups(caplog):
+    """A cluster half way through an upgrade: the group is listed as consumer-protocol, its
+    coordinator cannot describe it that way. Nothing unsupported is sent; it is what
+    DescribeGroups makes of it, as before, and the log says why once."""
+    async with ScriptedKafka("4.0", consumer_group_describe=False) as kafka:
+        kafka.topic("orders", [100, 50])
+        kafka.group("billing", **two_members())
+        with caplog.at_level(logging.INFO, logger="notifier.collect"):
+            async with ClusterCollector(kafka.bootstrap_servers, cluster="k") as collector:
+                result = await collector.scan()
+                await collector.scan()
+
+    assert result.group_states == {"billing": "Dead"}
+    assert "ConsumerGroupDescribe" not in result.requests
+    assert kafka.described["DescribeGroups"] == ["billing", "billing"]
+    said = [
+        r.getMessage() for r in caplog.records if "has no ConsumerGroupDescribe" in r.getMessage()
+    ]
+    assert said == [
+        "cluster k: broker 0 has no ConsumerGroupDescribe; its groups are described with "
+        "DescribeGroups"
+    ]
 
 
 async def test_a_group_converted_after_it_was_listed_is_asked_for_with_the_other_api(kafka4):
