@@ -215,6 +215,7 @@ async def test_a_coordinator_without_consumer_group_describe_gets_describe_group
                 await collector.scan()
 
     assert result.group_states == {"billing": "Dead"}
+    assert result.group_types == {"billing": "consumer"}
     assert "ConsumerGroupDescribe" not in result.requests
     assert kafka.described["DescribeGroups"] == ["billing", "billing"]
     said = [

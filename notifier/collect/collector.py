@@ -75,6 +75,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest
 
 from notifier.collect.grouptypes import (
+    CLASSIC,
     CONSUMER,
     EVALUATED_TYPES,
     ConsumerGroupDescribe,
@@ -581,8 +582,10 @@ class ClusterCollector:
                 groups[name] = parse_consumer_group(entry)
         for name in sorted(raw):
             error_code, _, state, protocol_type, _protocol, members = raw[name][:6]
-            if error_code == GROUP_ID_NOT_FOUND:
-                groups[name] = Group(name, "Dead", protocol_type or "", [], set(), set())
+            if error_code == GROUP_ID_NOT_FOUND:  # deleted since it was listed
+                listed_type = self._group_types.get(name) or CLASSIC
+                groups[name] = Group(name, "Dead", protocol_type or "", [], set(), set(),
+                                     group_type=listed_type)  # fmt: skip
                 continue
             if error_code == GROUP_AUTHORIZATION_FAILED:
                 skipped[name] = "GROUP_AUTHORIZATION_FAILED"
@@ -615,8 +618,12 @@ class ClusterCollector:
         async def on_node(node_id: int, names: list[str]) -> None:
             try:
                 await self._describe_on(node_id, names, raw, api)
-            except (IncompatibleBrokerVersion, NotImplementedError):
+            except (IncompatibleBrokerVersion, NotImplementedError) as exc:
                 # Raised while encoding, before sending: no version both sides know.
+                if api is DescribeGroups:
+                    raise ScanError(
+                        f"broker {node_id} has no DescribeGroups version this collector speaks"
+                    ) from exc
                 unsupported.extend(names)
                 if node_id not in self._told_no_consumer_describe:
                     self._told_no_consumer_describe.add(node_id)
