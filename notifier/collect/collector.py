@@ -271,7 +271,8 @@ class ClusterCollector:
     cluster = ReadOnly[str]("_cluster")
     describe_batch_size = ReadOnly[int](
         "_describe_batch",
-        "The DescribeGroups batch size in use (shrinks when a broker rejects a batch).",
+        "The DescribeGroups and ConsumerGroupDescribe batch size in use (shrinks when a broker "
+        "rejects a batch).",
     )
     offset_fetch_all_partitions = ReadOnly[bool | None](
         "_fetch_all",
