@@ -2,6 +2,8 @@
 
 * ``collector``: :class:`ClusterCollector`, one scan with a fixed, batched request pattern.
 * ``protocol``: API names, error codes, the DescribeGroups request, answer parsers and records.
+* ``grouptypes``: group types (KIP-848): ListGroups v5, ConsumerGroupDescribe, and what a
+  consumer-protocol group's state means to the rules; share and streams groups are not evaluated.
 * ``samples``: the sample table of a scan, member fingerprints, group states.
 * ``results``: :class:`ScanResult` and :class:`ScanError`, what the coordinator receives.
 * ``broker``: :class:`EmbeddedBroker`, a Tansu broker process for tests and the demo.

@@ -35,6 +35,7 @@ API_NAMES: Mapping[int, str] = {
     10: "FindCoordinator",
     15: "DescribeGroups",
     16: "ListGroups",
+    69: "ConsumerGroupDescribe",
 }
 """Names used as keys of :attr:`ScanResult.requests`."""
 
@@ -50,6 +51,7 @@ NOT_LEADER = 6
 COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
+INVALID_GROUP_ID = 24
 GROUP_AUTHORIZATION_FAILED = 30
 KAFKA_STORAGE_ERROR = 56
 GROUP_ID_NOT_FOUND = 69
@@ -111,7 +113,12 @@ class Metadata:
 
 @dataclass(slots=True)
 class Group:
-    """A consumer group as DescribeGroups showed it, with its members' partitions decoded."""
+    """A consumer group as DescribeGroups (or, for a consumer-protocol group,
+    ConsumerGroupDescribe) showed it, with its members' partitions decoded.
+
+    ``state`` is the broker's name for it; ``group_type`` is ``"classic"`` or ``"consumer"``
+    (KIP-848), whose group epoch and target assignment epoch are kept too.
+    """
 
     name: str
     state: str
@@ -119,6 +126,9 @@ class Group:
     member_ids: list[str]
     assigned: set[TopicPartition]
     subscribed: set[str]
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
     @property
     def topics_of_interest(self) -> set[str]:

@@ -44,7 +44,12 @@ class ScanResult:
     group_states: Mapping[str, str] = field(default_factory=dict)
     """Every scanned group's state, including groups that produced no rows."""
     skipped_groups: Mapping[str, str] = field(default_factory=dict)
-    """Groups left out and why (e.g. not authorized to describe them)."""
+    """Groups left out and why (e.g. not authorized to describe them, or a share or streams
+    group, listed but not evaluated)."""
+    group_types: Mapping[str, str] = field(default_factory=dict)
+    """Each selected group's type: ``classic``, ``consumer`` (KIP-848), ``share``, ``streams``
+    as the broker names it (a broker without ListGroups v5 names none: its groups are
+    ``classic`` unless ConsumerGroupDescribe found them)."""
     unavailable_partitions: tuple[TopicPartition, ...] = ()
     """Partitions with a commit or assignment but no log-end offset (no leader known or none
     answered for them, even after a metadata refresh): left out of ``samples``."""
