@@ -16,15 +16,21 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from click.testing import CliRunner
 
+from notifier import resources
+from notifier.api import create_app
 from notifier.cli import main
 from notifier.collect import ClusterCollector, ScanError, ScanResult, member_hash
+from notifier.config import load_rules, parse_service_config
+from notifier.service import Coordinator, make_collector
 from notifier.types import Sample, table_to_samples
 from tests.kafka_script import Member, ScriptedKafka
+from tests.scripted import RecordingSink
 
 GROUP_AUTHORIZATION_FAILED, INVALID_GROUP_ID = 30, 24
 
@@ -496,3 +502,36 @@ async def test_reconciling_for_good_is_a_stuck_rebalance_and_epoch_churn_a_storm
             },
         ],
     )
+
+
+async def test_the_api_lists_share_and_streams_groups_as_not_evaluated(kafka4, tmp_path):
+    """A share or streams group is no consumer group the rules know: the service says so, per
+    cluster in /api/groups (and /readyz), instead of silently leaving it out."""
+    kafka4.topic("orders", [100, 50])
+    kafka4.group("billing", **two_members())
+    kafka4.group("tasks", group_type="share")
+    kafka4.group("wordcount", group_type="streams")
+    config = parse_service_config(
+        {"clusters": [{"name": "k", "bootstrap_servers": kafka4.bootstrap_servers}],
+         "history": {"enabled": False}},
+        "test",
+    )  # fmt: skip
+    coord = Coordinator(config, load_rules(resources.default_rules()), tmp_path, RecordingSink())
+    state = coord.clusters["k"]
+    state.collector = make_collector(state.config)
+    try:
+        await coord.scan_once("k")
+    finally:
+        await state.collector.close()
+    app = create_app(coord, clock=lambda: state.metrics.last_success_ms or 0)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://notifier") as http:
+        body = (await http.get("/api/groups")).json()
+    assert [g["group"] for g in body["groups"]] == ["billing"]
+    (cluster,) = body["clusters"]
+    assert cluster["not_evaluated"] == [
+        {"group": "tasks",
+         "reason": "share group (KIP-932): listed, not evaluated as a consumer group"},
+        {"group": "wordcount",
+         "reason": "streams group (KIP-1071): listed, not evaluated as a consumer group"},
+    ]  # fmt: skip

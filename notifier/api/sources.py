@@ -141,6 +141,10 @@ class ClusterView(Protocol):
         """Every group the last scan listed, with its state (groups without partitions too)."""
 
     @property
+    def not_evaluated(self) -> Mapping[str, str]:
+        """Groups the last scan listed but left out, and why."""
+
+    @property
     def leo_resets(self) -> Mapping[tuple[str, int], LeoReset]:
         """The latest log-end offset reset of each (topic, partition) seen since the start."""
 

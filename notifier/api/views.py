@@ -339,6 +339,9 @@ def cluster_summaries(coordinator: CoordinatorView, now_ms: int) -> list[dict[st
             "cluster": name, "down": s.metrics.down,
             "consecutive_failures": s.metrics.consecutive_failures,
             "last_error": s.metrics.last_error, "scan_interval_s": s.config.scan_interval,
+            "not_evaluated": [
+                {"group": g, "reason": why} for g, why in sorted(s.not_evaluated.items())
+            ],
             **freshness(s, now_ms).fields(),
         }
         for name, s in coordinator.clusters.items()

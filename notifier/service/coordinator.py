@@ -185,6 +185,9 @@ class ClusterState:
     evaluation: Evaluation | None = None
     groups: dict[str, str] = field(default_factory=dict)
     """Every group the last scan listed, with its state (groups without partitions too)."""
+    not_evaluated: dict[str, str] = field(default_factory=dict)
+    """Groups the last scan listed but left out, and why (not authorized to describe them; a
+    share or streams group, which the rules do not know)."""
     leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
     """The latest log-end offset reset of each (topic, partition) since the service started."""
     retry_at: float = 0.0
@@ -480,6 +483,7 @@ class Coordinator:
         )
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
+        state.not_evaluated = dict(result.skipped_groups)
         for reset in state.store.leo_resets:
             self._leo_reset(state, reset)
         if transitions:
