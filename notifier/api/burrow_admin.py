@@ -79,6 +79,11 @@ def add_burrow_admin_routes(
     """Register the Burrow endpoints above on ``app``; ``not_found`` is the OpenAPI
     description of the 404 (and 422) answers."""
 
+    guarded: dict[int | str, dict[str, Any]] = {
+        401: not_found[404] | {"description": "a token is configured and not sent"},
+        403: not_found[404] | {"description": "writes are disabled: not loopback, no token"},
+    }
+
     def cluster_state(cluster: str) -> ClusterView:
         state = coordinator.clusters.get(cluster)
         if state is None:
@@ -129,17 +134,15 @@ def add_burrow_admin_routes(
     @app.delete(
         "/v3/kafka/{cluster}/consumer/{group}",
         tags=["burrow"],
-        responses={
-            **not_found,
-            401: not_found[404] | {"description": "a token is configured and not sent"},
-            403: not_found[404] | {"description": "writes are disabled: not loopback, no token"},
-        },
+        responses={**not_found, **guarded},
     )
-    def burrow_remove_consumer(cluster: str, group: str, request: Request) -> dict[str, Any]:
+    async def burrow_remove_consumer(cluster: str, group: str, request: Request) -> dict[str, Any]:
         """Forget the group: its windows, commit rings and evidence are dropped, its open
         incident resolves as ``removed`` and the cluster's checkpoint is written at once. A
         group the cluster still lists comes back on the next scan as a new group, judged
         only once its windows have filled again."""
+        # On the event loop, not in a worker thread: the scans change the same store there,
+        # so the group is forgotten between two scans, never in the middle of one.
         cluster_state(cluster)
         if not coordinator.forget_group(cluster, group):
             raise HTTPException(404, "cluster or consumer not found")
@@ -160,8 +163,7 @@ def add_burrow_admin_routes(
         responses={
             400: not_found[422] | {"description": "the body is not JSON"},
             422: not_found[422],
-            401: not_found[404] | {"description": "a token is configured and not sent"},
-            403: not_found[404] | {"description": "writes are disabled: not loopback, no token"},
+            **guarded,
         },
     )
     def burrow_set_log_level(request: Request, body: LogLevelIn) -> dict[str, Any]:
