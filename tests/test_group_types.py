@@ -97,6 +97,12 @@ async def test_a_consumer_protocol_group_is_described_with_consumer_group_descri
     }
     assert {(r.group_state, r.members) for r in billing.values()} == {("Stable", 2)}
     assert billing[("orders", 0)].member_hash == member_hash(["m-a", "m-b"], epoch=4) != 0
+    # Who owns each partition, as Burrow's `owner` and `client_id` and notifications show it.
+    assert {tp: (m.member_id, m.client_id, m.client_host)
+            for tp, m in result.owners["billing"].items()} == {
+        ("orders", 0): ("m-a", "consumer-1", "10.0.0.7"),
+        ("orders", 1): ("m-b", "consumer-1", "10.0.0.7"),
+    }  # fmt: skip
     # Each group went to the API that knows it, in one request per API.
     assert kafka4.described == {"DescribeGroups": ["legacy"], "ConsumerGroupDescribe": ["billing"]}
     assert result.requests["ListGroups"] == 1

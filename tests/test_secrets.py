@@ -1,11 +1,11 @@
-"""No secret ever leaves the config: the real service is started with a known value for every
-kind of credential (the SASL password of a cluster, a Slack webhook URL and bot token, a
-PagerDuty routing key, an SMTP password, a webhook's bearer token and auth header, the API
-token), each given through ``${ENV}``; it is driven through an alert that opens and resolves on
-every channel (receivers that fail once echo the credentials back in their errors), every API
-route is called, good and bad requests alike; then every log line, every answer, /metrics and
-every file in the data directory (outbox and checkpoint databases, the Parquet history) is
-searched for each secret. There must be none."""
+"""No secret ever leaves the config: the real service is started with a known value for every kind
+of credential (the SASL password of a cluster, a Slack webhook URL and bot token, a PagerDuty
+routing key, an SMTP password, a webhook's bearer token and auth header, the API token), each
+given through ``${ENV}``; it is driven through an alert that opens and resolves on every channel
+(receivers that fail once echo the credentials back in their errors), every API route is called,
+good and bad requests alike (Burrow's ``/v3/config`` and each of its modules included); then
+every log line, every answer, /metrics and every file in the data directory (outbox and
+checkpoint databases, the Parquet history) is searched for each secret. There must be none."""
 
 from __future__ import annotations
 
@@ -282,9 +282,15 @@ async def test_no_secret_appears_in_logs_answers_metrics_or_files(
                 ask = Answers(client)
                 names = {"cluster": ["local", "guarded", "nope"], "group": [group, "nope"],
                          "topic": [topic, "nope"]}  # fmt: skip
+                # Burrow's /v3/config modules: each cluster's and each channel's, shown whole.
+                channels = (await ask("GET", "/v3/config/notifier")).json()["modules"]
+                assert len(channels) == 5
+                names["name"] = ["default", "local", "guarded", *channels, "nope"]
                 await call_every_route(ask, names)
             assert await service.stop() == 0
     assert {200, 201, 400, 401, 404, 405, 422} <= ask.statuses
+    shown = [t for t in ask.texts if t.startswith("GET /v3/config/") and " 200\n" in t]
+    assert len(shown) >= 5 + 2 + 2 + 2  # every channel, cluster and consumer, storage, evaluator
 
     searched = {"log": log_path.read_bytes()}
     searched |= {f"answer {i}": text.encode() for i, text in enumerate(ask.texts)}

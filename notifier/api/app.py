@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from notifier.api.auth import WriteGuard
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
+from notifier.api.burrow_admin import add_burrow_admin_routes
 from notifier.api.metrics import ServiceMetrics
 from notifier.api.page import add_page_routes
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
@@ -308,6 +309,7 @@ def create_app(
         return group_detail(_cluster(coordinator, cluster), cluster, group, notifier, clock())
 
     add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND)
+    add_burrow_admin_routes(app, coordinator, notifier, clock, _NOT_FOUND)
 
     @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))
     def api_silences() -> dict[str, Any]:

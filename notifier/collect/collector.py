@@ -100,12 +100,14 @@ from notifier.collect.protocol import (
     Group,
     Metadata,
     decode_member,
+    group_member,
     parse_metadata,
     parse_offset_fetch,
 )
 from notifier.collect.readonly import ReadOnly
 from notifier.collect.results import ScanError, ScanResult, TopicPartition, elapsed_clock
 from notifier.collect.samples import build_samples, normalize_group_state
+from notifier.types import GroupMember
 
 log = logging.getLogger("notifier.collect")  # the name it logged under before the split
 
@@ -367,6 +369,7 @@ class ClusterCollector:
             connections_opened=self._connects,
             duration_s=time.monotonic() - started,
             elapsed_at=elapsed_at,
+            owners={n: g.owners for n, g in sorted(groups.items()) if g.owners},
         )
 
     # ----------------------------------------------------------------------------------------
@@ -596,15 +599,19 @@ class ClusterCollector:
             assigned: set[TopicPartition] = set()
             subscribed: set[str] = set()
             member_ids: list[str] = []
+            owners: dict[TopicPartition, GroupMember] = {}
             for member in members:
-                member_id, _client_id, _host, metadata, assignment = member[:5]
+                member_id, client_id, host, metadata, assignment = member[:5]
                 member_ids.append(member_id)
                 parts, topics = decode_member(protocol_type or "", metadata, assignment)
                 assigned |= parts
                 subscribed |= topics
+                owner = group_member(member_id, client_id, host)
+                owners.update(dict.fromkeys(parts, owner))
             groups[name] = Group(
-                name, state or "Unknown", protocol_type or "", member_ids, assigned, subscribed
-            )
+                name, state or "Unknown", protocol_type or "", member_ids, assigned, subscribed,
+                owners=owners,
+            )  # fmt: skip
         return groups, skipped
 
     async def _describe_groups(

@@ -42,8 +42,9 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-from notifier.collect.protocol import Group
+from notifier.collect.protocol import Group, group_member
 from notifier.collect.results import TopicPartition
+from notifier.types import GroupMember
 
 CLASSIC = "classic"
 CONSUMER = "consumer"
@@ -276,10 +277,14 @@ def parse_consumer_group(entry: Sequence[Any]) -> Group:
     member_ids: list[str] = []
     assigned: set[TopicPartition] = set()
     subscribed: set[str] = set()
+    owners: dict[TopicPartition, GroupMember] = {}
     for member in members:
         member_ids.append(member[0])
         subscribed.update(member[6] or [])
-        assigned |= _partitions(member[8]) | _partitions(member[9])
+        owned = _partitions(member[8])
+        assigned |= owned | _partitions(member[9])
+        # A partition on its way to a member is still owned by the one that has it now.
+        owners.update(dict.fromkeys(owned, group_member(member[0], member[4], member[5])))
     return Group(
         group_id,
         state or "Unknown",
@@ -290,6 +295,7 @@ def parse_consumer_group(entry: Sequence[Any]) -> Group:
         group_type=CONSUMER,
         group_epoch=int(group_epoch),
         assignment_epoch=int(assignment_epoch),
+        owners=owners,
     )
 
 

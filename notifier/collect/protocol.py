@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.coordinator.protocol import (
@@ -27,6 +27,7 @@ from aiokafka.protocol.admin import (
 from aiokafka.protocol.api import Request
 
 from notifier.collect.results import ScanError, TopicPartition
+from notifier.types import GroupMember
 
 API_NAMES: Mapping[int, str] = {
     2: "ListOffsets",
@@ -129,6 +130,8 @@ class Group:
     group_type: str = "classic"
     group_epoch: int | None = None
     assignment_epoch: int | None = None
+    owners: dict[TopicPartition, GroupMember] = field(default_factory=dict)
+    """The member each assigned partition belongs to (its client id and host)."""
 
     @property
     def topics_of_interest(self) -> set[str]:
@@ -159,6 +162,14 @@ def decode_member(
         except Exception:
             subscribed = set()
     return assigned, subscribed
+
+
+def group_member(member_id: str, client_id: str | None, client_host: str | None) -> GroupMember:
+    """A member as DescribeGroups names it. Kafka reports the host as Java prints an address
+    (``/10.2.0.14``, or ``name/10.2.0.14`` when it resolved one): the leading slash says
+    nothing and is dropped."""
+    host = (client_host or "").removeprefix("/")
+    return GroupMember(member_id, client_id or "", host)
 
 
 def parse_metadata(response: Any) -> Metadata:

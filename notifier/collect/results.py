@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from notifier.types import GroupMember
+
 TopicPartition = tuple[str, int]
 
 _BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
@@ -58,6 +60,9 @@ class ScanResult:
     elapsed_at: float | None = None
     """:func:`elapsed_clock` read together with ``ts``, so the coordinator can tell a step of
     the wall clock between two scans from time that passed (None: not known)."""
+    owners: Mapping[str, Mapping[TopicPartition, GroupMember]] = field(default_factory=dict)
+    """Per group, the member each assigned partition belongs to (its client id and host, as
+    the group's coordinator describes it); groups without assignments are left out."""
 
     @property
     def total_requests(self) -> int:

@@ -36,7 +36,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,7 +66,7 @@ from notifier.rules import (
 )
 from notifier.service import checkpoint
 from notifier.service.scanclock import ScanClock
-from notifier.types import GroupStatus, Transition
+from notifier.types import GroupMember, GroupStatus, Transition
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,7 @@ def transition_record(t: Transition) -> dict[str, Any]:
         "previous": t.previous.value,
         "current": t.current.value,
         "gone": t.gone,
+        "reason": t.reason,
         "at": t.at,
         "total_lag": result.total_lag if result else None,
         "max_lag_seconds": result.max_lag_seconds if result else None,
@@ -190,6 +191,8 @@ class ClusterState:
     share or streams group, which the rules do not know)."""
     leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
     """The latest log-end offset reset of each (topic, partition) since the service started."""
+    owners: Mapping[str, Mapping[tuple[str, int], GroupMember]] = field(default_factory=dict)
+    """Per group, the member that owns each assigned partition as of the last scan."""
     retry_at: float = 0.0
     clock: ScanClock = field(init=False)
     """Stamps each scan with its time on the cluster's one timeline (see scanclock)."""
@@ -484,6 +487,11 @@ class Coordinator:
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
         state.not_evaluated = dict(result.skipped_groups)
+        state.owners = result.owners
+        for transition in transitions:
+            owners = result.owners.get(transition.group)
+            if transition.result is not None and owners:
+                transition.result.attach_owners(owners)
         for reset in state.store.leo_resets:
             self._leo_reset(state, reset)
         if transitions:
@@ -508,6 +516,43 @@ class Coordinator:
                    "topic": reset.topic, "partition": reset.partition,
                    "previous_log_end_offset": reset.previous, "log_end_offset": reset.current},
         )  # fmt: skip
+
+    # ---------------------------------------------------------------- forgetting a group
+
+    def forget_group(self, cluster: str, group: str) -> bool:
+        """Burrow's ``DELETE /v3/kafka/{cluster}/consumer/{group}``: drop everything kept about
+        the group (windows, commit rings, evidence, rule state), resolve its open incident as
+        ``removed``, and checkpoint the cluster at once, so a restart does not bring the group
+        back. A group still consumed is listed by the next scan and starts over as a new group:
+        its windows fill again before any rule may alert on it (the complete gate).
+
+        Returns False when neither the windows nor the last scan know the group (nothing
+        changes). Raises KeyError for a cluster that is not configured."""
+        state = self.clusters[cluster]
+        key = (cluster, group)
+        if state.store.group_id(cluster, group) is None and group not in state.groups:
+            return False
+        evaluation = state.evaluation
+        now = evaluation.now if evaluation is not None else _now_ms()
+        state.store.remove_groups([key])
+        # The API reads these: they are replaced, never changed in place.
+        state.groups = {g: s for g, s in state.groups.items() if g != group}
+        state.owners = {g: o for g, o in state.owners.items() if g != group}
+        # Evaluated again at the same time over the same windows, every other group's verdict
+        # (and its for/keep_firing state) comes out as it was; the forgotten one is absent.
+        state.evaluation = state.evaluator.evaluate(now) if state.store.alive_rows().size else None
+        transitions = state.tracker.gone([key], now)
+        for transition in transitions:
+            transition.reason = "removed"
+        log.warning(
+            "consumer group forgotten on request; it comes back as a new group if the cluster "
+            "still lists it", extra={"event": "group_removed", "cluster": cluster, "group": group,
+                                     "resolved": len(transitions)},
+        )  # fmt: skip
+        if transitions:
+            self.sink.handle(transitions, _now_ms())
+        checkpoint.save(self.checkpoint_path(cluster), state.store, state.evaluator, state.tracker)
+        return True
 
     # ---------------------------------------------------------------- reading (API, demo)
 

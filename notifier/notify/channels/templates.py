@@ -425,6 +425,9 @@ def sample_notification(event: Event | str = Event.OPEN, *, alerts: int = 3) -> 
                 lag_seconds=None if p == 2 else 2820.0,
                 start=None,
                 end=None,
+                # Partition 2 has no member: the sample shows both sentences.
+                owner="" if p == 2 else f"10.2.0.{14 + p}",
+                client_id="" if p == 2 else f"billing-7f9c-{p}",
             )
             for p in range(3)
         ]

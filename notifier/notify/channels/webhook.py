@@ -57,6 +57,8 @@ def partition_document(p: PartitionResult) -> dict[str, Any]:
         "lag": p.current_lag,
         "lag_seconds": p.lag_seconds,
         "complete": p.complete,
+        "owner": p.owner,
+        "client_id": p.client_id,
     }
 
 
