@@ -288,11 +288,13 @@ class MskIamTokenProvider(RefreshingTokenProvider):
         return f"Amazon MSK IAM in {self._region}{via}"
 
     def _sign(self) -> tuple[str, int]:
-        signer = importlib.import_module(MSK_IAM_MODULE).MSKAuthTokenProvider
+        signer = importlib.import_module(f"{MSK_IAM_MODULE}.MSKAuthTokenProvider")
         if self._role_arn is not None:
-            return signer.generate_auth_token_from_role_arn(
-                self._region, self._role_arn, self._session_name
-            )
+            # The signer's own role assumption asks STS without a region (and fails where none
+            # is configured); this asks the cluster's region, with the profile's credentials
+            # when one is named.
+            role = _assumed_role(self._region, self._role_arn, self._session_name, self._profile)
+            return signer.generate_auth_token_from_credentials_provider(self._region, role)
         if self._profile is not None:
             return signer.generate_auth_token_from_profile(self._region, self._profile)
         return signer.generate_auth_token(self._region)
@@ -305,6 +307,29 @@ class MskIamTokenProvider(RefreshingTokenProvider):
                 f"{self.source}: cannot sign a token: {exc or type(exc).__name__}"
             ) from None
         return value, expiry_ms / 1000 - self._clock()
+
+
+def _assumed_role(region: str, role_arn: str, session_name: str, profile: str | None) -> Any:
+    """A botocore CredentialProvider (what the signer takes) with the credentials of
+    ``role_arn``, assumed through the STS endpoint of ``region`` with the default credentials
+    or ``profile``'s. botocore comes with the signer, so it is imported only here."""
+    import boto3
+    from botocore.credentials import CredentialProvider, Credentials
+
+    class AssumedRole(CredentialProvider):
+        METHOD = "notifier-assume-role"
+
+        def load(self) -> Credentials:
+            session = boto3.Session(profile_name=profile, region_name=region)
+            answer = session.client("sts", region_name=region).assume_role(
+                RoleArn=role_arn, RoleSessionName=session_name
+            )
+            found = answer["Credentials"]
+            return Credentials(
+                found["AccessKeyId"], found["SecretAccessKey"], found["SessionToken"]
+            )
+
+    return AssumedRole()
 
 
 def token_provider(security: SecurityConfig) -> RefreshingTokenProvider:

@@ -69,7 +69,8 @@ class MskIamConfig(StrictModel):
     session_name: Annotated[str, Field(pattern=r"^[\w+=,.@-]{2,64}$")] = "notifier"
     """The role session's name (``RoleSessionName``), when ``role_arn`` is set."""
     profile: str | None = None
-    """A named profile of the shared AWS config files, instead of the default chain."""
+    """A named profile of the shared AWS config files, instead of the default chain (with
+    ``role_arn``: the credentials that assume the role)."""
 
 
 class KerberosConfig(StrictModel):
@@ -171,9 +172,6 @@ class SecurityConfig(StrictModel):
                     ("oauth", "client_secret"): oauth.client_secret}, problems  # fmt: skip
         if msk_iam is not None:
             problems = list(problems)
-            if msk_iam.role_arn is not None and msk_iam.profile is not None:
-                both = "set either role_arn or profile, not both"
-                problems.append(_problem(("msk_iam", "profile"), both))
             if package_missing(MSK_IAM_MODULE):
                 missing = _missing(MSK_IAM_PACKAGE, MSK_IAM_EXTRA)
                 problems.append(_problem(("msk_iam",), missing))
@@ -248,7 +246,8 @@ def _client_certificate_problems(
         return [("ssl_password", f"required: {key_name} is an encrypted private key")]
     except ssl.SSLError as exc:
         reason = exc.reason or ""
-        if password and reason in ("BAD_DECRYPT", "BAD_PASSWORD_READ", "UNSUPPORTED"):
+        if password and _is_encrypted_key(key_name):
+            # OpenSSL's reason for a wrong password varies (BAD_DECRYPT, PEM_LIB, ...).
             return [("ssl_password", f"does not decrypt {key_name} (the password is wrong)")]
         if reason == "KEY_VALUES_MISMATCH":
             return [(key_field, f"{key_name}: is not the private key of ssl_certfile")]
@@ -256,6 +255,15 @@ def _client_certificate_problems(
             return [("ssl_certfile", f"{certfile}: expected a PEM certificate")]
         return [(key_field, f"{key_name}: expected a PEM private key ({reason or exc})")]
     return []
+
+
+def _is_encrypted_key(path: str) -> bool:
+    """PKCS#8 (``ENCRYPTED PRIVATE KEY``) or OpenSSL's traditional ``Proc-Type: 4,ENCRYPTED``."""
+    try:
+        text = Path(path).read_bytes()
+    except OSError:
+        return False
+    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in text or b"Proc-Type: 4,ENCRYPTED" in text
 
 
 def _looks_like_pem_certificate(path: str) -> bool:
