@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic import model_validator as _model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from notifier.config.base import StrictModel
 from notifier.config.notify import HttpUrl, SecretValue
@@ -93,11 +92,11 @@ def package_missing(module: str) -> bool:
     return False
 
 
-def _problem(loc: tuple[str, ...], message: str, kind: str = "security") -> InitErrorDetails:
-    # {message} is a format field of the error template: braces in the message stay as they are.
+def _problem(loc: tuple[str, ...], message: str) -> Any:
+    """One problem at ``loc`` (inside the security section), as pydantic reports a field's:
+    ``clusters.prod.security.oauth.token_url: required for sasl_mechanism OAUTHBEARER``."""
     # The input is left empty: the message says what was found (a "got ..." would repeat it).
-    error = PydanticCustomError(kind, "{message}", {"message": message})
-    return InitErrorDetails(type=error, loc=loc, input={})
+    return {"type": "value_error", "loc": loc, "input": {}, "ctx": {"error": ValueError(message)}}
 
 
 class SecurityConfig(StrictModel):
@@ -132,7 +131,7 @@ class SecurityConfig(StrictModel):
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
 
-    def _problems(self) -> list[InitErrorDetails]:
+    def _problems(self) -> list[Any]:
         mechanism = self.sasl_mechanism
         if not self.uses_sasl:
             problems = self._unused(None)
@@ -152,15 +151,13 @@ class SecurityConfig(StrictModel):
             missing = _missing(KERBEROS_PACKAGE, KERBEROS_EXTRA, note)
             problems.append(_problem(("sasl_mechanism",), f"GSSAPI {missing}"))
         problems += [
-            _problem(loc, f"required for sasl_mechanism {mechanism}", kind="missing")
+            _problem(loc, f"required for sasl_mechanism {mechanism}")
             for loc, value in needed.items()
             if not value
         ]
         return problems
 
-    def _token_source(
-        self, problems: list[InitErrorDetails]
-    ) -> tuple[dict[tuple[str, ...], object], list[InitErrorDetails]]:
+    def _token_source(self, problems: list[Any]) -> tuple[dict[tuple[str, ...], object], list[Any]]:
         """OAUTHBEARER's tokens come from exactly one of ``oauth`` and ``msk_iam``: the fields
         that one needs, and the problems found so far with those of the choice itself."""
         oauth, msk_iam = self.oauth, self.msk_iam
@@ -180,7 +177,7 @@ class SecurityConfig(StrictModel):
                    "client_id, client_secret), or msk_iam (region) for Amazon MSK")  # fmt: skip
         return {}, [*problems, _problem(("oauth",), neither)]
 
-    def _unused(self, mechanism: str | None) -> list[InitErrorDetails]:
+    def _unused(self, mechanism: str | None) -> list[Any]:
         """Settings that the chosen mechanism (None: no SASL) would silently ignore."""
         used_by = {"sasl_username": ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
                    "sasl_password": ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
