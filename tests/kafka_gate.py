@@ -49,12 +49,14 @@ UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
 
 @dataclass
 class Login:
-    """A verdict on one SaslAuthenticate: ``error`` when refused, else who logged in and until
-    when their session lasts."""
+    """A verdict on one SaslAuthenticate: ``error`` when refused, ``challenge`` when the
+    exchange goes on (bytes for the client, more to come), else who logged in and until when
+    their session lasts."""
 
     principal: str = ""
     expires_at: float | None = None
     error: str | None = None
+    challenge: bytes | None = None
 
 
 class Verifier(Protocol):
@@ -83,6 +85,7 @@ def oauthbearer_token(auth_bytes: bytes) -> tuple[str, dict[str, str]]:
 class _Session:
     authenticated: bool = False
     login: Login | None = None
+    verify: Verifier | None = None
 
 
 class KafkaGate:
@@ -97,10 +100,13 @@ class KafkaGate:
         *,
         mechanism: str | None = None,
         verify: Verifier | None = None,
+        verifier_per_connection: Callable[[], Verifier] | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.mechanism = mechanism
         self.verify = verify
+        self.verifier_per_connection = verifier_per_connection
+        """For exchanges with state (GSSAPI): a new verifier for each connection."""
         self.tls = tls
         self.port = 0
         self.logins: list[Login] = []
@@ -142,7 +148,9 @@ class KafkaGate:
             assert self._upstream is not None, "relay_to() the broker first"
             up_reader, upstream = await asyncio.open_connection(*self._upstream)
             pump = asyncio.create_task(_copy(up_reader, writer))
-            session = _Session(authenticated=self.mechanism is None)
+            session = _Session(authenticated=self.mechanism is None, verify=self.verify)
+            if self.verifier_per_connection is not None:
+                session.verify = self.verifier_per_connection()
             while frame := await _read_frame(reader):
                 if not await self._handle(frame, session, writer, upstream):
                     break
@@ -176,12 +184,16 @@ class KafkaGate:
             answer = SaslHandShakeResponse_v0(error, [self.mechanism]).encode()
             await _write_frame(client, struct.pack(">i", correlation_id) + answer)
             return error == 0
-        if api_key == SASL_AUTHENTICATE and self.verify is not None:
+        if api_key == SASL_AUTHENTICATE and session.verify is not None:
             auth_bytes = SaslAuthenticateRequest_v0.decode(body).sasl_auth_bytes
             try:
-                login = self.verify(auth_bytes)
+                login = session.verify(auth_bytes)
             except ValueError as exc:
                 login = Login(error=str(exc))
+            if login.challenge is not None:
+                await _write_frame(client, struct.pack(">i", correlation_id) + _auth_answer(
+                    api_version, login))  # fmt: skip
+                return True
             self.logins.append(login)
             session.login, session.authenticated = login, login.error is None
             await _write_frame(client, struct.pack(">i", correlation_id) + _auth_answer(
@@ -200,12 +212,13 @@ class KafkaGate:
 
 def _auth_answer(api_version: int, login: Login) -> bytes:
     error = 0 if login.error is None else SASL_AUTHENTICATION_FAILED
+    challenge = login.challenge or b""
     if api_version == 0:
-        return SaslAuthenticateResponse_v0(error, login.error, b"").encode()
+        return SaslAuthenticateResponse_v0(error, login.error, challenge).encode()
     lifetime_ms = 0
     if login.expires_at is not None and login.error is None:
         lifetime_ms = max(1, int((login.expires_at - time.time()) * 1000))
-    return SaslAuthenticateResponse_v1(error, login.error, b"", lifetime_ms).encode()
+    return SaslAuthenticateResponse_v1(error, login.error, challenge, lifetime_ms).encode()
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:

@@ -11,13 +11,14 @@ read real groups through aiokafka's own login code.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import ssl
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from notifier.service.coordinator import make_collector
 from notifier.types import table_to_samples
 
 from .kafka_gate import JwtVerifier, KafkaGate, MskIamVerifier, TokenEndpoint
+from .kerberos import BROKER_HOST, CLIENT_PRINCIPAL, GssapiVerifier, Kdc, kdc_missing
 
 pytestmark = pytest.mark.broker
 
@@ -491,3 +493,51 @@ def test_check_loads_the_client_key_with_its_password(pki: dict[str, Path], tmp_
     mismatch = check(config)
     assert (f"clusters.tls.security.ssl_keyfile: {pki['stranger_key']}: is not the private key "
             "of ssl_certfile") in mismatch.stdout + mismatch.stderr  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------
+# GSSAPI (Kerberos)
+
+
+@pytest.fixture
+def kdc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kdc]:
+    """A realm with the broker's and notifier's principals; the environment a deployed notifier
+    would have (the realm's krb5.conf, a client keytab)."""
+    if importlib.util.find_spec("gssapi") is None:
+        pytest.skip("the gssapi package is not installed (the kerberos extra)")
+    if (why := kdc_missing()) is not None:
+        pytest.skip(why)
+    with Kdc(tmp_path / "realm") as realm:
+        for name, value in realm.environ.items():
+            monkeypatch.setenv(name, value)
+        yield realm
+
+
+def gssapi_config(gate: KafkaGate, **kerberos: Any) -> str:
+    return yaml.safe_dump({"clusters": [{
+        "name": "corp", "bootstrap_servers": f"127.0.0.1:{gate.port}", "request_timeout": "5s",
+        "security": {"protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI",
+                     "kerberos": {"domain_name": BROKER_HOST, **kerberos}}}]})  # fmt: skip
+
+
+async def test_gssapi_logs_in_with_a_ticket_from_the_client_keytab(
+    gated: Callable[[KafkaGate], Awaitable[EmbeddedBroker]], kdc: Kdc
+):
+    async with KafkaGate(mechanism="GSSAPI", verifier_per_connection=GssapiVerifier) as gate:
+        await gated(gate)
+        async with make_collector(cluster_from_yaml(gssapi_config(gate))) as collector:
+            result = await collector.scan()
+    assert result.requests["Metadata"] == 1
+    assert {login.principal for login in gate.accepted} == {CLIENT_PRINCIPAL}
+    assert all(login.error is None for login in gate.logins)
+
+
+async def test_gssapi_for_a_service_the_realm_does_not_know_fails_the_scan(
+    gated: Callable[[KafkaGate], Awaitable[EmbeddedBroker]], kdc: Kdc
+):
+    async with KafkaGate(mechanism="GSSAPI", verifier_per_connection=GssapiVerifier) as gate:
+        await gated(gate)
+        config = gssapi_config(gate, service_name="kafka-unknown")
+        async with make_collector(cluster_from_yaml(config)) as collector:
+            with pytest.raises(ScanError, match="not found in Kerberos database"):
+                await collector.scan()
