@@ -203,7 +203,7 @@ class SecurityConfig(StrictModel):
         files = {"ssl_cafile": self.ssl_cafile, "ssl_certfile": self.ssl_certfile,
                  "ssl_keyfile": self.ssl_keyfile}  # fmt: skip
         unreadable = [(field, problem) for field, name in files.items()
-                      if name is not None and (problem := _unreadable(Path(name)))]  # fmt: skip
+                      if name is not None and (problem := file_unreadable(Path(name)))]  # fmt: skip
         if unreadable:
             return unreadable
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
@@ -270,7 +270,8 @@ def _looks_like_pem_certificate(path: str) -> bool:
         return False
 
 
-def _unreadable(path: Path) -> str | None:
+def file_unreadable(path: Path) -> str | None:
+    """Why ``path`` cannot be read (None: it can), for a problem naming the file."""
     try:
         path.read_bytes()
     except FileNotFoundError:

@@ -31,7 +31,7 @@ from notifier.config.base import (
     validation_problems,
     with_env_problems,
 )
-from notifier.config.kafka_security import SecurityConfig
+from notifier.config.kafka_security import SecurityConfig, file_unreadable
 from notifier.config.notify import HttpUrl, _to_secret, parse_notify
 from notifier.config.secrets import Secret
 
@@ -175,7 +175,7 @@ class TlsConfig(StrictModel):
         unreadable = [
             (f"api.tls.{field}", problem)
             for field, name in files.items()
-            if name is not None and (problem := _unreadable(Path(name)))
+            if name is not None and (problem := file_unreadable(Path(name)))
         ]
         if unreadable:
             return unreadable
@@ -204,16 +204,6 @@ class TlsConfig(StrictModel):
                 problem = f"{self.client_ca_file}: expected PEM CA certificates"
                 problems.append(("api.tls.client_ca_file", problem))
         return problems
-
-
-def _unreadable(path: Path) -> str | None:
-    try:
-        path.read_bytes()
-    except FileNotFoundError:
-        return f"no such file: {path}"
-    except OSError as exc:
-        return f"cannot read {path}: {exc.strerror}"
-    return None
 
 
 class ApiConfig(StrictModel):
