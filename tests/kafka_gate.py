@@ -304,6 +304,7 @@ class TokenEndpoint:
         key: bytes | None = None,
         lifetime: float = 3600,
         scopes: tuple[str, ...] = ("kafka",),
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.client_id = client_id
         self.client_secret = client_secret
@@ -315,15 +316,19 @@ class TokenEndpoint:
         """Each request's form and headers, as received."""
         self.refuse_next: list[tuple[int, dict[str, Any]]] = []
         """Answers given instead of a token to the next requests (e.g. an outage)."""
+        self.tls = tls
+        """A server-side TLS context: serve HTTPS, as ``https://localhost:port``."""
         self.port = 0
         self._server: asyncio.Server | None = None
 
     @property
     def url(self) -> str:
+        if self.tls is not None:
+            return f"https://localhost:{self.port}/oauth2/token"
         return f"http://127.0.0.1:{self.port}/oauth2/token"
 
     async def __aenter__(self) -> TokenEndpoint:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

@@ -16,7 +16,7 @@ import pytest
 import trustme
 import yaml
 
-from notifier.config import ConfigError, parse_service_config
+from notifier.config import ConfigError, load_service_config, parse_service_config
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 ENV = {"KAFKA_PASSWORD": "pw-0123456", "KAFKA_OAUTH_CLIENT_SECRET": "oidc-0123456",
@@ -145,7 +145,7 @@ def test_gssapi_without_its_package_names_the_package():
         WITHOUT_GSSAPI
         + textwrap.dedent("""
         import yaml
-        from notifier.config import ConfigError, parse_service_config
+        from notifier.config import ConfigError, load_service_config, parse_service_config
         try:
             parse_service_config(yaml.safe_load('''
         clusters:
@@ -188,6 +188,18 @@ async def test_gssapi_with_its_package_is_handed_to_aiokafka():
         sasl_kerberos_domain_name="kafka.corp.example.com",
     )
     await collector.close()
+
+
+def test_check_names_a_token_endpoint_ca_file_it_cannot_read(tmp_path: Path):
+    config = tmp_path / "service.yaml"
+    config.write_text(cluster(
+        "protocol: SASL_SSL\nsasl_mechanism: OAUTHBEARER\n"
+        f"oauth: {{token_url: 'https://i/t', client_id: n, client_secret: s, "
+        f"ca_file: {tmp_path / 'idp-ca.pem'}}}\n"))  # fmt: skip
+    with pytest.raises(ConfigError) as failure:
+        load_service_config(config)
+    assert failure.value.problems == [("clusters.prod.security.oauth.ca_file",
+                                       f"no such file: {tmp_path / 'idp-ca.pem'}")]  # fmt: skip
 
 
 def test_check_accepts_every_mechanism(tmp_path: Path):

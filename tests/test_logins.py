@@ -168,6 +168,32 @@ async def test_client_secret_post_sends_the_credentials_in_the_form(
     assert "authorization" not in idp.requests[-1]["headers"]
 
 
+async def test_a_token_endpoint_with_a_private_ca_is_verified_with_oauth_ca_file(
+    gated: Callable[[KafkaGate], Awaitable[EmbeddedBroker]], tmp_path: Path
+):
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_context)
+    ca_file = tmp_path / "idp-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    env = {"KAFKA_OAUTH_CLIENT_SECRET": CLIENT_SECRET}
+    async with (
+        TokenEndpoint(CLIENT_ID, CLIENT_SECRET, tls=server_context) as https_idp,
+        KafkaGate(mechanism="OAUTHBEARER", verify=JwtVerifier(https_idp.key)) as gate,
+    ):
+        await gated(gate)
+        trusted = cluster_from_yaml(oidc_config(gate, https_idp, ca_file=str(ca_file)), env)
+        async with make_collector(trusted) as collector:
+            await collector.scan()
+        assert len(https_idp.issued) == 1
+        # Without the CA the endpoint's certificate is not trusted: no token, no login.
+        untrusted = cluster_from_yaml(oidc_config(gate, https_idp), env)
+        async with make_collector(untrusted) as collector:
+            with pytest.raises(ScanError, match="CERTIFICATE_VERIFY_FAILED"):
+                await collector.scan()
+    assert len(https_idp.issued) == 1
+
+
 async def test_a_refused_client_fails_the_scan_with_the_endpoints_reason_and_no_secret(
     gated: Callable[[KafkaGate], Awaitable[EmbeddedBroker]], idp: TokenEndpoint
 ):

@@ -94,8 +94,6 @@ class RefreshingTokenProvider(AbstractTokenProvider, abc.ABC):
         self._current: _Token | None = None
         self._lock = asyncio.Lock()
         self._failing = False
-        self.fetched = 0
-        """How many tokens were fetched (a test and a metric can tell a refresh happened)."""
 
     @property
     @abc.abstractmethod
@@ -131,7 +129,6 @@ class RefreshingTokenProvider(AbstractTokenProvider, abc.ABC):
             if self._failing:
                 log.info("the Kafka login token was renewed again", extra={"source": self.source})
             self._failing = False
-            self.fetched += 1
             stated = lifetime is not None and lifetime > 0
             span = lifetime if stated and lifetime is not None else UNSTATED_LIFETIME_S
             self._current = _Token(

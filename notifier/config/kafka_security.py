@@ -197,17 +197,18 @@ class SecurityConfig(StrictModel):
     def file_problems(self) -> list[tuple[str, str]]:
         """``(field, problem)`` for each TLS file that cannot be used: missing, unreadable, not
         PEM, an encrypted key without its password or with a wrong one, a key that is not the
-        certificate's. Loaded as the connection will load them."""
+        certificate's; and the token endpoint's CA file. Loaded as the connection will load
+        them."""
+        problems = self._token_endpoint_ca_problems()
         if not self.uses_tls:
-            return []
+            return problems
         files = {"ssl_cafile": self.ssl_cafile, "ssl_certfile": self.ssl_certfile,
                  "ssl_keyfile": self.ssl_keyfile}  # fmt: skip
         unreadable = [(field, problem) for field, name in files.items()
                       if name is not None and (problem := file_unreadable(Path(name)))]  # fmt: skip
         if unreadable:
-            return unreadable
+            return problems + unreadable
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-        problems = []
         if self.ssl_cafile is not None:
             try:
                 context.load_verify_locations(cafile=self.ssl_cafile)
@@ -220,6 +221,18 @@ class SecurityConfig(StrictModel):
                 context, self.ssl_certfile, self.ssl_keyfile, self.ssl_password
             )
         return problems
+
+    def _token_endpoint_ca_problems(self) -> list[tuple[str, str]]:
+        ca_file = self.oauth.ca_file if self.oauth is not None else None
+        if ca_file is None:
+            return []
+        if problem := file_unreadable(Path(ca_file)):
+            return [("oauth.ca_file", problem)]
+        try:
+            ssl.create_default_context(cafile=ca_file)
+        except ssl.SSLError:
+            return [("oauth.ca_file", f"{ca_file}: expected PEM CA certificates")]
+        return []
 
 
 class _KeyPasswordMissing(Exception):
