@@ -81,6 +81,34 @@ def oauthbearer_token(auth_bytes: bytes) -> tuple[str, dict[str, str]]:
 # The gate
 
 
+class _LoopbackServer:
+    """A TCP server on a free loopback port (TLS with ``tls``) for ``async with``; handlers
+    still running when it closes are cancelled."""
+
+    tls: ssl.SSLContext | None = None
+
+    def __init__(self) -> None:
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Any:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+
 @dataclass
 class _Session:
     authenticated: bool = False
@@ -88,7 +116,7 @@ class _Session:
     verify: Verifier | None = None
 
 
-class KafkaGate:
+class KafkaGate(_LoopbackServer):
     """``async with KafkaGate(mechanism="OAUTHBEARER", verify=...) as gate:`` then start the
     broker with ``advertised_port=gate.port`` and :meth:`relay_to` it.
 
@@ -103,20 +131,18 @@ class KafkaGate:
         verifier_per_connection: Callable[[], Verifier] | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
+        super().__init__()
         self.mechanism = mechanism
         self.verify = verify
         self.verifier_per_connection = verifier_per_connection
         """For exchanges with state (GSSAPI): a new verifier for each connection."""
         self.tls = tls
-        self.port = 0
         self.logins: list[Login] = []
         """Every SaslAuthenticate, accepted or refused, in order."""
         self.expired_requests = 0
         """Requests that arrived on a connection whose session had expired (then closed)."""
         self.relayed = 0
         self._upstream: tuple[str, int] | None = None
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def relay_to(self, host: str, port: int) -> None:
         self._upstream = (host, port)
@@ -124,19 +150,6 @@ class KafkaGate:
     @property
     def accepted(self) -> list[Login]:
         return [login for login in self.logins if login.error is None]
-
-    async def __aenter__(self) -> KafkaGate:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -291,7 +304,7 @@ class JwtVerifier:
 TokenHandler = Callable[[dict[str, str], dict[str, str]], Awaitable[tuple[int, dict[str, Any]]]]
 
 
-class TokenEndpoint:
+class TokenEndpoint(_LoopbackServer):
     """``async with TokenEndpoint(...) as idp:`` — an OAuth 2.0 token endpoint at ``idp.url``
     for one client (client-credentials grant, client_secret_basic or client_secret_post),
     issuing HS256 JWTs that live ``lifetime`` seconds."""
@@ -306,6 +319,7 @@ class TokenEndpoint:
         scopes: tuple[str, ...] = ("kafka",),
         tls: ssl.SSLContext | None = None,
     ) -> None:
+        super().__init__()
         self.client_id = client_id
         self.client_secret = client_secret
         self.key = key or secrets.token_bytes(32)
@@ -318,24 +332,12 @@ class TokenEndpoint:
         """Answers given instead of a token to the next requests (e.g. an outage)."""
         self.tls = tls
         """A server-side TLS context: serve HTTPS, as ``https://localhost:port``."""
-        self.port = 0
-        self._server: asyncio.Server | None = None
 
     @property
     def url(self) -> str:
         if self.tls is not None:
             return f"https://localhost:{self.port}/oauth2/token"
         return f"http://127.0.0.1:{self.port}/oauth2/token"
-
-    async def __aenter__(self) -> TokenEndpoint:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
