@@ -60,6 +60,7 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any
 
+from aiokafka.abc import AbstractTokenProvider
 from aiokafka.conn import AIOKafkaConnection, CloseReason, create_conn
 from aiokafka.errors import (
     CorrelationIdError,
@@ -107,13 +108,13 @@ from notifier.collect.protocol import (
 from notifier.collect.readonly import ReadOnly
 from notifier.collect.results import ScanError, ScanResult, TopicPartition, elapsed_clock
 from notifier.collect.samples import build_samples, normalize_group_state
+from notifier.collect.security import RefreshingTokenProvider, sasl_settings
 from notifier.types import GroupMember
 
 log = logging.getLogger("notifier.collect")  # the name it logged under before the split
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 _RETRY_BACKOFF_S = 0.1
 _LEADER_REFRESH_MIN_S = 5.0
@@ -206,6 +207,9 @@ class ClusterCollector:
         sasl_mechanism: str = "PLAIN",
         sasl_username: str | None = None,
         sasl_password: str | None = None,
+        sasl_oauth_token_provider: AbstractTokenProvider | None = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
     ) -> None:
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = [s for s in bootstrap_servers.split(",") if s.strip()]
@@ -218,12 +222,15 @@ class ClusterCollector:
             raise ValueError("offset_fetch_concurrency must be at least 1")
         if security_protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"security_protocol must be one of {SECURITY_PROTOCOLS}")
-        uses_sasl = security_protocol.startswith("SASL_")
-        if uses_sasl:
-            if sasl_mechanism not in SASL_MECHANISMS:
-                raise ValueError(f"sasl_mechanism must be one of {SASL_MECHANISMS}")
-            if sasl_username is None or sasl_password is None:
-                raise ValueError(f"{sasl_mechanism} needs sasl_username and sasl_password")
+        sasl = sasl_settings(
+            security_protocol,
+            sasl_mechanism,
+            username=sasl_username,
+            password=sasl_password,
+            token_provider=sasl_oauth_token_provider,
+            kerberos_service_name=sasl_kerberos_service_name,
+            kerberos_domain_name=sasl_kerberos_domain_name,
+        )
         if security_protocol in ("SSL", "SASL_SSL") and ssl_context is None:
             ssl_context = create_ssl_context(
                 cafile=ssl_cafile,
@@ -238,10 +245,9 @@ class ClusterCollector:
             "ssl_context": ssl_context if security_protocol in ("SSL", "SASL_SSL") else None,
             "security_protocol": security_protocol,
             "max_idle_ms": connections_max_idle_ms,
-            "sasl_mechanism": sasl_mechanism if uses_sasl else None,
-            "sasl_plain_username": sasl_username if uses_sasl else None,
-            "sasl_plain_password": sasl_password if uses_sasl else None,
+            **sasl,
         }
+        self._token_provider = sasl.get("sasl_oauth_token_provider")
         self._request_timeout_s = request_timeout_ms / 1000
         self._scan_timeout_s = scan_timeout_ms / 1000
         self._metadata_max_age_s = metadata_max_age_ms / 1000
@@ -294,6 +300,7 @@ class ClusterCollector:
         async with self._scan_lock:
             self._requests = Counter()
             self._connects = 0
+            self._retire_expiring_logins()
             started = time.monotonic()
             deadline = asyncio.timeout(self._scan_timeout_s)
             try:
@@ -399,6 +406,16 @@ class ClusterCollector:
             self._conns[address] = conn
             self._connects += 1
             return conn
+
+    def _retire_expiring_logins(self) -> None:
+        """Close every connection once the token they logged in with is due for renewal: a
+        broker ends a SASL session when its token expires (KIP-368), and aiokafka cannot log in
+        again on an open connection. Between scans nothing is in flight."""
+        provider = self._token_provider
+        if isinstance(provider, RefreshingTokenProvider) and provider.renewal_due():
+            conns, self._conns = list(self._conns.values()), {}
+            for conn in conns:
+                conn.close(reason=CloseReason.SHUTDOWN)
 
     async def _send(
         self, address: tuple[str, int], request: Request[Any], *, probing: bool = False

@@ -21,6 +21,12 @@ from notifier.config.base import (
     substitute_env,
     validation_problems,
 )
+from notifier.config.kafka_security import (
+    KerberosConfig,
+    MskIamConfig,
+    OAuthConfig,
+    SecurityConfig,
+)
 from notifier.config.notify import (
     CHANNEL_KINDS,
     MAX_SILENCE_MATCHERS,
@@ -70,7 +76,6 @@ from notifier.config.service import (
     ClusterConfig,
     HistoryConfig,
     LoggingConfig,
-    SecurityConfig,
     ServiceConfig,
     TlsConfig,
     is_loopback,
@@ -98,12 +103,15 @@ __all__ = [
     "FallingBehindRule",
     "Fraction",
     "HistoryConfig",
+    "KerberosConfig",
     "LagRule",
     "LagSecondsRule",
     "LoggingConfig",
     "Matcher",
+    "MskIamConfig",
     "NonNegativeInt",
     "NotifyConfig",
+    "OAuthConfig",
     "PagerDutyConfig",
     "Patterns",
     "ProgressRule",

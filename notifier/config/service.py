@@ -19,7 +19,6 @@ from pydantic import (
     PlainValidator,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from notifier import resources
@@ -32,25 +31,9 @@ from notifier.config.base import (
     validation_problems,
     with_env_problems,
 )
+from notifier.config.kafka_security import SecurityConfig, file_unreadable
 from notifier.config.notify import HttpUrl, _to_secret, parse_notify
 from notifier.config.secrets import Secret
-
-
-class SecurityConfig(StrictModel):
-    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    ssl_password: str | None = Field(default=None, repr=False)
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
-    sasl_username: str | None = None
-    sasl_password: str | None = Field(default=None, repr=False)
-
-    @model_validator(mode="after")
-    def _sasl_needs_credentials(self) -> SecurityConfig:
-        if self.protocol.startswith("SASL_") and (not self.sasl_username or not self.sasl_password):
-            raise ValueError(f"{self.protocol} needs sasl_username and sasl_password")
-        return self
 
 
 class ClusterConfig(StrictModel):
@@ -192,7 +175,7 @@ class TlsConfig(StrictModel):
         unreadable = [
             (f"api.tls.{field}", problem)
             for field, name in files.items()
-            if name is not None and (problem := _unreadable(Path(name)))
+            if name is not None and (problem := file_unreadable(Path(name)))
         ]
         if unreadable:
             return unreadable
@@ -221,16 +204,6 @@ class TlsConfig(StrictModel):
                 problem = f"{self.client_ca_file}: expected PEM CA certificates"
                 problems.append(("api.tls.client_ca_file", problem))
         return problems
-
-
-def _unreadable(path: Path) -> str | None:
-    try:
-        path.read_bytes()
-    except FileNotFoundError:
-        return f"no such file: {path}"
-    except OSError as exc:
-        return f"cannot read {path}: {exc.strerror}"
-    return None
 
 
 class ApiConfig(StrictModel):
@@ -325,9 +298,16 @@ def parse_service_config(
 
 def load_service_config(path: str | Path, environ: dict[str, str] | None = None) -> ServiceConfig:
     """The service config of ``path``, with the API's TLS files (relative to the file's
-    directory) found and loaded as the server will load them."""
+    directory) and the clusters' TLS files found and loaded as they will be used."""
     path = Path(path)
     config = parse_service_config(read_yaml(path), str(path), environ)
+    tls_problems = [
+        (f"clusters.{cluster.name}.security.{field}", problem)
+        for cluster in config.clusters
+        for field, problem in cluster.security.file_problems()
+    ]
+    if tls_problems:
+        raise ConfigError(str(path), tls_problems)
     if config.api.enabled and config.api.tls is not None:
         tls = config.api.tls.resolved(path.parent)
         problems = tls.problems()

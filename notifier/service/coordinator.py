@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier.collect import ClusterCollector, ScanError, ScanResult
+from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
 from notifier.history import (
     HistoryEmptyError,
@@ -563,7 +563,6 @@ class Coordinator:
 
 
 def make_collector(cluster: ClusterConfig) -> ClusterCollector:
-    security = cluster.security
     return ClusterCollector(
         cluster.bootstrap_servers,
         cluster=cluster.name,
@@ -575,14 +574,7 @@ def make_collector(cluster: ClusterConfig) -> ClusterCollector:
         group_deny=cluster.group_deny or None,
         describe_batch_size=cluster.describe_batch_size,
         offset_fetch_concurrency=cluster.offset_fetch_concurrency,
-        security_protocol=security.protocol,
-        ssl_cafile=security.ssl_cafile,
-        ssl_certfile=security.ssl_certfile,
-        ssl_keyfile=security.ssl_keyfile,
-        ssl_password=security.ssl_password,
-        sasl_mechanism=security.sasl_mechanism,
-        sasl_username=security.sasl_username,
-        sasl_password=security.sasl_password,
+        **collector_security(cluster.security),
     )
 
 
