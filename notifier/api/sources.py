@@ -141,6 +141,15 @@ class ClusterView(Protocol):
         """Every group the last scan listed, with its state (groups without partitions too)."""
 
     @property
+    def group_members(self) -> Mapping[str, int]:
+        """Each group's number of members in the last scan."""
+
+    @property
+    def owners(self) -> Mapping[tuple[str, str, int], tuple[str, str, str]]:
+        """``(client_id, consumer_id, host)`` of the member each (group, topic, partition) was
+        assigned to in the last scan (:class:`notifier.collect.Owner`)."""
+
+    @property
     def leo_resets(self) -> Mapping[tuple[str, int], LeoReset]:
         """The latest log-end offset reset of each (topic, partition) seen since the start."""
 

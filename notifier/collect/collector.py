@@ -85,7 +85,7 @@ from notifier.collect.protocol import (
     parse_offset_fetch,
 )
 from notifier.collect.readonly import ReadOnly
-from notifier.collect.results import ScanError, ScanResult, TopicPartition, elapsed_clock
+from notifier.collect.results import Owner, ScanError, ScanResult, TopicPartition, elapsed_clock
 from notifier.collect.samples import build_samples, normalize_group_state
 
 log = logging.getLogger("notifier.collect")  # the name it logged under before the split
@@ -330,6 +330,8 @@ class ClusterCollector:
             samples=samples,
             requests=dict(self._requests),
             group_states={n: normalize_group_state(g.state) for n, g in sorted(groups.items())},
+            group_members={n: len(g.member_ids) for n, g in groups.items()},
+            owners={(n, t, p): o for n, g in groups.items() for (t, p), o in g.owners.items()},
             skipped_groups=skipped,
             unavailable_partitions=tuple(sorted(unavailable)),
             connections_opened=self._connects,
@@ -522,15 +524,16 @@ class ClusterCollector:
             assigned: set[TopicPartition] = set()
             subscribed: set[str] = set()
             member_ids: list[str] = []
+            owners: dict[TopicPartition, Owner] = {}
             for member in members:
-                member_id, _client_id, _host, metadata, assignment = member[:5]
+                member_id, client_id, host, metadata, assignment = member[:5]
                 member_ids.append(member_id)
                 parts, topics = decode_member(protocol_type or "", metadata, assignment)
                 assigned |= parts
                 subscribed |= topics
-            groups[name] = Group(
-                name, state or "Unknown", protocol_type or "", member_ids, assigned, subscribed
-            )
+                owners.update(dict.fromkeys(parts, Owner(client_id, member_id, host)))
+            groups[name] = Group(name, state or "Unknown", protocol_type or "", member_ids,
+                                 assigned, subscribed, owners)  # fmt: skip
         return groups, skipped
 
     async def _describe_on(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.coordinator.protocol import (
@@ -26,7 +26,7 @@ from aiokafka.protocol.admin import (
 )
 from aiokafka.protocol.api import Request
 
-from notifier.collect.results import ScanError, TopicPartition
+from notifier.collect.results import Owner, ScanError, TopicPartition
 
 API_NAMES: Mapping[int, str] = {
     2: "ListOffsets",
@@ -119,6 +119,8 @@ class Group:
     member_ids: list[str]
     assigned: set[TopicPartition]
     subscribed: set[str]
+    owners: dict[TopicPartition, Owner] = field(default_factory=dict)
+    """The member each assigned partition belongs to."""
 
     @property
     def topics_of_interest(self) -> set[str]:

@@ -5,10 +5,21 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pyarrow as pa
 
 TopicPartition = tuple[str, int]
+
+
+class Owner(NamedTuple):
+    """The member a partition is assigned to, as DescribeGroups names it (Kafka Lag Exporter
+    labels its partition series with these as ``client_id``, ``consumer_id``, ``member_host``)."""
+
+    client_id: str
+    consumer_id: str
+    host: str
+
 
 _BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
 
@@ -45,6 +56,11 @@ class ScanResult:
     """Every scanned group's state, including groups that produced no rows."""
     skipped_groups: Mapping[str, str] = field(default_factory=dict)
     """Groups left out and why (e.g. not authorized to describe them)."""
+    group_members: Mapping[str, int] = field(default_factory=dict)
+    """Every described group's number of members."""
+    owners: Mapping[tuple[str, str, int], Owner] = field(default_factory=dict)
+    """The member each assigned (group, topic, partition) belongs to, where the member's
+    assignment could be decoded."""
     unavailable_partitions: tuple[TopicPartition, ...] = ()
     """Partitions with a commit or assignment but no log-end offset (no leader known or none
     answered for them, even after a metadata refresh): left out of ``samples``."""

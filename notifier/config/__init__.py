@@ -66,10 +66,12 @@ from notifier.config.rules import (
 )
 from notifier.config.secrets import Scrubber, Secret, optional_secret, redact_url, secret_fragments
 from notifier.config.service import (
+    EXPORTER_FAMILIES,
     ApiConfig,
     ClusterConfig,
     HistoryConfig,
     LoggingConfig,
+    MetricsConfig,
     SecurityConfig,
     ServiceConfig,
     TlsConfig,
@@ -81,6 +83,7 @@ from notifier.config.service import (
 
 __all__ = [
     "CHANNEL_KINDS",
+    "EXPORTER_FAMILIES",
     "MAX_SILENCE_MATCHERS",
     "PAGERDUTY_SEVERITIES",
     "RULE_KINDS",
@@ -102,6 +105,7 @@ __all__ = [
     "LagSecondsRule",
     "LoggingConfig",
     "Matcher",
+    "MetricsConfig",
     "NonNegativeInt",
     "NotifyConfig",
     "PagerDutyConfig",

@@ -36,7 +36,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier.collect import ClusterCollector, ScanError, ScanResult
+from notifier.collect import ClusterCollector, Owner, ScanError, ScanResult
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
 from notifier.history import (
     HistoryEmptyError,
@@ -187,6 +187,10 @@ class ClusterState:
     """Every group the last scan listed, with its state (groups without partitions too)."""
     leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
     """The latest log-end offset reset of each (topic, partition) since the service started."""
+    group_members: Mapping[str, int] = field(default_factory=dict)
+    """Each group's number of members in the last scan."""
+    owners: Mapping[tuple[str, str, int], Owner] = field(default_factory=dict)
+    """The member each (group, topic, partition) was assigned to in the last scan."""
     retry_at: float = 0.0
     clock: ScanClock = field(init=False)
     """Stamps each scan with its time on the cluster's one timeline (see scanclock)."""
@@ -480,6 +484,7 @@ class Coordinator:
         )
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
+        state.group_members, state.owners = result.group_members, result.owners
         for reset in state.store.leo_resets:
             self._leo_reset(state, reset)
         if transitions:
