@@ -224,7 +224,7 @@ class _Rendered:
     """A cluster's group and partition lines for one evaluation, by family name."""
 
     evaluation: Evaluation
-    lines: dict[str, list[str]]
+    chunks: dict[str, bytes]
 
 
 class MetricsExposition:
@@ -248,6 +248,7 @@ class MetricsExposition:
     def render(self) -> bytes:
         """The whole exposition, every family with its ``# HELP`` and ``# TYPE``."""
         lines: dict[str, list[str]] = {f.name: [] for f in self.families}
+        chunks: dict[str, list[bytes]] = {f.name: [] for f in self.families}
         now = self.clock()
         kept: dict[str, _Rendered] = {}
         for name, state in self.coordinator.clusters.items():
@@ -257,20 +258,23 @@ class MetricsExposition:
                 continue
             rendered = self._rendered.get(name)
             if rendered is None or rendered.evaluation is not evaluation:
-                rendered = _Rendered(evaluation, self._group_lines(name, state, evaluation))
+                grouped = self._group_lines(name, state, evaluation)
+                encoded = {family: "".join(text).encode() for family, text in grouped.items()}
+                rendered = _Rendered(evaluation, encoded)
             kept[name] = rendered
-            for family_name, chunk in rendered.lines.items():
-                lines[family_name].extend(chunk)
+            for family_name, chunk in rendered.chunks.items():
+                chunks[family_name].append(chunk)
         self._rendered = kept
         self._incident_lines(lines)
         self._history_lines(lines)
         self._notification_lines(lines)
-        out: list[str] = []
+        out: list[bytes] = []
         for family in self.families:
-            out.append(f"# HELP {family.name} {_escape_help(family.help)}\n")
-            out.append(f"# TYPE {family.name} {family.type}\n")
-            out.extend(lines[family.name])
-        return "".join(out).encode()
+            head = [f"# HELP {family.name} {_escape_help(family.help)}\n",
+                    f"# TYPE {family.name} {family.type}\n", *lines[family.name]]  # fmt: skip
+            out.append("".join(head).encode())
+            out.extend(chunks[family.name])
+        return b"".join(out)
 
     # ---- per scrape: a few series per cluster, the history and the notifier
 
