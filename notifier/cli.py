@@ -147,7 +147,8 @@ def run(config_path: Path) -> None:
         from notifier.api import ApiServer, ApiServerError, create_app
 
         api = service.api
-        app = create_app(coordinator, notifier, api.token, host=api.host)
+        app = create_app(coordinator, notifier, api.token, host=api.host,
+                         metric_families=service.metrics.families)  # fmt: skip
         server = ApiServer(app, api.host, api.port, tls=api.tls)
         try:
             server.bind()  # a port in use is a config problem: say so before anything starts

@@ -145,6 +145,10 @@ class ClusterView(Protocol):
         """Groups the last scan listed but left out, and why."""
 
     @property
+    def group_members(self) -> Mapping[str, int]:
+        """Each group's number of members in the last scan."""
+
+    @property
     def leo_resets(self) -> Mapping[tuple[str, int], LeoReset]:
         """The latest log-end offset reset of each (topic, partition) seen since the start."""
 

@@ -368,6 +368,7 @@ class ClusterCollector:
             group_states={
                 n: normalize_group_state(g.state, g.group_type) for n, g in sorted(groups.items())
             },
+            group_members={n: len(g.member_ids) for n, g in groups.items()},
             group_types=dict(
                 sorted({**{n: g.group_type for n, g in groups.items()}, **unevaluated}.items())
             ),

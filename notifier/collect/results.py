@@ -12,6 +12,7 @@ from notifier.types import GroupMember
 
 TopicPartition = tuple[str, int]
 
+
 _BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
 
 
@@ -52,6 +53,8 @@ class ScanResult:
     """Each selected group's type: ``classic``, ``consumer`` (KIP-848), ``share``, ``streams``
     as the broker names it (a broker without ListGroups v5 names none: its groups are
     ``classic`` unless ConsumerGroupDescribe found them)."""
+    group_members: Mapping[str, int] = field(default_factory=dict)
+    """Every described group's number of members."""
     unavailable_partitions: tuple[TopicPartition, ...] = ()
     """Partitions with a commit or assignment but no log-end offset (no leader known or none
     answered for them, even after a metadata refresh): left out of ``samples``."""

@@ -72,10 +72,12 @@ from notifier.config.rules import (
 )
 from notifier.config.secrets import Scrubber, Secret, optional_secret, redact_url, secret_fragments
 from notifier.config.service import (
+    EXPORTER_FAMILIES,
     ApiConfig,
     ClusterConfig,
     HistoryConfig,
     LoggingConfig,
+    MetricsConfig,
     ServiceConfig,
     TlsConfig,
     is_loopback,
@@ -86,6 +88,7 @@ from notifier.config.service import (
 
 __all__ = [
     "CHANNEL_KINDS",
+    "EXPORTER_FAMILIES",
     "MAX_SILENCE_MATCHERS",
     "PAGERDUTY_SEVERITIES",
     "RULE_KINDS",
@@ -108,6 +111,7 @@ __all__ = [
     "LagSecondsRule",
     "LoggingConfig",
     "Matcher",
+    "MetricsConfig",
     "MskIamConfig",
     "NonNegativeInt",
     "NotifyConfig",

@@ -230,6 +230,25 @@ class LoggingConfig(StrictModel):
     format: Literal["json", "keyvalue"] = "json"
 
 
+ExporterFamily = Literal["kafka_exporter", "kafka_lag_exporter"]
+EXPORTER_FAMILIES: tuple[ExporterFamily, ...] = ("kafka_exporter", "kafka_lag_exporter")
+"""The exporters whose metric families ``/metrics`` can offer under their own names and labels."""
+
+
+class MetricsConfig(StrictModel):
+    """What ``/metrics`` offers beside notifier's own ``notifier_*`` families: the families of
+    danielqsj/kafka_exporter (``kafka_consumergroup_lag``, ...) and of Kafka Lag Exporter
+    (``kafka_consumergroup_group_lag``, ...), named and labelled as those exporters do, so
+    dashboards and alerts built on them work unchanged. Both by default; ``[]`` for none."""
+
+    families: list[ExporterFamily] = Field(default_factory=lambda: list(EXPORTER_FAMILIES))
+
+    @field_validator("families", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
 class ServiceConfig(StrictModel):
     clusters: list[ClusterConfig]
     rules: str | None = None
@@ -240,6 +259,7 @@ class ServiceConfig(StrictModel):
     history: HistoryConfig = Field(default_factory=HistoryConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     notify: dict[str, Any] | None = None
     """Receivers, routes and silences (see the README's notification section)."""
 

@@ -191,6 +191,8 @@ class ClusterState:
     share or streams group, which the rules do not know)."""
     leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
     """The latest log-end offset reset of each (topic, partition) since the service started."""
+    group_members: Mapping[str, int] = field(default_factory=dict)
+    """Each group's number of members in the last scan."""
     owners: Mapping[str, Mapping[tuple[str, int], GroupMember]] = field(default_factory=dict)
     """Per group, the member that owns each assigned partition as of the last scan."""
     retry_at: float = 0.0
@@ -487,7 +489,7 @@ class Coordinator:
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
         state.not_evaluated = dict(result.skipped_groups)
-        state.owners = result.owners
+        state.group_members, state.owners = result.group_members, result.owners
         for transition in transitions:
             owners = result.owners.get(transition.group)
             if transition.result is not None and owners:
@@ -538,6 +540,7 @@ class Coordinator:
         # The API reads these: they are replaced, never changed in place.
         state.groups = {g: s for g, s in state.groups.items() if g != group}
         state.owners = {g: o for g, o in state.owners.items() if g != group}
+        state.group_members = {g: n for g, n in state.group_members.items() if g != group}
         # Evaluated again at the same time over the same windows, every other group's verdict
         # (and its for/keep_firing state) comes out as it was; the forgotten one is absent.
         state.evaluation = state.evaluator.evaluate(now) if state.store.alive_rows().size else None
