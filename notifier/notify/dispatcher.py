@@ -25,12 +25,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from notifier.config import NotifyConfig, RouteConfig
-from notifier.notify.incidents import CLUSTER_GROUP, IncidentBook, IncidentChange
+from notifier.config import InhibitRuleConfig, NotifyConfig, RouteConfig
+from notifier.config.notify import CLUSTER_DOWN_INHIBIT_RULE, ERR_MUTES_WARN_INHIBIT_RULE
+from notifier.notify.incidents import IncidentBook, IncidentChange
+from notifier.notify.inhibit import Inhibitor, current_findings
+from notifier.notify.matchers import matches_incident
 from notifier.notify.outbox import LogEntry
 from notifier.notify.routes import Route
 from notifier.notify.silences import Silence, config_silence
-from notifier.types import Alert, Event, GroupResult, Incident, Notification, Transition
+from notifier.types import (
+    Alert,
+    Event,
+    Finding,
+    GroupResult,
+    Incident,
+    Notification,
+    Transition,
+)
 
 MIN_TIMED_WAKE_MS = 1000
 """Time-driven flushes (repeats, silence expiry) are at least this far apart, so a
@@ -110,6 +121,7 @@ class Dispatcher:
         *,
         silences: Iterable[Silence] = (),
         inhibit_cluster_down: bool = True,
+        inhibit_rules: Iterable[InhibitRuleConfig] | None = None,
         status_page_url: str | None = None,
         extras: Mapping[str, Any] | None = None,
     ) -> None:
@@ -117,7 +129,13 @@ class Dispatcher:
         self.routes = {r.id: r for r in self.root.walk()}
         self.book = IncidentBook()
         self.silences: dict[str, Silence] = {s.id: s for s in silences}
-        self.inhibit_cluster_down = inhibit_cluster_down
+        if inhibit_rules is None:
+            defaults = [CLUSTER_DOWN_INHIBIT_RULE] if inhibit_cluster_down else []
+            inhibit_rules = [*defaults, ERR_MUTES_WARN_INHIBIT_RULE]
+        self.inhibitor = Inhibitor(inhibit_rules)
+        self._inhibited: set[str] = set()
+        """Incidents held back by an inhibit rule at their last flush: looked at again
+        whenever another incident changes (their source may have gone)."""
         self.status_page_url = status_page_url
         self.extras = dict(extras or {})
         self.counters = DispatchCounters()
@@ -139,10 +157,38 @@ class Dispatcher:
         return cls(
             config.route,
             silences=[config_silence(s) for s in config.silences],
-            inhibit_cluster_down=config.inhibit_cluster_down,
+            inhibit_rules=config.effective_inhibit_rules,
             status_page_url=config.status_page_url,
             extras=config.extras,
         )
+
+    def reconfigure(self, config: NotifyConfig, now: int) -> None:
+        """Swap in a reloaded notify config: routes, config silences, inhibit rules, the
+        status page URL and extras. Incidents, the notification log and API silences stay;
+        every live incident is filed anew into the new routes' aggregation groups (the log
+        keeps what was sent from being sent again; a route that is gone owes nothing)."""
+        self.root = Route.build(config.route)
+        self.routes = {r.id: r for r in self.root.walk()}
+        for silence_id in [i for i, s in self.silences.items() if s.source == "config"]:
+            del self.silences[silence_id]
+        for silence in (config_silence(s) for s in config.silences):
+            self.silences[silence.id] = silence
+        self.inhibitor = Inhibitor(config.effective_inhibit_rules)
+        self._inhibited.clear()
+        self.status_page_url = config.status_page_url
+        self.extras = dict(config.extras)
+        for group in self._groups.values():
+            group.next_flush = None
+        self._groups.clear()
+        self._membership.clear()
+        self._incident_groups.clear()
+        self._heap.clear()
+        for incident in sorted(self._live.values(), key=lambda i: (i.opened_at, i.id)):
+            result = self.book.results.get(incident.id)
+            change = IncidentChange(
+                "closed" if incident.closed_at is not None else "updated", incident, result
+            )
+            self._changed(change, now, self._kinds.get(incident.id, "group"))
 
     # ---- inputs
 
@@ -256,7 +302,7 @@ class Dispatcher:
             else:
                 event = None
                 next_repeat = entry.last_sent_at + route.repeat_interval
-            held, until = self._held(incident, now)
+            held, until = self._held(incident, now, route)
             if held is not None:
                 if event is not None or next_repeat <= now:
                     self.counters.held[held] += 1
@@ -287,15 +333,39 @@ class Dispatcher:
             )
         return notification
 
-    def _held(self, incident: Incident, now: int) -> tuple[str | None, float]:
+    def _firing(self) -> Iterable[tuple[Incident, GroupResult | None]]:
+        for incident in self._live.values():
+            if incident.closed_at is None:
+                yield incident, self.book.results.get(incident.id)
+
+    def muted_findings(self, incident: Incident) -> list[Finding]:
+        """The current findings of ``incident`` that an inhibit rule mutes."""
+        findings = current_findings(incident, self.book.results.get(incident.id))
+        muted = self.inhibitor.muted(incident, findings, self._firing()) if findings else {}
+        return [f for i, f in enumerate(findings) if i in muted]
+
+    def _inhibited_for(self, route: Route, incident: Incident) -> bool:
+        """Whether inhibit rules mute everything ``route`` took ``incident`` for: all its
+        findings, or every finding the route's matchers (and its parents') picked."""
+        findings = current_findings(incident, self.book.results.get(incident.id))
+        muted = self.inhibitor.muted(incident, findings, self._firing())
+        if not muted:
+            return False
+        speaking = [f for i, f in enumerate(findings) if i not in muted]
+        if not speaking:
+            return True
+        narrowed = dataclasses.replace(incident, findings=speaking)
+        return not matches_incident(route.path_matchers, narrowed)
+
+    def _held(
+        self, incident: Incident, now: int, route: Route | None = None
+    ) -> tuple[str | None, float]:
         """Why ``incident`` is held back at ``now`` (``silenced``/``inhibited``) and until
         when at the earliest it might not be (∞: until something happens)."""
-        if (
-            self.inhibit_cluster_down
-            and incident.group != CLUSTER_GROUP
-            and incident.cluster in self.book.clusters
-        ):
+        if route is not None and self._inhibited_for(route, incident):
+            self._inhibited.add(incident.id)
             return "inhibited", math.inf
+        self._inhibited.discard(incident.id)
         until = -1
         for silence in self.silences.values():
             if silence.active(now) and silence.matches(incident):
@@ -313,7 +383,8 @@ class Dispatcher:
         alerts = []
         for event, incident in due:
             snapshot = dataclasses.replace(incident, findings=list(incident.findings))
-            alerts.append(Alert(event, snapshot, self.book.results.get(incident.id)))
+            muted = [] if event is Event.RESOLVE else self.muted_findings(incident)
+            alerts.append(Alert(event, snapshot, self.book.results.get(incident.id), muted))
             self._record(route, incident, event, now)
         digest = hashlib.blake2b(
             "\x00".join(
@@ -354,6 +425,12 @@ class Dispatcher:
     # ---- groups and membership
 
     def _changed(self, change: IncidentChange, now: int, kind: str = "group") -> None:
+        self.inhibitor.invalidate()
+        # What another incident's change may have unmuted is looked at again.
+        for held in list(self._inhibited):
+            for key in self._incident_groups.get(held, ()):
+                if key in self._groups:
+                    self._touch(key, now)
         incident = change.incident
         self._live[incident.id] = incident
         self._dirty_incidents[incident.id] = incident
@@ -436,6 +513,7 @@ class Dispatcher:
 
     def _retire(self, incident_id_: str) -> None:
         """A closed incident with nothing left to send: forget it (the store keeps history)."""
+        self._inhibited.discard(incident_id_)
         self._live.pop(incident_id_, None)
         self._incident_groups.pop(incident_id_, None)
         self.book.results.pop(incident_id_, None)
