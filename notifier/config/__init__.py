@@ -8,6 +8,7 @@ Imports only :mod:`notifier.types` and :mod:`notifier.resources` (where the ship
 are): every stage may import config, config imports no stage.
 """
 
+from notifier.config.annotations import unknown_labels
 from notifier.config.base import (
     ConfigError,
     Duration,
@@ -145,6 +146,7 @@ __all__ = [
     "redact_url",
     "secret_fragments",
     "substitute_env",
+    "unknown_labels",
     "validation_problems",
     "with_parameters",
     "write_refusal",

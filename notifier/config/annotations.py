@@ -127,3 +127,35 @@ def check_annotations(value: Any) -> dict[str, str]:
             )
         out[name] = template
     return out
+
+
+def labels_rules_set(rules: Any) -> set[str]:
+    """Every label name a rules config (:class:`~notifier.config.RulesConfig`) sets, its
+    overrides' included."""
+    names: set[str] = set()
+    for rule in [rules.burrow, *rules.rules]:
+        names.update(rule.labels)
+        for override in rule.overrides:
+            labels = override.get("labels")
+            if isinstance(labels, dict):
+                names.update(str(name) for name in labels)
+    return names
+
+
+def unknown_labels(notify: Any, rules: Any) -> list[tuple[str, str]]:
+    """``(field, problem)`` for each label a notify config's routes, silences or inhibit rules
+    name that neither every finding has nor any rule sets: a matcher on it could never match
+    (a typo, or a label removed from the rules)."""
+    known = labels_rules_set(rules)
+    problems = []
+    for where, label in notify.matcher_labels():
+        if label not in known:
+            set_by_rules = ", ".join(sorted(known)) or "none"
+            problems.append(
+                (
+                    f"notify.{where}",
+                    f"label {label!r} is set by no rule; expected one of "
+                    f"{', '.join(BUILTIN_LABELS)} or a label the rules set ({set_by_rules})",
+                )
+            )
+    return problems

@@ -211,8 +211,10 @@ class Dispatcher:
         self._changed(change, now, kind="cluster")
         return change.incident
 
-    def cluster_up(self, cluster: str, now: int) -> Incident | None:
-        change = self.book.cluster_up(cluster, now)
+    def cluster_up(
+        self, cluster: str, now: int, reason: str = "cluster reachable again"
+    ) -> Incident | None:
+        change = self.book.cluster_up(cluster, now, reason)
         if change is None:
             return None
         self._changed(change, now, kind="cluster")
