@@ -136,6 +136,8 @@ class Dispatcher:
         self._inhibited: set[str] = set()
         """Incidents held back by an inhibit rule at their last flush: looked at again
         whenever another incident changes (their source may have gone)."""
+        self._narrowed: set[str] = set()
+        """Open incidents routed without some muted findings: routed again on a change."""
         self.status_page_url = status_page_url
         self.extras = dict(extras or {})
         self.counters = DispatchCounters()
@@ -174,7 +176,10 @@ class Dispatcher:
         for silence in (config_silence(s) for s in config.silences):
             self.silences[silence.id] = silence
         self.inhibitor = Inhibitor(config.effective_inhibit_rules)
+        for incident in self._live.values():
+            self.inhibitor.update(incident, self.book.results.get(incident.id))
         self._inhibited.clear()
+        self._narrowed.clear()
         self.status_page_url = config.status_page_url
         self.extras = dict(config.extras)
         for group in self._groups.values():
@@ -335,22 +340,17 @@ class Dispatcher:
             )
         return notification
 
-    def _firing(self) -> Iterable[tuple[Incident, GroupResult | None]]:
-        for incident in self._live.values():
-            if incident.closed_at is None:
-                yield incident, self.book.results.get(incident.id)
-
     def muted_findings(self, incident: Incident) -> list[Finding]:
         """The current findings of ``incident`` that an inhibit rule mutes."""
         findings = current_findings(incident, self.book.results.get(incident.id))
-        muted = self.inhibitor.muted(incident, findings, self._firing()) if findings else {}
+        muted = self.inhibitor.muted(incident, findings) if findings else {}
         return [f for i, f in enumerate(findings) if i in muted]
 
     def _inhibited_for(self, route: Route, incident: Incident) -> bool:
         """Whether inhibit rules mute everything ``route`` took ``incident`` for: all its
         findings, or every finding the route's matchers (and its parents') picked."""
         findings = current_findings(incident, self.book.results.get(incident.id))
-        muted = self.inhibitor.muted(incident, findings, self._firing())
+        muted = self.inhibitor.muted(incident, findings)
         if not muted:
             return False
         speaking = [f for i, f in enumerate(findings) if i not in muted]
@@ -427,12 +427,37 @@ class Dispatcher:
     # ---- groups and membership
 
     def _changed(self, change: IncidentChange, now: int, kind: str = "group") -> None:
-        self.inhibitor.invalidate()
-        # What another incident's change may have unmuted is looked at again.
-        for held in list(self._inhibited):
-            for key in self._incident_groups.get(held, ()):
+        incident = change.incident
+        self.inhibitor.update(incident, self.book.results.get(incident.id))
+        self._file_change(change, now, kind)
+        # Another incident's change may mute or unmute these: route and look at them again.
+        for other_id in (self._inhibited | self._narrowed) - {change.incident.id}:
+            other = self._live.get(other_id)
+            if other is None or other.closed_at is not None:
+                self._narrowed.discard(other_id)
+                continue
+            for route in self.root.match(self._route_view(other)):
+                self._file(route, other, now)
+            for key in list(self._incident_groups.get(other_id, ())):
                 if key in self._groups:
                     self._touch(key, now)
+
+    def _route_view(self, incident: Incident) -> Incident:
+        """``incident`` as routes should see it: without the findings an inhibit rule mutes
+        (a group's muted WARN must not take its ERR to the WARN route), unless all are."""
+        muted = self.muted_findings(incident)
+        if not muted:
+            self._narrowed.discard(incident.id)
+            return incident
+        keys = {(f.rule, f.topic, f.partition) for f in muted}
+        speaking = [f for f in incident.findings if (f.rule, f.topic, f.partition) not in keys]
+        if not speaking:
+            self._narrowed.discard(incident.id)
+            return incident  # all muted: routed as usual, held back at the flush
+        self._narrowed.add(incident.id)
+        return dataclasses.replace(incident, findings=speaking)
+
+    def _file_change(self, change: IncidentChange, now: int, kind: str) -> None:
         incident = change.incident
         self._live[incident.id] = incident
         self._dirty_incidents[incident.id] = incident
@@ -453,7 +478,7 @@ class Dispatcher:
                     self._leave(self._groups[key], incident.id)
             return
         self._silence_flag(incident, now)
-        routes = {r.id: r for r in self.root.match(incident)}
+        routes = {r.id: r for r in self.root.match(self._route_view(incident))}
         for route_id in logged:
             if route_id in self.routes:
                 routes.setdefault(route_id, self.routes[route_id])
@@ -516,6 +541,7 @@ class Dispatcher:
     def _retire(self, incident_id_: str) -> None:
         """A closed incident with nothing left to send: forget it (the store keeps history)."""
         self._inhibited.discard(incident_id_)
+        self._narrowed.discard(incident_id_)
         self._live.pop(incident_id_, None)
         self._incident_groups.pop(incident_id_, None)
         self.book.results.pop(incident_id_, None)

@@ -10,8 +10,9 @@ matches both sides is not muted by another that matches both sides too.
 
 The dispatcher asks at each flush: an incident whose current findings are all muted is held
 back (``inhibited``); one with some muted findings is sent with those set apart
-(:attr:`notifier.types.Alert.muted`). The sources are indexed by rule and ``equal`` values,
-rebuilt only after an incident changed, so a flush costs a lookup per finding.
+(:attr:`notifier.types.Alert.muted`), and routed without them. The sources are indexed by
+rule and ``equal`` values and updated as each incident changes, so a question costs a lookup
+per finding, however many incidents are open.
 """
 
 from __future__ import annotations
@@ -61,62 +62,59 @@ class _Source:
 
 
 class Inhibitor:
-    """The inhibit rules over the incidents that are open at the moment."""
+    """The inhibit rules over the incidents that fire at the moment, indexed by rule and
+    ``equal`` values and kept up to date one incident at a time (:meth:`update`)."""
 
     def __init__(self, rules: Iterable[InhibitRuleConfig]) -> None:
         self.rules = list(rules)
-        self._index: list[dict[tuple[str, ...], list[_Source]]] | None = None
+        self._index: list[dict[tuple[str, ...], dict[_Ident, _Source]]] = [{} for _ in self.rules]
+        self._entries: dict[str, list[tuple[int, tuple[str, ...], _Ident]]] = {}
 
-    def invalidate(self) -> None:
-        """An incident opened, changed or closed: rebuild the sources at the next question."""
-        self._index = None
+    def update(self, incident: Incident, result: GroupResult | None) -> None:
+        """``incident`` opened, changed or closed: its findings are sources as it now stands
+        (none once it is closed)."""
+        for r, key, ident in self._entries.pop(incident.id, ()):
+            bucket = self._index[r].get(key)
+            if bucket is not None:
+                bucket.pop(ident, None)
+                if not bucket:
+                    del self._index[r][key]
+        if incident.closed_at is not None or not self.rules:
+            return
+        entries = []
+        alerts: Sequence[Finding | None] = current_findings(incident, result) or [None]
+        for finding in alerts:
+            labels = finding_labels(incident, finding)
+            for r, rule in enumerate(self.rules):
+                if not _matches(rule.source_matchers, labels):
+                    continue
+                key = tuple(labels.get(label, "") for label in rule.equal)
+                ident = _ident(incident, finding)
+                source = _Source(ident, _matches(rule.target_matchers, labels))
+                self._index[r].setdefault(key, {})[ident] = source
+                entries.append((r, key, ident))
+        if entries:
+            self._entries[incident.id] = entries
 
-    def _build(
-        self, incidents: Iterable[tuple[Incident, GroupResult | None]]
-    ) -> list[dict[tuple[str, ...], list[_Source]]]:
-        index: list[dict[tuple[str, ...], list[_Source]]] = [{} for _ in self.rules]
-        for incident, result in incidents:
-            if incident.closed_at is not None:
-                continue
-            alerts: Sequence[Finding | None] = current_findings(incident, result) or [None]
-            for finding in alerts:
-                labels = finding_labels(incident, finding)
-                for r, rule in enumerate(self.rules):
-                    if not _matches(rule.source_matchers, labels):
-                        continue
-                    key = tuple(labels.get(label, "") for label in rule.equal)
-                    index[r].setdefault(key, []).append(
-                        _Source(_ident(incident, finding), _matches(rule.target_matchers, labels))
-                    )
-        return index
-
-    def muted(
-        self,
-        incident: Incident,
-        findings: Sequence[Finding],
-        firing: Iterable[tuple[Incident, GroupResult | None]],
-    ) -> dict[int, str]:
-        """Which of ``incident``'s ``findings`` are muted (index → the muting rule's name),
-        given every incident that fires (read only when the index is out of date)."""
-        if not self.rules:
+    def muted(self, incident: Incident, findings: Sequence[Finding]) -> dict[int, str]:
+        """Which of ``incident``'s ``findings`` are muted (index → the muting rule's name)."""
+        if not self._entries:
             return {}
-        if self._index is None:
-            self._index = self._build(firing)
         out: dict[int, str] = {}
         alerts: Sequence[Finding | None] = findings or [None]
         for position, finding in enumerate(alerts):
             labels = finding_labels(incident, finding)
             ident = _ident(incident, finding)
             for r, rule in enumerate(self.rules):
-                if not _matches(rule.target_matchers, labels):
+                if not self._index[r] or not _matches(rule.target_matchers, labels):
                     continue
                 both = _matches(rule.source_matchers, labels)
                 key = tuple(labels.get(label, "") for label in rule.equal)
-                for source in self._index[r].get(key, ()):
-                    if source.ident == ident or (both and source.matches_target):
-                        continue
+                sources = self._index[r].get(key, {})
+                if any(
+                    source.ident != ident and not (both and source.matches_target)
+                    for source in sources.values()
+                ):
                     out[position] = rule.label
-                    break
-                if position in out:
                     break
         return out
