@@ -124,3 +124,43 @@ async def test_the_built_in_cluster_down_rule_can_be_left_out(http, notifiers, t
     n.handle([move("orders", OK, ERR, now, findings=[lag_finding("lag-err", Severity.ERR)])])
     await eventually(lambda: len(opened(http, "/oncall")) == 2)
     assert sorted(opened(http, "/oncall")) == ["*", "orders"]
+
+
+def test_inhibit_rules_and_inhibit_cluster_down_cannot_both_be_given():
+    import pytest
+
+    from notifier.config import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        parse_notify(
+            {
+                "receivers": {"r": {"webhook": {"url": "http://127.0.0.1:9/"}}},
+                "route": {"receiver": "r"},
+                "inhibit_rules": [{"source_matchers": ['severity="err"']}],
+                "inhibit_cluster_down": False,
+            },
+            "notify.yaml",
+        )
+    assert "inhibit_cluster_down" in dict(exc.value.problems)
+
+
+def test_rules_files_with_bad_labels_or_annotations_are_refused_naming_the_field():
+    import pytest
+
+    from notifier.config import ConfigError, parse_rules
+
+    with pytest.raises(ConfigError) as exc:
+        parse_rules(
+            {
+                "rules": [
+                    {"name": "a", "kind": "rewind", "labels": {"severity": "page"}},
+                    {"name": "b", "kind": "rewind", "annotations": {"summary": "{{ grup }}"}},
+                    {"name": "c", "kind": "rewind", "annotations": {"summary": "{% if %}"}},
+                ]
+            },
+            "rules.yaml",
+        )
+    problems = dict(exc.value.problems)
+    assert "built in" in problems["rules.a.labels"]
+    assert "unknown variable(s) grup" in problems["rules.b.annotations"]
+    assert "template error on line 1" in problems["rules.c.annotations"]
