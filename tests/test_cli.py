@@ -189,8 +189,9 @@ def test_run_with_the_api_port_in_use_says_so_in_one_line(tmp_path):
     ]
 
 
-def _run_briefly(config: Path, seconds: float = 3.0) -> str:
-    """`notifier run` for a few seconds, then SIGTERM; its stderr (the JSON log lines)."""
+def _run_briefly(config: Path, seconds: float = 6.0) -> str:
+    """`notifier run` for a few seconds, then SIGTERM; its stderr (the JSON log lines). The
+    seconds include starting Python and its imports, which take 3 s on a busy 2-core machine."""
     process = subprocess.Popen(
         [sys.executable, "-m", "notifier.cli", "run", "--config", str(config)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
