@@ -188,6 +188,11 @@ class Finding:
     message: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     since: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    """The rule's labels (``team: data``): routes, silences and inhibit rules match them."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """The rule's annotations rendered over this finding (``summary``, ``description``,
+    ``runbook_url``): what templates show beside the finding."""
 
     def to_dict(self) -> dict[str, Any]:
         # By hand rather than ``asdict``: this runs for every finding of every notification,
@@ -202,6 +207,8 @@ class Finding:
             "message": self.message,
             "evidence": dict(self.evidence),
             "since": self.since,
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
         }
 
 
@@ -337,6 +344,8 @@ class Alert:
     event: Event
     incident: Incident
     result: GroupResult | None
+    muted: list[Finding] = field(default_factory=list)
+    """Findings an inhibit rule holds back (a WARN beside the group's ERR): shown apart."""
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ Imports only :mod:`notifier.types` and :mod:`notifier.resources` (where the ship
 are): every stage may import config, config imports no stage.
 """
 
+from notifier.config.annotations import unknown_labels
 from notifier.config.base import (
     ConfigError,
     Duration,
@@ -36,6 +37,7 @@ from notifier.config.notify import (
     ChannelEntry,
     DeliveryConfig,
     EmailConfig,
+    InhibitRuleConfig,
     Matcher,
     NotifyConfig,
     PagerDutyConfig,
@@ -106,6 +108,7 @@ __all__ = [
     "FallingBehindRule",
     "Fraction",
     "HistoryConfig",
+    "InhibitRuleConfig",
     "KerberosConfig",
     "LagRule",
     "LagSecondsRule",
@@ -155,6 +158,7 @@ __all__ = [
     "redact_url",
     "secret_fragments",
     "substitute_env",
+    "unknown_labels",
     "validation_problems",
     "with_parameters",
     "write_refusal",

@@ -137,13 +137,15 @@ class IncidentBook:
         self.results[incident.id] = None
         return IncidentChange("opened", incident, None)
 
-    def cluster_up(self, cluster: str, now: int) -> IncidentChange | None:
+    def cluster_up(
+        self, cluster: str, now: int, reason: str = "cluster reachable again"
+    ) -> IncidentChange | None:
         incident = self.clusters.pop(cluster, None)
         if incident is None:
             return None
         incident.closed_at = now
         incident.status = GroupStatus.OK
-        incident.close_reason = "cluster reachable again"
+        incident.close_reason = reason
         return IncidentChange("closed", incident, None)
 
     def restore(self, incident: Incident, result: GroupResult | None, kind: str) -> None:
