@@ -91,11 +91,10 @@ def environment_proxy(scheme: str, host: str) -> str | None:
 class HttpChannel(Channel):
     """Shared HTTP plumbing: scrubbed and classified errors, straight on an httpx transport.
 
-    Requests go to a :class:`~notifier.notify.channels.transport.AsyncioTransport` (httpcore's
-    connection
-    pool on asyncio streams) rather than through ``httpx.AsyncClient``: the client's
-    per-request work (auth and redirect flows, cookies, URL merging, event hooks) is none of
-    what a notifier needs, and at a thousand deliveries a second it cost as much as the
+    Requests go to a :class:`~notifier.notify.channels.transport.AsyncioTransport` (HTTP/1.1
+    keep-alive connections on asyncio streams) rather than through ``httpx.AsyncClient``: the
+    client's per-request work (auth and redirect flows, cookies, URL merging, event hooks) is
+    none of what a notifier needs, and at a thousand deliveries a second it cost as much as the
     request itself. What the client gave that we do need is kept: the proxy from
     ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` unless ``NO_PROXY`` exempts the host,
     ``SSL_CERT_FILE``/``SSL_CERT_DIR``, timeouts, and failures as ``httpx`` exceptions.
