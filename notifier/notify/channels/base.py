@@ -158,14 +158,20 @@ class HttpChannel(Channel):
                 if len(self._urls) >= 1024:  # bounded: Slack API URLs are few, but be safe
                     self._urls.clear()
                 parsed = self._urls[url] = httpx.URL(url)
-            request = httpx.Request(
-                method,
-                parsed,
-                content=content,
-                headers=send_headers,
-                extensions={"timeout": self._timeouts},
-            )
-            response = await self._transport(request.url).handle_async_request(request)
+            transport = self._transport(parsed)
+            if isinstance(transport, AsyncioTransport):
+                response = await transport.send(
+                    method, parsed, send_headers, content or b"", self._timeouts
+                )
+            else:
+                request = httpx.Request(
+                    method,
+                    parsed,
+                    content=content,
+                    headers=send_headers,
+                    extensions={"timeout": self._timeouts},
+                )
+                response = await transport.handle_async_request(request)
             try:
                 await response.aread()
             finally:

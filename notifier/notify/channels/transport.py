@@ -30,6 +30,7 @@ import base64
 import socket
 import ssl
 from collections import deque
+from collections.abc import Mapping, Sequence
 
 import httpx
 
@@ -188,7 +189,7 @@ async def _read_response(reader: asyncio.StreamReader, method: bytes) -> _Respon
 
 
 def _request_head(
-    method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], length: int
+    method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]], length: int
 ) -> bytes:
     """The request line and header fields; ``Content-Length`` from the body actually sent."""
     lines = [method + b" " + target + b" HTTP/1.1"]
@@ -337,29 +338,54 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
     # ---- requests
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
+        timeouts = request.extensions.get("timeout", {})
+        body = await request.aread()
+        method = request.method.encode("ascii")
+        try:
+            return await self._send(method, request.url, request.headers.raw, body, timeouts)
+        except httpx.RequestError as exc:
+            exc.request = request
+            raise
+
+    async def send(
+        self,
+        method: str,
+        url: httpx.URL,
+        headers: Mapping[str, str],
+        content: bytes,
+        timeouts: Mapping[str, float | None],
+    ) -> httpx.Response:
+        """One request from its parts, without an ``httpx.Request`` (building one costs about
+        as much as sending it on loopback): what the channels call. ``headers`` as httpx
+        would send them (``Host`` and ``Content-Length`` are added); the answer is read whole,
+        and its ``request`` is not set."""
+        raw = [(b"Host", _authority(url.raw_host, url.port))]
+        raw += [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
+        return await self._send(method.encode("ascii"), url, raw, content, timeouts)
+
+    async def _send(
+        self,
+        method: bytes,
+        url: httpx.URL,
+        headers: Sequence[tuple[bytes, bytes]],
+        body: bytes,
+        timeouts: Mapping[str, float | None],
+    ) -> httpx.Response:
         scheme = url.scheme
         if scheme not in _DEFAULT_PORTS:
             raise httpx.UnsupportedProtocol(
-                f"the URL's scheme must be http or https, not {scheme!r}", request=request
+                f"the URL's scheme must be http or https, not {scheme!r}"
             )
         if self._closed:
-            raise httpx.ConnectError("the transport is closed", request=request)
+            raise httpx.ConnectError("the transport is closed")
         host = url.raw_host
         port = url.port or _DEFAULT_PORTS[scheme]
         origin: Origin = (scheme, host, port)
-        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
-        method = request.method.encode("ascii")
-        body = await request.aread()
         target = url.raw_path
-        headers = request.headers.raw
         if self._proxy is not None and scheme == "http":
             target = b"http://" + _authority(host, url.port) + target
             headers = [*headers, *self._proxy_headers]
-        try:
-            data = _request_head(method, target, headers, len(body)) + body
-        except httpx.LocalProtocolError as exc:
-            raise httpx.LocalProtocolError(str(exc), request=request) from None
+        data = _request_head(method, target, headers, len(body)) + body
 
         slots = self._slots
         try:
@@ -369,7 +395,7 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             else:
                 await slots.acquire()
         except TimeoutError as exc:
-            raise httpx.PoolTimeout("no free connection in time", request=request) from exc
+            raise httpx.PoolTimeout("no free connection in time") from exc
         try:
             loop = asyncio.get_running_loop()
             connection = self._checkout(origin, loop.time())
@@ -387,9 +413,6 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
                 self._checkin(origin, connection, loop.time())
             else:
                 connection.close()
-        except httpx.TransportError as exc:
-            exc.request = request
-            raise
         finally:
             slots.release()
         return httpx.Response(
@@ -397,12 +420,14 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             headers=answer.headers,
             stream=httpx.ByteStream(answer.body),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
-            request=request,
         )
 
     @staticmethod
     async def _exchange(
-        connection: _Connection, data: bytes, method: bytes, timeouts: dict[str, float | None]
+        connection: _Connection,
+        data: bytes,
+        method: bytes,
+        timeouts: Mapping[str, float | None],
     ) -> _Response:
         """Send one request in one write and read its answer."""
         writer = connection.writer
