@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,12 +102,23 @@ def groups_overview(
 ) -> list[dict[str, Any]]:
     """Every group of a cluster from the evaluation arrays (no per-group objects built), with
     a lag sparkline (the group's total lag at each sample of the window) and the data's age."""
+    fresh = freshness(state, now_ms)
+    age = {"stale": fresh.stale, "data_age_seconds": fresh.age_seconds}
+    rows = overview_rows(state, cluster, open_incidents(notifier), fresh.stale)
+    return [{**row, **age} for row in rows]
+
+
+def overview_rows(
+    state: ClusterView,
+    cluster: str,
+    incidents: Mapping[tuple[str, str], Incident],
+    stale: bool,
+) -> list[dict[str, Any]]:
+    """:func:`groups_overview` without the data's age (the members every row ends with), from
+    the open incidents by (cluster, group) and whether the data is stale."""
     evaluation: Evaluation | None = state.evaluation
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    incidents = _open_incidents(notifier)
-    fresh = freshness(state, now_ms)
-    age = {"stale": fresh.stale, "data_age_seconds": fresh.age_seconds}
     if evaluation is not None and evaluation.rows.size:
         store = state.store
         rows = evaluation.rows
@@ -135,8 +147,8 @@ def groups_overview(
                     "group": group,
                     "status": evaluation.status_of(gid).value,
                     # Stale: no window covers the present, so no group is complete.
-                    "complete": 0.0 if fresh.stale else float(evaluation.group_complete[gid]),
-                    "partial": fresh.stale or bool(evaluation.group_partial[gid]),
+                    "complete": 0.0 if stale else float(evaluation.group_complete[gid]),
+                    "partial": stale or bool(evaluation.group_partial[gid]),
                     "total_lag": int(evaluation.group_total_lag[gid]),
                     "max_lag_seconds": None if math.isnan(seconds) else round(seconds, 1),
                     "partitions": int(counts[gid]),
@@ -145,7 +157,6 @@ def groups_overview(
                     "incident_id": incident.id if incident else None,
                     "silenced": bool(incident.silenced) if incident else False,
                     "group_state": state.groups.get(group, "Unknown"),
-                    **age,
                 }
             )
     for group in sorted(set(state.groups) - seen):
@@ -154,13 +165,14 @@ def groups_overview(
                 "cluster": cluster, "group": group, "status": "OK", "complete": 0.0,
                 "partial": False, "total_lag": 0, "max_lag_seconds": None, "partitions": 0,
                 "rules": [], "lag_history": [], "incident_id": None, "silenced": False,
-                "group_state": state.groups[group], **age,
+                "group_state": state.groups[group],
             }
         )  # fmt: skip
     return out
 
 
-def _open_incidents(notifier: NotifierView | None) -> dict[tuple[str, str], Incident]:
+def open_incidents(notifier: NotifierView | None) -> dict[tuple[str, str], Incident]:
+    """The notifier's open incidents by (cluster, group), ``silenced`` as of now."""
     if notifier is None:
         return {}
     return {(i.cluster, i.group): i for i in notifier.incidents(open_only=True)}
@@ -172,6 +184,20 @@ def group_detail(
     """One group with its evidence: each partition's sample window, commit ring and LEO
     table (and when its log-end offset last went backwards), and the findings."""
     fresh = freshness(state, now_ms)
+    incident = open_incidents(notifier).get((cluster, group))
+    return {
+        **group_evidence(state, cluster, group, fresh),
+        "incident_id": incident.id if incident else None,
+        "silenced": bool(incident.silenced) if incident else False,
+        **fresh.fields(),
+    }
+
+
+def group_evidence(
+    state: ClusterView, cluster: str, group: str, fresh: Freshness
+) -> dict[str, Any]:
+    """:func:`group_detail` without its incident and the data's age (the members it ends
+    with); raises a 404 for a group the cluster does not list."""
     result = as_of(group_result(state, cluster, group), fresh)
     if result.status is GroupStatus.NOTFOUND:
         raise HTTPException(404, "cluster or consumer not found")
@@ -191,7 +217,6 @@ def group_detail(
                 "leo_reset": _leo_reset(state, p.topic, p.partition),
             }
         )
-    incident = _open_incidents(notifier).get((cluster, group))
     return {
         "cluster": cluster,
         "group": group,
@@ -206,9 +231,6 @@ def group_detail(
         "members": result.members,
         "findings": [jsonable(f.to_dict()) for f in result.findings],
         "partitions": partitions,
-        "incident_id": incident.id if incident else None,
-        "silenced": bool(incident.silenced) if incident else False,
-        **fresh.fields(),
     }
 
 
