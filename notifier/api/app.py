@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
 from notifier.api.cache import JSONBytes, ScanCache, encode, with_members
 from notifier.api.metrics import ServiceMetrics
+from notifier.api.priority import ScanPriority
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import (
     as_of,
@@ -48,7 +49,7 @@ from notifier.api.views import (
     overview_rows,
 )
 from notifier.config import MAX_SILENCE_MATCHERS, ConfigError
-from notifier.types import GroupStatus, Incident
+from notifier.types import GroupResult, GroupStatus, Incident
 
 STATIC = Path(__file__).parent / "static"
 
@@ -190,6 +191,7 @@ def create_app(
     app.state.coordinator = coordinator
     app.state.notifier = notifier
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(ScanPriority, scanning=lambda: coordinator.scanning)
 
     def require_token(request: Request) -> None:
         if token is None:
@@ -216,6 +218,12 @@ def create_app(
     # ---- Burrow v3 (each answer built from the cluster's last scan, once: see ScanCache)
 
     scans = ScanCache()
+
+    def result_of(state: ClusterView, cluster: str, group: str) -> GroupResult:
+        """The group's last result, worked out once per scan for every endpoint showing it."""
+        return scans.get(
+            cluster, state, ("result", group), lambda: group_result(state, cluster, group)
+        )
 
     @app.get("/v3/kafka", tags=["burrow"])
     async def burrow_clusters(request: Request) -> JSONBytes:
@@ -251,7 +259,7 @@ def create_app(
         state = _cluster(coordinator, cluster)
 
         def offsets() -> orjson.Fragment:
-            result = group_result(state, cluster, group)
+            result = result_of(state, cluster, group)
             if result.status is GroupStatus.NOTFOUND:
                 raise HTTPException(404, "cluster or consumer not found")
             topics: dict[str, list[dict[str, Any]]] = {}
@@ -282,7 +290,7 @@ def create_app(
         else:
 
             def encoded() -> tuple[bool, bytes]:
-                result = group_result(state, cluster, group)
+                result = result_of(state, cluster, group)
                 body = burrow_status(result, show_all)
                 return result.status is not GroupStatus.NOTFOUND, encode(body)
 
@@ -338,27 +346,22 @@ def create_app(
     # ---- ours
 
     def overview(
-        name: str, state: ClusterView, incidents: Mapping[Any, Incident], now: int
+        name: str, state: ClusterView, incidents: Mapping[tuple[str, str], Incident], now: int
     ) -> bytes:
-        """A cluster's rows of /api/groups, encoded: once per scan and set of open incidents,
-        then joined with the data's age (the same for every row) once per age shown."""
+        """A cluster's rows of /api/groups, encoded once per scan and set of open incidents
+        (the notifier hands out the same mapping while they stay the same), then joined with
+        the data's age (the same for every row) once per age shown."""
         fresh = freshness(state, now)
-        mine = tuple(sorted((g, i.id, i.silenced) for (c, g), i in incidents.items() if c == name))
-
-        def rows() -> list[bytes]:
-            found = overview_rows(state, name, incidents, fresh.stale)
-            return [encode(row) for row in found]
-
-        encoded = scans.get(name, state, ("overview", fresh.stale, mine), rows)
         age = {"stale": fresh.stale, "data_age_seconds": fresh.age_seconds}
-        joined: tuple[dict[str, Any], bytes] | None = scans.get(
-            name, state, ("overview joined", fresh.stale, mine), lambda: None
-        )
-        if joined is None or joined[0] != age:
-            text = b",".join(with_members(row, age) for row in encoded)
-            joined = (age, text)
-            scans.put(name, state, ("overview joined", fresh.stale, mine), joined)
-        return joined[1]
+        key = ("overview", fresh.stale)
+        cached: _Overview | None = scans.get(name, state, key, lambda: None)
+        if cached is None or cached[0] is not incidents:
+            rows = [encode(row) for row in overview_rows(state, name, incidents, fresh.stale)]
+            cached = (incidents, rows, None, b"")
+        if cached[2] != age:
+            cached = (cached[0], cached[1], age, b",".join(with_members(r, age) for r in cached[1]))
+            scans.put(name, state, key, cached)
+        return cached[3]
 
     @app.get("/api/groups", tags=["notifier"])
     async def api_groups() -> JSONBytes:
@@ -377,7 +380,9 @@ def create_app(
             return JSONBytes(group_detail(state, cluster, group, notifier, now))
         evidence = scans.get(
             cluster, state, ("detail", group),
-            lambda: encode(group_evidence(state, cluster, group, fresh)),
+            lambda: encode(
+                group_evidence(state, cluster, group, fresh, result_of(state, cluster, group))
+            ),
         )  # fmt: skip
         incident = open_incidents(notifier).get((cluster, group))
         live = {
@@ -506,6 +511,10 @@ def create_app(
         return asset.response()
 
     return app
+
+
+_Overview = tuple[Mapping[tuple[str, str], Incident], list[bytes], dict[str, Any] | None, bytes]
+"""A cluster's /api/groups rows: for which open incidents, encoded, for which age, joined."""
 
 
 class _StaticFile:

@@ -181,6 +181,10 @@ class CoordinatorView(Protocol):
     def history(self) -> HistoryView | None:
         """None when history is disabled (or before the service started)."""
 
+    @property
+    def scanning(self) -> bool:
+        """Whether a scan is under way (requests give way to it)."""
+
 
 class SilenceView(Protocol):
     """A silence as the API returns it."""
@@ -200,6 +204,10 @@ class NotifierView(Protocol):
         """Now, in epoch ms."""
 
     def incidents(self, open_only: bool = True) -> list[Incident]: ...
+
+    def open_incidents(self) -> Mapping[tuple[str, str], Incident]:
+        """Open incidents by (cluster, group), ``silenced`` as of now; the same mapping object
+        as long as they stay the same."""
 
     def list_silences(self) -> Sequence[SilenceView]: ...
 

@@ -13,6 +13,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -171,11 +172,15 @@ def overview_rows(
     return out
 
 
-def open_incidents(notifier: NotifierView | None) -> dict[tuple[str, str], Incident]:
-    """The notifier's open incidents by (cluster, group), ``silenced`` as of now."""
+def open_incidents(notifier: NotifierView | None) -> Mapping[tuple[str, str], Incident]:
+    """The notifier's open incidents by (cluster, group), ``silenced`` as of now (the same
+    mapping object as long as they stay the same)."""
     if notifier is None:
-        return {}
-    return {(i.cluster, i.group): i for i in notifier.incidents(open_only=True)}
+        return _NO_INCIDENTS
+    return notifier.open_incidents()
+
+
+_NO_INCIDENTS: Mapping[tuple[str, str], Incident] = MappingProxyType({})
 
 
 def group_detail(
@@ -194,11 +199,18 @@ def group_detail(
 
 
 def group_evidence(
-    state: ClusterView, cluster: str, group: str, fresh: Freshness
+    state: ClusterView,
+    cluster: str,
+    group: str,
+    fresh: Freshness,
+    result: GroupResult | None = None,
 ) -> dict[str, Any]:
     """:func:`group_detail` without its incident and the data's age (the members it ends
-    with); raises a 404 for a group the cluster does not list."""
-    result = as_of(group_result(state, cluster, group), fresh)
+    with), from the group's last ``result`` (looked up when not given); raises a 404 for a
+    group the cluster does not list."""
+    if result is None:
+        result = group_result(state, cluster, group)
+    result = as_of(result, fresh)
     if result.status is GroupStatus.NOTFOUND:
         raise HTTPException(404, "cluster or consumer not found")
     store = state.store
