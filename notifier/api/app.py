@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
-from notifier.api.cache import JSONBytes, ScanCache, encode, with_members
+from notifier.api.cache import JSONBytes, ScanCache, encode, joined_with_members, with_members
 from notifier.api.metrics import ServiceMetrics
 from notifier.api.priority import ScanPriority
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
@@ -359,7 +359,7 @@ def create_app(
             rows = [encode(row) for row in overview_rows(state, name, incidents, fresh.stale)]
             cached = (incidents, rows, None, b"")
         if cached[2] != age:
-            cached = (cached[0], cached[1], age, b",".join(with_members(r, age) for r in cached[1]))
+            cached = (cached[0], cached[1], age, joined_with_members(cached[1], age))
             scans.put(name, state, key, cached)
         return cached[3]
 

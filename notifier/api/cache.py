@@ -43,6 +43,13 @@ def with_members(encoded: bytes, members: Mapping[str, Any]) -> bytes:
     return encoded[:-1] + b"," + tail[1:]
 
 
+def joined_with_members(objects: list[bytes], members: Mapping[str, Any]) -> bytes:
+    """Encoded JSON objects (none of them empty), each with ``members`` added at its end,
+    joined by commas: the inside of a JSON array."""
+    tail = b"," + encode(members)[1:]
+    return b",".join(encoded[:-1] + tail for encoded in objects)
+
+
 class JSONBytes(Response):
     """A JSON answer whose body is encoded already (or is encoded here with orjson)."""
 
