@@ -31,6 +31,7 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import httpx
 
@@ -188,10 +189,9 @@ async def _read_response(reader: asyncio.StreamReader, method: bytes) -> _Respon
     return _Response(status, reason, headers, body, keep_alive)
 
 
-def _request_head(
-    method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]], length: int
-) -> bytes:
-    """The request line and header fields; ``Content-Length`` from the body actually sent."""
+def _request_head(method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """The request line and header fields, each line ending in CRLF, without the length (that
+    of the body actually sent is added by :func:`_request_data`)."""
     lines = [method + b" " + target + b" HTTP/1.1"]
     for name, value in headers:
         lowered = name.lower()
@@ -201,10 +201,15 @@ def _request_head(
             if forbidden in name or forbidden in value:
                 raise httpx.LocalProtocolError(f"header {name!r} contains a line break or NUL")
         lines.append(name + b": " + value)
-    if length or method not in (b"GET", b"HEAD", b"DELETE", b"OPTIONS"):
-        lines.append(b"Content-Length: " + str(length).encode())
-    lines.append(b"\r\n")
+    lines.append(b"")
     return b"\r\n".join(lines)
+
+
+def _request_data(method: bytes, head: bytes, body: bytes) -> bytes:
+    """The whole request: ``head``, the body's length, the blank line, the body."""
+    if body or method not in (b"GET", b"HEAD", b"DELETE", b"OPTIONS", b"CONNECT"):
+        return head + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    return head + b"\r\n" + body
 
 
 Origin = tuple[str, bytes, int]
@@ -238,6 +243,7 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         self._keepalive_expiry = keepalive_expiry
         self._idle: dict[Origin, deque[_Connection]] = {}
         self._active: set[_Connection] = set()
+        self._heads: dict[tuple[Any, ...], bytes] = {}
         self._slots = asyncio.Semaphore(max_connections)
         self._closed = False
 
@@ -324,9 +330,8 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
     ) -> None:
         """Ask the proxy for a tunnel to ``host:port`` (``CONNECT``)."""
         authority = _authority(host, port)
-        writer.write(
-            _request_head(b"CONNECT", authority, [(b"Host", authority), *self._proxy_headers], 0)
-        )
+        head = _request_head(b"CONNECT", authority, [(b"Host", authority), *self._proxy_headers])
+        writer.write(_request_data(b"CONNECT", head, b""))
         try:
             answer = await _read_response(reader, b"CONNECT")
         except (httpx.RemoteProtocolError, asyncio.LimitOverrunError) as exc:
@@ -342,7 +347,8 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         body = await request.aread()
         method = request.method.encode("ascii")
         try:
-            return await self._send(method, request.url, request.headers.raw, body, timeouts)
+            head = self._head(method, request.url, request.headers.raw)
+            return await self._send(method, request.url, head, body, timeouts)
         except httpx.RequestError as exc:
             exc.request = request
             raise
@@ -359,15 +365,35 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         as much as sending it on loopback): what the channels call. ``headers`` as httpx
         would send them (``Host`` and ``Content-Length`` are added); the answer is read whole,
         and its ``request`` is not set."""
-        raw = [(b"Host", _authority(url.raw_host, url.port))]
-        raw += [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
-        return await self._send(method.encode("ascii"), url, raw, content, timeouts)
+        raw_method = method.encode("ascii")
+        # A channel sends the same head every time: it is encoded (and checked) once.
+        key = (raw_method, url.raw_host, url.port, url.raw_path, tuple(headers.items()))
+        head = self._heads.get(key)
+        if head is None:
+            raw = [(b"Host", _authority(url.raw_host, url.port))]
+            raw += [
+                (name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()
+            ]
+            head = self._head(raw_method, url, raw)
+            if len(self._heads) >= 256:
+                self._heads.clear()
+            self._heads[key] = head
+        return await self._send(raw_method, url, head, content, timeouts)
+
+    def _head(self, method: bytes, url: httpx.URL, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+        """The request line and headers for ``url`` (absolute-form, with the proxy's
+        credentials, when an http URL goes through the proxy)."""
+        target = url.raw_path
+        if self._proxy is not None and url.scheme == "http":
+            target = b"http://" + _authority(url.raw_host, url.port) + target
+            headers = [*headers, *self._proxy_headers]
+        return _request_head(method, target, headers)
 
     async def _send(
         self,
         method: bytes,
         url: httpx.URL,
-        headers: Sequence[tuple[bytes, bytes]],
+        head: bytes,
         body: bytes,
         timeouts: Mapping[str, float | None],
     ) -> httpx.Response:
@@ -381,11 +407,7 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         host = url.raw_host
         port = url.port or _DEFAULT_PORTS[scheme]
         origin: Origin = (scheme, host, port)
-        target = url.raw_path
-        if self._proxy is not None and scheme == "http":
-            target = b"http://" + _authority(host, url.port) + target
-            headers = [*headers, *self._proxy_headers]
-        data = _request_head(method, target, headers, len(body)) + body
+        data = _request_data(method, head, body)
 
         slots = self._slots
         try:
