@@ -3,7 +3,8 @@
 #
 #   docker build -t notifier .
 #   docker run -v $PWD/examples/docker.yaml:/etc/notifier/config.yaml -v notifier-data:/data \
-#       -p 8000:8000 -e KAFKA_BOOTSTRAP=broker:9092 notifier
+#       -p 8000:8000 -e KAFKA_BOOTSTRAP=broker:9092 \
+#       -e SLACK_WEBHOOK_URL=https://hooks.slack.com/services/... notifier
 
 # Bookworm: the Debian release whose archive has openjdk-17.
 FROM python:3.11-slim-bookworm AS build

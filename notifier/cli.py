@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from notifier.client import register as register_client_commands
 from notifier.config import ConfigError, NotifyConfig, load_rules, parse_duration
 
 
@@ -52,6 +53,8 @@ def check(
             if service.notify:
                 notify = parse_notify(service.notify, f"{config_path}: notify")
             click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
+            if service.api.enabled and service.api.writes_refused:
+                click.echo(f"{config_path}: warning: api: {service.api.writes_refused}", err=True)
             to_check.append(service.rules_path(config_path.parent))
         except ConfigError as exc:
             click.echo(str(exc), err=True)
@@ -143,14 +146,17 @@ def run(config_path: Path) -> None:
     if service.api.enabled:
         from notifier.api import ApiServer, ApiServerError, create_app
 
-        app = create_app(coordinator, notifier, service.api.token)
-        server = ApiServer(app, service.api.host, service.api.port)
+        api = service.api
+        app = create_app(coordinator, notifier, api.token, host=api.host)
+        server = ApiServer(app, api.host, api.port, tls=api.tls)
         try:
             server.bind()  # a port in use is a config problem: say so before anything starts
         except ApiServerError as exc:
             click.echo(f"{config_path}: api: {exc}", err=True)
             sys.exit(2)
         companions.append(server)
+    if notifier is None:
+        sink.warn_nobody_notified(str(config_path))
     asyncio.run(coordinator.run_until_signalled(companions))
 
 
@@ -520,6 +526,9 @@ def _notify_section(path: Path) -> dict:
         raise click.BadParameter(f"{path}: expected a notify mapping", param_hint="--notify")
     return data
 
+
+# status, incidents, silence and notify: the client of a running service (notifier/client/).
+register_client_commands(main)
 
 if __name__ == "__main__":
     main()

@@ -337,8 +337,9 @@ async def test_the_openapi_document_lists_the_status_codes_the_api_answers_with(
         assert "404" in codes(path), path
     assert codes("/readyz") == {"200", "503"}
     assert codes("/api/silences") == {"200", "404"}
-    assert codes("/api/silences", "post") == {"201", "400", "401", "404", "413", "422"}
-    assert codes("/api/silences/{silence_id}", "delete") == {"200", "401", "404", "409", "422"}
+    assert codes("/api/silences", "post") == {"201", "400", "401", "403", "404", "413", "422"}
+    assert codes("/api/silences/{silence_id}", "delete") == {
+        "200", "401", "403", "404", "409", "422"}  # fmt: skip
     error = doc["paths"]["/v3/kafka/{cluster}"]["get"]["responses"]["404"]
     assert error["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
     matchers = doc["components"]["schemas"]["SilenceIn"]["properties"]["matchers"]["anyOf"]

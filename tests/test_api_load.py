@@ -6,13 +6,17 @@ silences at once), and requests give way to the scans they share the event loop 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 
 import httpx
+import orjson
 
 from notifier.api import create_app
+from notifier.api.cache import encode
 from notifier.api.priority import ScanPriority
+from notifier.api.views import group_detail, groups_overview
 from notifier.config import load_rules, parse_notify
 from notifier.notify import Notifier
 from notifier.types import GroupStatus, Sample, Transition
@@ -134,6 +138,72 @@ async def test_the_notifier_hands_out_one_mapping_of_open_incidents_until_they_c
 
     assert pending is not first and not silenced_before
     assert started is not pending and started[("c", "orders")].silenced
+
+
+async def test_cached_answers_are_the_ones_worked_out_afresh_as_time_goes_by(tmp_path):
+    """An incident's age, silences starting and ending, the data going stale: at each moment,
+    /api/groups and a group's detail from the cache equal what is worked out from scratch."""
+    script = [
+        scan_result(
+            [
+                dataclasses.replace(sample, group=group, committed_offset=110 + 10 * i)
+                for group in ("audit", "payments")
+                for sample in commits(i, moving=True)
+            ]
+            + commits(i, moving=i < 6),
+            "c",
+            T0 + i * 10_000,
+        )
+        for i in range(12)
+    ]
+    coord, _ = service(tmp_path, script, load_rules(ROOT / "rules.yaml"))
+    await drive(coord, 12)
+    state = coord.clusters["c"]
+    now = [state.metrics.last_success_ms + 1_000]
+    notifier = Notifier(
+        parse_notify({"receivers": {"r": {"webhook": {"url": "http://127.0.0.1:9/"}}},
+                      "route": {"receiver": "r"}}),
+        tmp_path / "notify.sqlite",
+        clock=lambda: now[0],
+    )  # fmt: skip
+    seen: list[tuple[dict, dict]] = []
+
+    async def compare(http: httpx.AsyncClient) -> None:
+        groups = (await http.get("/api/groups")).json()["groups"]
+        detail = (await http.get("/api/groups/c/orders")).json()
+        assert groups == orjson.loads(encode(groups_overview(state, "c", notifier, now[0])))
+        assert detail == orjson.loads(encode(group_detail(state, "c", "orders", notifier, now[0])))
+        seen.append(({g["group"]: g for g in groups}["orders"], detail))
+
+    async with client(coord, lambda: now[0], notifier) as http:
+        await compare(http)
+        result = state.evaluation.result("c", "orders")
+        opened = Transition("c", "orders", GroupStatus.OK, GroupStatus.ERR, now[0], result)
+        notifier.handle([opened])
+        await compare(http)
+        now[0] += 4_300
+        await compare(http)
+        notifier.add_silence(
+            {"group": "orders"}, starts_at=now[0] + 2_000, ends_at=now[0] + 9_000,
+            author="ops", comment="maintenance window",
+        )  # fmt: skip
+        notifier.add_silence(
+            {"group": "audit"}, ends_at=now[0] + 60_000, author="ops", comment="being moved"
+        )
+        await compare(http)
+        now[0] += 2_000  # the silence starts
+        await compare(http)
+        now[0] += 7_000  # it ends
+        await compare(http)
+        now[0] += 60_000  # the data is stale now
+        await compare(http)
+    notifier.store.close()
+
+    durations = [row["incident"] and row["incident"]["duration_seconds"] for row, _ in seen]
+    assert durations[:3] == [None, 0.0, 4.3]
+    assert [row["silenced"] for row, _ in seen] == [False, False, False, False, True, False, False]
+    assert [detail["silenced"] for _, detail in seen][3:5] == [False, True]
+    assert seen[-1][0]["stale"] and seen[-1][1]["stale"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -155,9 +155,30 @@ def test_an_unset_variable_is_one_problem_named_where_it_is(tmp_path):
     """examples/docker.yaml without KAFKA_BOOTSTRAP: said once, not again as a bad address."""
     checked, ran = check_and_run(
         ROOT / "examples" / "docker.yaml",
-        env={"KAFKA_BOOTSTRAP": None},  # type: ignore[dict-item]
+        env={"KAFKA_BOOTSTRAP": None, "SLACK_WEBHOOK_URL": WEBHOOK},  # type: ignore[dict-item]
     )
     problem = "clusters.main.bootstrap_servers: environment variable KAFKA_BOOTSTRAP is not set"
     for result, code in ((checked, 1), (ran, 2)):
         assert result.exit_code == code
         assert "docker.yaml: 1 problem(s)" in result.output and problem in result.output
+
+
+def test_the_image_config_notifies_the_slack_webhook_its_variable_names(tmp_path):
+    """examples/docker.yaml alerts someone: without SLACK_WEBHOOK_URL the image does not start;
+    with it, the config names one receiver."""
+    shutil.copy(ROOT / "examples" / "docker.yaml", tmp_path / "config.yaml")
+    shutil.copy(ROOT / "rules.yaml", tmp_path / "rules.yaml")  # as in the image
+    config = tmp_path / "config.yaml"
+    env = {"KAFKA_BOOTSTRAP": "broker:9092", "SLACK_WEBHOOK_URL": None}
+    checked, ran = check_and_run(config, env=env)  # type: ignore[arg-type]
+    problem = (
+        "notify.receivers.oncall[0].slack_webhook.url: "
+        "environment variable SLACK_WEBHOOK_URL is not set"
+    )
+    for result, code in ((checked, 1), (ran, 2)):
+        assert result.exit_code == code
+        assert "config.yaml: 1 problem(s)" in result.output and problem in result.output
+
+    checked = invoke("check", "--config", str(config), env={**env, "SLACK_WEBHOOK_URL": WEBHOOK})
+    assert checked.exit_code == 0, checked.output
+    assert f"{config}: OK (1 cluster(s))" in checked.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -186,3 +187,37 @@ def test_run_with_the_api_port_in_use_says_so_in_one_line(tmp_path):
     assert done.stderr.splitlines() == [
         f"{config}: api: cannot listen on 127.0.0.1:{port}: the address is already in use"
     ]
+
+
+def _run_briefly(config: Path, seconds: float = 3.0) -> str:
+    """`notifier run` for a few seconds, then SIGTERM; its stderr (the JSON log lines)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "notifier.cli", "run", "--config", str(config)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _, stderr = process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    return stderr
+
+
+def test_run_without_a_receiver_warns_that_nobody_will_be_notified(tmp_path):
+    shutil.copy(ROOT / "rules.yaml", tmp_path / "rules.yaml")
+    config = tmp_path / "service.yaml"
+    base = (
+        "clusters: [{name: a, bootstrap_servers: '127.0.0.1:1', request_timeout: 1s}]\n"
+        f"data_dir: {tmp_path / 'data'}\napi: {{enabled: false}}\n"
+    )
+    config.write_text(base)
+    lines = [json.loads(line) for line in _run_briefly(config).splitlines()]
+    (warning,) = [line for line in lines if line.get("event") == "no_receivers"]
+    assert warning["level"] == "warning"
+    assert warning["msg"].startswith("NO RECEIVER CONFIGURED: nobody will be notified")
+    assert f"notifier notify test --config {config}" in warning["msg"]
+
+    config.write_text(base + "notify: {receivers: {ops: {webhook: {url: 'http://127.0.0.1:9/'}}},"
+                      " route: {receiver: ops}}\n")  # fmt: skip
+    assert "no_receivers" not in _run_briefly(config)

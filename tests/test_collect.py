@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import struct
 import time
 import uuid
@@ -144,7 +145,9 @@ class FaultyProxy:
     The broker advertises the proxy's port, so every client connection goes through it. It
     drops the connection on DescribeGroups naming more than ``max_describe_groups`` groups and,
     if asked, on OffsetFetch with a null topic list ("all partitions"); with ``blackhole`` set
-    it swallows requests and never answers.
+    it swallows requests and never answers (new connections are still accepted). With
+    ``hold_api`` set to an API key, a request of that API waits (``held`` is set) until
+    ``release`` is: a scan caught half way.
     """
 
     def __init__(
@@ -153,6 +156,9 @@ class FaultyProxy:
         self.max_describe_groups = max_describe_groups
         self.drop_offset_fetch_all = drop_offset_fetch_all
         self.blackhole = False
+        self.hold_api: int | None = None
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
         self.upstream_port = 0
         self.port = 0
         self.dropped: Counter[str] = Counter()
@@ -197,6 +203,9 @@ class FaultyProxy:
                 body = await reader.readexactly(struct.unpack(">i", head)[0])
                 if self.blackhole:
                     continue
+                if struct.unpack(">h", body[:2])[0] == self.hold_api:
+                    self.held.set()
+                    await self.release.wait()
                 dropped = self._drop(body)
                 if dropped:
                     self.dropped[dropped] += 1
@@ -409,6 +418,32 @@ async def test_describe_batch_is_split_and_the_working_size_remembered(proxied):
         assert result.samples.num_rows == 7
     assert second.requests["DescribeGroups"] == 4  # ceil(7 / 2)
     assert second.connections_opened == 0
+
+
+@pytest.mark.broker
+async def test_the_offset_fetch_fallback_is_one_info_line_not_an_error(
+    kafka_broker, collector_for, caplog
+):
+    # The embedded broker breaks the connection on an all-partitions OffsetFetch, as some
+    # brokers do: learning that is routine, not an error with a traceback.
+    caplog.set_level(logging.INFO)
+    topic, group = _name("quiet"), _name("quiet")
+    await _produce(kafka_broker.bootstrap_servers, topic, [2])
+    await _commit(kafka_broker.bootstrap_servers, group, {(topic, 0): 1})
+    collector = collector_for(group_allow=[f"^{group}$"])
+    caplog.clear()
+    result = await collector.scan()
+    await collector.scan()
+
+    assert collector.offset_fetch_all_partitions is False
+    assert _rows(result, group)[(topic, 0)].committed_offset == 1
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    said = [r for r in caplog.records if "OffsetFetch" in r.getMessage()]
+    assert [(r.levelname, r.name) for r in said] == [("INFO", "notifier.collect")]
+    assert said[0].getMessage() == (
+        "cluster test: the broker does not answer OffsetFetch for all partitions of a group; "
+        "naming the partitions instead (still one request per group)"
+    )
 
 
 @pytest.mark.broker

@@ -8,6 +8,7 @@ test_integration.py); this keeps these tests exact about time.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from pathlib import Path
@@ -96,6 +97,29 @@ async def test_the_back_off_stays_within_three_scan_intervals_however_long_the_o
     assert max(waits) == 3 * INTERVAL_S
     state = coord.clusters["c"]
     assert state.retry_at - time.monotonic() <= 2 * INTERVAL_S  # skips two ticks at most
+
+
+async def test_the_cluster_is_called_ready_only_once_a_scan_has_succeeded(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="notifier.service")
+    coord, _ = coordinator(tmp_path, [ScanError("connection refused"), scan(1, stalled(1))])
+    await coord.start()  # schedules the first scan at once
+    try:
+        state = coord.clusters["c"]
+        deadline = time.monotonic() + 5
+        while state.metrics.failures == 0:
+            assert time.monotonic() < deadline, "the first scan never ran"
+            await asyncio.sleep(0.01)
+        said = [r.getMessage() for r in caplog.records]
+        assert "watching cluster" in said
+        assert not any("ready" in line for line in said), said
+
+        await run_scans(coord, 1)
+        ready = [r for r in caplog.records if getattr(r, "event", "") == "cluster_ready"]
+        assert [(r.getMessage(), r.cluster, r.groups) for r in ready] == [
+            ("cluster ready: first scan succeeded", "c", 2)
+        ]
+    finally:
+        await coord.stop()
 
 
 async def test_a_vanished_group_resolves_as_gone(tmp_path):

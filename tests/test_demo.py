@@ -9,15 +9,22 @@ import time
 from notifier.config import parse_notify
 from notifier.demo import (
     CHANNELS,
+    SCENARIOS,
+    DemoReport,
+    DemoSettings,
     HttpReceiver,
     SmtpReceiver,
     delivery_lines,
+    format_summary,
     local_notify_config,
     received_events,
     told_the_whole_story,
 )
+from notifier.demo.report import scenario_outcome
+from notifier.demo.story import ScenarioRun, ScriptEnv
+from notifier.demo.watch import DemoSink
 from notifier.notify import Notifier
-from notifier.types import GroupStatus
+from notifier.types import Finding, GroupStatus, Severity
 
 from .notify_helpers import move
 
@@ -51,3 +58,35 @@ async def test_every_local_channel_receives_the_open_escalation_and_resolve(tmp_
     assert table[0].split() == ["group", *CHANNELS]
     assert table[1].split() == ["demo-stalled", *["open→escalate→resolve"] * 4]
     assert table[2].split() == ["demo-healthy", "-", "-", "-", "-"]
+
+
+def _finding(rule: str, kind: str, status: str, severity: Severity) -> Finding:
+    return Finding(rule=rule, kind=kind, severity=severity, status=status, topic="t", partition=0)
+
+
+def test_the_summary_says_what_each_scenario_reached_not_only_what_was_detected(tmp_path):
+    lagging = ScenarioRun(SCENARIOS["lagging"], "demo-lagging", "demo-lagging", misbehave_at=0)
+    healthy = ScenarioRun(SCENARIOS["healthy"], "demo-healthy", "demo-healthy", misbehave_at=0)
+    env = ScriptEnv("127.0.0.1:9092", DemoSettings(), out=lambda line: None)
+    sink = DemoSink(tmp_path / "transitions.jsonl", env, {"demo-lagging": lagging,
+                                                          "demo-healthy": healthy})  # fmt: skip
+    at = int(time.time() * 1000)
+    lagging.stage_started_ms["degrade"] = at
+    lagging.detected_at_ms, lagging.detected = at + 8000, "WARN (falling-behind)"
+    falling = _finding("falling-behind", "falling_behind", "WARN", Severity.WARN)
+    stall = _finding("stalled-or-stopped", "progress", "STALL", Severity.ERR)
+    story = [(OK, WARN, [falling]), (WARN, ERR, [falling, stall]), (ERR, WARN, [falling]),
+             (WARN, OK, [])]  # fmt: skip
+    for offset, (before, after, findings) in enumerate(story):
+        moved = move("demo-lagging", before, after, at + offset, findings=findings)
+        sink.handle([moved], at + offset)
+
+    outcomes = [scenario_outcome(lagging), scenario_outcome(healthy)]
+    summary = format_summary(DemoReport(outcomes, sink.transitions, tmp_path, ""))
+    header, _, lagging_row, healthy_row, verdict = summary.splitlines()
+    column = header.index("reached")
+    assert lagging_row.startswith("lagging ") and "WARN (falling-behind)" in lagging_row
+    assert lagging_row[column:].split("  ")[0] == "ERR (STALL)"
+    assert lagging_row.endswith("OK → WARN → ERR → WARN → OK")
+    assert healthy_row[column:].split("  ")[0] == "OK"
+    assert verdict == "every scenario detected, nothing else alerted"

@@ -665,7 +665,7 @@ async def test_a_damaged_notification_store_is_moved_aside_and_what_can_be_read_
         assert line is not None, service.log_path.read_text()
         assert line["level"] == "error" and "last written at" in line["msg"]
         kept = line["pending"]
-        assert await service.wait_for("cluster_ready", 20) is not None  # started all the same
+        assert await service.wait_for("cluster_starting", 20) is not None  # started all the same
         before = {n.id for n in notifications}
 
         def sent() -> set[str]:
@@ -685,7 +685,7 @@ async def test_a_damaged_notification_store_is_moved_aside_and_what_can_be_read_
     # The new store is whole: the next start says nothing about damage.
     await service.start()
     try:
-        assert await service.wait_for("cluster_ready", 20) is not None
+        assert await service.wait_for("cluster_starting", 20) is not None
         assert service.seen("notify_store_damaged") == []
     finally:
         assert await service.terminate() == 0

@@ -129,6 +129,51 @@ def test_members_gone_for_a_minute_while_records_arrive_is_stop():
     assert seen[0].at / 1000 == 400 + 60
 
 
+def test_a_stop_lasts_until_the_consumer_reads_again_not_until_its_members_return():
+    # Members are back after two minutes but the offset only moves a minute later: one
+    # incident, resolved when the consumer reads, never "recovered" then paged again.
+    gone, idle, n = 12, 6, 40 + 12 + 6 + 20
+    committed = list(range(0, 400, 10)) + [390] * (gone + idle) + list(range(400, 600, 10))
+    log_end = [i * 10 + 5 for i in range(n)]
+    states = ["Stable"] * 40 + ["Empty"] * gone + ["Stable"] * (idle + 20)
+    members = [2] * 40 + [0] * gone + [2] * (idle + 20)
+    hashes = [1] * 40 + [0] * gone + [2] * (idle + 20)
+    inputs = [
+        series(committed=joined(committed), log_end=joined(log_end), group_state=joined(states),
+               members=joined(members), member_hash=joined(hashes))
+    ]  # fmt: skip
+    seen = transitions(PROGRESS, inputs)
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR"), ("ERR", "OK")]
+    assert seen[1].at / 1000 == (40 + gone + idle) * 10  # the first scan the offset moved
+    k = 40 + gone + 3  # members back for three scans, offset still where it stopped
+    upto = [{key: (joined(v.split()[: k + 1]) if key in ("committed", "log_end", "group_state",
+             "members", "member_hash") else v) for key, v in inputs[0].items()}]  # fmt: skip
+    (finding,) = evaluate(PROGRESS, upto, k * 10, "10s").findings
+    assert finding.status == "STALL"
+    assert "members present but offset 390 has not moved for" in finding.message
+
+
+def test_a_commit_cadence_is_the_groups_so_a_partition_with_rare_records_keeps_it():
+    # Both partitions are committed every five minutes. Records reach partition 1 only just
+    # before its commits, so on its own it would have learned 20 s waits and be called stalled
+    # the first time a record lands right after a commit.
+    cadence, rounds = 30, 10
+    n = cadence * rounds
+    committed0 = [300 * (i // cadence) for i in range(n)]
+    log_end0 = [i * 10 + 5 for i in range(n)]
+    log_end1, committed1, produced = [], [], 0
+    for i in range(n):
+        arrives = i % cadence in (cadence - 2, cadence - 1) or i == cadence * (rounds - 3) + 1
+        produced += 1 if arrives else 0
+        log_end1.append(produced)
+        committed1.append(log_end1[cadence * (i // cadence) - 1] if i >= cadence else 0)
+    inputs = [
+        series(committed=joined(committed0), log_end=joined(log_end0)),
+        series(partition=1, committed=joined(committed1), log_end=joined(log_end1)),
+    ]
+    assert transitions(PROGRESS, inputs) == []
+
+
 # --------------------------------------------------------------------------------------------
 # REWIND: at once, until the consumer is past where it was
 
@@ -188,6 +233,22 @@ def test_a_burst_of_ten_times_the_rate_for_a_minute_is_not_falling_behind():
     assert (
         transitions(FALLING, [series(committed=joined(committed), log_end=joined(log_end))]) == []
     )
+
+
+def test_a_consumer_whose_commits_trail_its_position_by_varying_amounts_keeps_up():
+    # It reads everything at once but commits every one or two minutes the position it had
+    # 10 or 50 s before: one interval looks slow and the next fast; over both it keeps up. (Judged
+    # once its habit is learned: the first ten minutes are its first five waits.)
+    rates = [100.0] * 360
+    log_end, _ = positions(rates, 300.0)
+    committed, last, due = [], 0, 6
+    for i in range(len(rates)):
+        if i == due:
+            last = log_end[i - (5 if (due // 6) % 2 else 1)]
+            due += 6 if (due // 6) % 2 else 12
+        committed.append(last)
+    inputs = [series(committed=joined(committed), log_end=joined(log_end))]
+    assert [t for t in transitions(FALLING, inputs) if t.at > 600_000] == []
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The FastAPI app: every route (Burrow's v3 endpoints, our /api with silences, /healthz,
-/readyz, Prometheus /metrics and the status page) and the silence request model.
+/readyz, Prometheus /metrics and the status page) and the silence request model. Every route
+runs :class:`~notifier.api.auth.WriteGuard`: reads are open, writes need the token (or loopback).
 
 Everything here reads what the coordinator already computed (the last evaluation of each
 cluster); no request ever triggers work on Kafka, so a scrape or a refreshing browser costs
@@ -30,25 +31,29 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from notifier.api.auth import WriteGuard
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
 from notifier.api.cache import JSONBytes, ScanCache, encode, joined_with_members, with_members
 from notifier.api.metrics import ServiceMetrics
+from notifier.api.page import add_page_routes
 from notifier.api.priority import ScanPriority
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import (
+    ActiveSilences,
+    Freshness,
     as_of,
     cluster_summaries,
     freshness,
     group_detail,
     group_evidence,
+    group_live_members,
     group_result,
     history_summary,
-    incident_view,
-    jsonable,
     open_incidents,
+    overview_clock_members,
     overview_rows,
 )
-from notifier.config import MAX_SILENCE_MATCHERS, ConfigError
+from notifier.config import MAX_SILENCE_MATCHERS, ConfigError, Secret
 from notifier.types import GroupResult, GroupStatus, Incident
 
 STATIC = Path(__file__).parent / "static"
@@ -152,6 +157,7 @@ _INVALID = "a parameter or the body is invalid: `problems` (or the message) name
 _NOT_FOUND = _errors(e404="no such cluster (or group, or topic)", e422=_INVALID)
 _WRITE = {
     "e401": "a bearer token is configured and the request does not carry it",
+    "e403": "writes are disabled: the API listens beyond loopback and no token is configured",
     "e404": "notifications are not configured, so there are no silences",
 }
 
@@ -175,11 +181,14 @@ def _wall_ms() -> int:
 def create_app(
     coordinator: CoordinatorView,
     notifier: NotifierView | None = None,
-    token: str | None = None,
+    token: str | Secret | None = None,
     clock: Callable[[], int] = _wall_ms,
+    host: str = "127.0.0.1",
 ) -> FastAPI:
     """The app over a running coordinator (and notifier); ``clock`` (epoch ms) is what the age
-    of the data is measured against."""
+    of the data is measured against. ``token`` and ``host`` (where the app will listen) decide
+    who may write (:class:`~notifier.api.auth.WriteGuard`)."""
+    guard = WriteGuard(token, host)
     app = FastAPI(
         title="notifier",
         description=(
@@ -187,17 +196,13 @@ def create_app(
             "silences, Prometheus metrics."
         ),
         version="0.1.0",
+        dependencies=[Depends(guard)],
     )
+    app.state.write_guard = guard
     app.state.coordinator = coordinator
     app.state.notifier = notifier
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(ScanPriority, scanning=lambda: coordinator.scanning)
-
-    def require_token(request: Request) -> None:
-        if token is None:
-            return
-        if request.headers.get("authorization") != f"Bearer {token}":
-            raise HTTPException(401, "a bearer token is required to change silences")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -346,28 +351,34 @@ def create_app(
     # ---- ours
 
     def overview(
-        name: str, state: ClusterView, incidents: Mapping[tuple[str, str], Incident], now: int
+        name: str,
+        state: ClusterView,
+        incidents: Mapping[tuple[str, str], Incident],
+        silences: ActiveSilences,
+        now: int,
     ) -> bytes:
-        """A cluster's rows of /api/groups, encoded once per scan and set of open incidents
-        (the notifier hands out the same mapping while they stay the same), then joined with
-        the data's age (the same for every row) once per age shown."""
+        """A cluster's rows of /api/groups. The rows are encoded once per scan, staleness, set
+        of open incidents (the notifier hands out the same mapping while they stay the same)
+        and set of active silences; what changes with the clock is added per request: the
+        data's age (the same for every row) joined in once per age shown, and how long each
+        open incident has been open."""
         fresh = freshness(state, now)
-        age = {"stale": fresh.stale, "data_age_seconds": fresh.age_seconds}
         key = ("overview", fresh.stale)
         cached: _Overview | None = scans.get(name, state, key, lambda: None)
-        if cached is None or cached[0] is not incidents:
-            rows = [encode(row) for row in overview_rows(state, name, incidents, fresh.stale)]
-            cached = (incidents, rows, None, b"")
-        if cached[2] != age:
-            cached = (cached[0], cached[1], age, joined_with_members(cached[1], age))
+        if cached is None or cached.incidents is not incidents or cached.silences != silences.key:
+            rows = overview_rows(state, name, incidents, silences, fresh.stale)
+            cached = _Overview(incidents, silences.key, rows)
             scans.put(name, state, key, cached)
-        return cached[3]
+        return cached.joined(fresh, now)
 
     @app.get("/api/groups", tags=["notifier"])
     async def api_groups() -> JSONBytes:
         now = clock()
         incidents = open_incidents(notifier)
-        parts = [overview(name, s, incidents, now) for name, s in coordinator.clusters.items()]
+        silences = ActiveSilences(notifier)
+        parts = [
+            overview(name, s, incidents, silences, now) for name, s in coordinator.clusters.items()
+        ]
         groups = orjson.Fragment(b"[" + b",".join(p for p in parts if p) + b"]")
         return JSONBytes({"groups": groups, "clusters": cluster_summaries(coordinator, now)})
 
@@ -378,26 +389,18 @@ def create_app(
         fresh = freshness(state, now)
         if fresh.stale:  # as of now: the windows shrink with every scan missed
             return JSONBytes(group_detail(state, cluster, group, notifier, now))
+        result = result_of(state, cluster, group)
         evidence = scans.get(
             cluster, state, ("detail", group),
-            lambda: encode(
-                group_evidence(state, cluster, group, fresh, result_of(state, cluster, group))
-            ),
+            lambda: encode(group_evidence(state, cluster, group, fresh, result)),
         )  # fmt: skip
-        incident = open_incidents(notifier).get((cluster, group))
-        live = {
-            "incident_id": incident.id if incident else None,
-            "silenced": bool(incident.silenced) if incident else False,
-            **fresh.fields(),
-        }
+        live = group_live_members(
+            cluster, group, result.findings, open_incidents(notifier), ActiveSilences(notifier),
+            fresh, now,
+        )  # fmt: skip
         return JSONBytes(with_members(evidence, live))
 
-    @app.get("/api/incidents", tags=["notifier"])
-    def api_incidents() -> dict[str, Any]:
-        if notifier is None:
-            return {"incidents": []}
-        incidents = notifier.incidents(open_only=False)
-        return {"incidents": [jsonable(incident_view(i)) for i in incidents]}
+    add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND)
 
     @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))
     def api_silences() -> dict[str, Any]:
@@ -409,7 +412,6 @@ def create_app(
         "/api/silences",
         tags=["notifier"],
         status_code=201,
-        dependencies=[Depends(require_token)],
         responses=_errors(
             e400="the body cannot be read as JSON text (bad encoding, nested too deep)",
             e413=f"the body is larger than {MAX_BODY_BYTES} bytes",
@@ -435,12 +437,12 @@ def create_app(
     @app.delete(
         "/api/silences/{silence_id}",
         tags=["notifier"],
-        dependencies=[Depends(require_token)],
         responses=_errors(
             e404="no such silence, or notifications are not configured",
             e409="the silence comes from the config file: remove it there",
             e422=_INVALID,
             e401=_WRITE["e401"],
+            e403=_WRITE["e403"],
         ),
     )
     def api_delete_silence(silence_id: str) -> dict[str, Any]:
@@ -513,8 +515,45 @@ def create_app(
     return app
 
 
-_Overview = tuple[Mapping[tuple[str, str], Incident], list[bytes], dict[str, Any] | None, bytes]
-"""A cluster's /api/groups rows: for which open incidents, encoded, for which age, joined."""
+class _Overview:
+    """A cluster's /api/groups rows for one scan, staleness, set of open incidents and set of
+    active silences, encoded without the members that change with the clock (the data's age,
+    how long an incident has been open), which :meth:`joined` adds."""
+
+    def __init__(
+        self,
+        incidents: Mapping[tuple[str, str], Incident],
+        silences: tuple[str, ...],
+        rows: list[tuple[dict[str, Any], Incident | None]],
+    ) -> None:
+        self.incidents = incidents
+        self.silences = silences
+        self._open: list[tuple[bytes, Incident]] = []
+        """The rows with an open incident, in order."""
+        self._quiet: list[list[bytes]] = [[]]
+        """The runs of rows without one: before the first row with an incident, after each."""
+        for row, incident in rows:
+            if incident is None:
+                self._quiet[-1].append(encode(row))
+            else:
+                self._open.append((encode(row), incident))
+                self._quiet.append([])
+        self._age: tuple[bool, float | None] | None = None
+        self._quiet_joined: list[bytes] = []
+        """Each run joined with the members of the age in ``_age`` (the same for each row)."""
+
+    def joined(self, fresh: Freshness, now: int) -> bytes:
+        """The rows as of ``now``, joined by commas: the inside of a JSON array."""
+        age = (fresh.stale, fresh.age_seconds)
+        if self._age != age:
+            members = overview_clock_members(None, fresh, now)
+            self._quiet_joined = [joined_with_members(run, members) for run in self._quiet]
+            self._age = age
+        parts = [self._quiet_joined[0]]
+        for (encoded, incident), after in zip(self._open, self._quiet_joined[1:], strict=True):
+            parts.append(with_members(encoded, overview_clock_members(incident, fresh, now)))
+            parts.append(after)
+        return b",".join(p for p in parts if p)
 
 
 class _StaticFile:

@@ -1,17 +1,25 @@
-"""Serving the app: uvicorn inside the service's own event loop, next to the scans.
+"""Serving the app: uvicorn inside the service's own event loop, next to the scans, over
+HTTPS when the config gives a certificate (``api.tls``).
 
 The listening socket is taken by :meth:`ApiServer.bind` (which ``notifier run`` calls before
 anything starts), so an address in use is one clear error rather than uvicorn exiting from
-inside a task.
+inside a task. Once listening, the server logs where, and warns when writes are disabled
+(:mod:`notifier.api.auth`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import socket
+import ssl
 
 from fastapi import FastAPI
+
+from notifier.config import TlsConfig
+
+log = logging.getLogger(__name__)
 
 
 class ApiServerError(Exception):
@@ -21,11 +29,21 @@ class ApiServerError(Exception):
 class ApiServer:
     """uvicorn inside the service's event loop."""
 
-    def __init__(self, app: FastAPI, host: str, port: int):
+    def __init__(self, app: FastAPI, host: str, port: int, tls: TlsConfig | None = None):
+        """``tls``: serve HTTPS with these files (absolute paths, checked by
+        :meth:`TlsConfig.problems` when the config was loaded); with ``client_ca_file``,
+        clients must present a certificate that CA signed."""
         import uvicorn
 
-        self.config = uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="off",
-                                     access_log=False)  # fmt: skip
+        self.app = app
+        self.tls = tls
+        self.config = uvicorn.Config(
+            app, host=host, port=port, log_config=None, lifespan="off", access_log=False,
+            ssl_certfile=tls.cert_file if tls else None,
+            ssl_keyfile=tls.key_file if tls else None,
+            ssl_ca_certs=tls.client_ca_file if tls else None,
+            ssl_cert_reqs=ssl.CERT_REQUIRED if tls and tls.client_ca_file else ssl.CERT_NONE,
+        )  # fmt: skip
         self.server = uvicorn.Server(self.config)
         self.task: asyncio.Task | None = None
         self._socket: socket.socket | None = None
@@ -35,6 +53,13 @@ class ApiServer:
         if self._socket is not None:
             return self._socket.getsockname()[1]
         return self.config.port
+
+    @property
+    def url(self) -> str:
+        """Where the API answers (``https://`` with TLS)."""
+        host = self.config.host
+        host = f"[{host}]" if ":" in host else host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}/"
 
     def bind(self) -> None:
         """Take the listening socket now; raises :class:`ApiServerError` when it cannot."""
@@ -63,6 +88,10 @@ class ApiServer:
                 error = self.task.exception()
                 raise ApiServerError(f"the API server stopped while starting: {error!r}")
             await asyncio.sleep(0.02)
+        log.info("API listening", extra={"event": "api_listening", "url": self.url})
+        guard = getattr(self.app.state, "write_guard", None)  # set by create_app
+        if guard is not None and guard.refusal is not None:
+            log.warning(guard.refusal, extra={"event": "api_writes_disabled"})
 
     async def stop(self) -> None:
         self.server.should_exit = True

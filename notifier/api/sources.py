@@ -10,6 +10,7 @@ arrays; the API reads them by row or table index.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -149,7 +150,12 @@ class ClusterView(Protocol):
 
 
 class HistoryView(Protocol):
-    """The history writer (:class:`notifier.history.HistoryWriter`): is it writing?"""
+    """The history writer (:class:`notifier.history.HistoryWriter`): where it writes (the
+    status page reads a group's last hours from there, :mod:`~notifier.api.series`) and whether
+    writing works."""
+
+    @property
+    def root(self) -> Path: ...
 
     @property
     def failing(self) -> bool:
@@ -192,7 +198,26 @@ class SilenceView(Protocol):
     @property
     def id(self) -> str: ...
 
+    @property
+    def ends_at(self) -> int:
+        """When it ends (epoch ms)."""
+
     def to_dict(self, now: int | None = None) -> dict[str, Any]: ...
+
+    def active(self, now: int) -> bool: ...
+
+    def matches(self, incident: Incident) -> bool:
+        """Whether the silence holds back alerts of ``incident`` (its cluster, group and any
+        one of its findings), as the notifier decides it."""
+
+
+class NotifyStoreView(Protocol):
+    """The notifier's SQLite store (:class:`notifier.notify.outbox.NotifyStore`). The page
+    reads its outbox and incident history through a read-only connection of its own, in a
+    worker thread (:mod:`~notifier.api.notifylog`)."""
+
+    @property
+    def path(self) -> Path: ...
 
 
 class NotifierView(Protocol):
@@ -203,7 +228,11 @@ class NotifierView(Protocol):
     def clock(self) -> Callable[[], int]:
         """Now, in epoch ms."""
 
-    def incidents(self, open_only: bool = True) -> list[Incident]: ...
+    @property
+    def store(self) -> NotifyStoreView: ...
+
+    def incidents(self, open_only: bool = True, limit: int = 1000) -> list[Incident]:
+        """The open incidents, or (``open_only=False``) the latest ``limit``, newest first."""
 
     def open_incidents(self) -> Mapping[tuple[str, str], Incident]:
         """Open incidents by (cluster, group), ``silenced`` as of now; the same mapping object

@@ -20,9 +20,9 @@ import numpy as np
 from fastapi import HTTPException
 
 from notifier.api.burrow import burrow_point
-from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
+from notifier.api.sources import ClusterView, CoordinatorView, NotifierView, SilenceView
 from notifier.rules import Evaluation, group_without_partitions, not_found
-from notifier.types import GroupResult, GroupStatus, Incident
+from notifier.types import Finding, GroupResult, GroupStatus, Incident, Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +101,31 @@ def group_result(state: ClusterView, cluster: str, group: str) -> GroupResult:
 def groups_overview(
     state: ClusterView, cluster: str, notifier: NotifierView | None, now_ms: int
 ) -> list[dict[str, Any]]:
-    """Every group of a cluster from the evaluation arrays (no per-group objects built), with
-    a lag sparkline (the group's total lag at each sample of the window) and the data's age."""
+    """Every group of a cluster from the evaluation arrays (per-group results are built only
+    for groups a rule fires for, to name their leading finding), with a lag sparkline (the
+    group's total lag at each sample of the window), its open incident, whether a silence
+    holds its alerts back, and the data's age. The API serves the same rows from its cache
+    (:func:`overview_rows`, then :func:`overview_clock_members` per request)."""
     fresh = freshness(state, now_ms)
-    age = {"stale": fresh.stale, "data_age_seconds": fresh.age_seconds}
-    rows = overview_rows(state, cluster, open_incidents(notifier), fresh.stale)
-    return [{**row, **age} for row in rows]
+    incidents = open_incidents(notifier)
+    rows = overview_rows(state, cluster, incidents, ActiveSilences(notifier), fresh.stale)
+    return [{**row, **overview_clock_members(incident, fresh, now_ms)} for row, incident in rows]
 
 
 def overview_rows(
     state: ClusterView,
     cluster: str,
     incidents: Mapping[tuple[str, str], Incident],
+    silences: ActiveSilences,
     stale: bool,
-) -> list[dict[str, Any]]:
-    """:func:`groups_overview` without the data's age (the members every row ends with), from
-    the open incidents by (cluster, group) and whether the data is stale."""
+) -> list[tuple[dict[str, Any], Incident | None]]:
+    """:func:`groups_overview`'s rows without what changes with the clock (the open
+    incident's summary and the data's age, :func:`overview_clock_members`), each with the
+    incident that summary is of: a function of the cluster's last scan, whether its data is
+    stale, the open incidents by (cluster, group) and the silences active now
+    (:attr:`ActiveSilences.key`)."""
     evaluation: Evaluation | None = state.evaluation
-    out: list[dict[str, Any]] = []
+    out: list[tuple[dict[str, Any], Incident | None]] = []
     seen: set[str] = set()
     if evaluation is not None and evaluation.rows.size:
         store = state.store
@@ -142,7 +149,9 @@ def overview_rows(
             seen.add(group)
             seconds = float(evaluation.group_max_lag_seconds[gid])
             incident = incidents.get((cluster, group))
-            out.append(
+            fired = sorted(name for name, fired in firing.items() if fired[gid])
+            findings = evaluation.result_for_gid(gid).findings if fired else []
+            out.append((
                 {
                     "cluster": cluster,
                     "group": group,
@@ -153,23 +162,106 @@ def overview_rows(
                     "total_lag": int(evaluation.group_total_lag[gid]),
                     "max_lag_seconds": None if math.isnan(seconds) else round(seconds, 1),
                     "partitions": int(counts[gid]),
-                    "rules": sorted(name for name, fired in firing.items() if fired[gid]),
+                    "rules": fired,
+                    "finding": leading_finding(findings),
                     "lag_history": [int(v) for v in spark[gid]],
                     "incident_id": incident.id if incident else None,
-                    "silenced": bool(incident.silenced) if incident else False,
+                    **silences.of(cluster, group, incident, findings),
                     "group_state": state.groups.get(group, "Unknown"),
-                }
-            )
+                },
+                incident,
+            ))  # fmt: skip
     for group in sorted(set(state.groups) - seen):
-        out.append(
+        out.append((
             {
                 "cluster": cluster, "group": group, "status": "OK", "complete": 0.0,
                 "partial": False, "total_lag": 0, "max_lag_seconds": None, "partitions": 0,
-                "rules": [], "lag_history": [], "incident_id": None, "silenced": False,
-                "group_state": state.groups[group],
-            }
-        )  # fmt: skip
+                "rules": [], "finding": None, "lag_history": [], "incident_id": None,
+                **silences.of(cluster, group, None, []), "group_state": state.groups[group],
+            },
+            None,
+        ))  # fmt: skip
     return out
+
+
+_STATUS_WORD_RANK = {"STOP": 3, "STALL": 3, "REWIND": 3, "ERR": 2, "WARN": 1}
+
+
+def leading_finding(findings: list[Finding]) -> dict[str, Any] | None:
+    """The finding a person should read first: the most severe, a named fault (STOP, STALL,
+    REWIND) before a plain ERR, then the one firing longest. Its ``status`` is the word the
+    table shows, its ``message`` the sentence."""
+    if not findings:
+        return None
+    first = max(
+        findings,
+        key=lambda f: (
+            f.severity is Severity.ERR,
+            _STATUS_WORD_RANK.get(f.status, 0),
+            -(f.since if f.since is not None else 2**62),
+        ),
+    )
+    return {
+        "rule": first.rule, "status": first.status, "severity": first.severity.value,
+        "message": first.message, "topic": first.topic, "partition": first.partition,
+        "since": first.since, "others": len(findings) - 1,
+    }  # fmt: skip
+
+
+def incident_summary(incident: Incident | None, now_ms: int) -> dict[str, Any] | None:
+    """What the table's incident chip shows (delivery state comes from /api/incidents)."""
+    if incident is None:
+        return None
+    return {
+        "id": incident.id, "opened_at": incident.opened_at, "status": incident.status.value,
+        "peak_status": incident.peak_status.value, "silenced": incident.silenced,
+        "duration_seconds": round(max(0, now_ms - incident.opened_at) / 1000, 1),
+    }  # fmt: skip
+
+
+class ActiveSilences:
+    """The silences holding alerts back now, matched as the notifier matches them: a group is
+    silenced when its open incident is, or when a silence would hold back an incident of the
+    group with its current findings (so a silence made before a group fires shows at once)."""
+
+    def __init__(self, notifier: NotifierView | None) -> None:
+        self.silences: list[SilenceView] = []
+        if notifier is not None:
+            now = notifier.clock()
+            self.silences = [s for s in notifier.list_silences() if s.active(now)]
+        self.key = tuple(s.id for s in self.silences)
+        """Which silences are active (a silence never changes once made): what :meth:`of`
+        answers from, besides its arguments."""
+
+    def of(
+        self, cluster: str, group: str, incident: Incident | None, findings: list[Finding]
+    ) -> dict[str, Any]:
+        """``silenced``, ``silenced_until`` (epoch ms) and ``silence_ids`` of one group."""
+        matching: list[SilenceView] = []
+        if self.silences:
+            probe = incident or Incident(
+                id="", cluster=cluster, group=group, opened_at=0, status=GroupStatus.OK,
+                peak_status=GroupStatus.OK, findings=findings,
+            )  # fmt: skip
+            matching = [silence for silence in self.silences if silence.matches(probe)]
+        silenced = bool(matching) or bool(incident is not None and incident.silenced)
+        return {
+            "silenced": silenced,
+            "silenced_until": max((s.ends_at for s in matching), default=None),
+            "silence_ids": [s.id for s in matching],
+        }
+
+
+def overview_clock_members(
+    incident: Incident | None, fresh: Freshness, now_ms: int
+) -> dict[str, Any]:
+    """What an /api/groups row shows as of ``now_ms``: its open incident's summary (how long
+    it has been open) and the data's age."""
+    return {
+        "incident": incident_summary(incident, now_ms),
+        "stale": fresh.stale,
+        "data_age_seconds": fresh.age_seconds,
+    }
 
 
 def open_incidents(notifier: NotifierView | None) -> Mapping[tuple[str, str], Incident]:
@@ -189,11 +281,32 @@ def group_detail(
     """One group with its evidence: each partition's sample window, commit ring and LEO
     table (and when its log-end offset last went backwards), and the findings."""
     fresh = freshness(state, now_ms)
-    incident = open_incidents(notifier).get((cluster, group))
+    result = group_result(state, cluster, group)
     return {
-        **group_evidence(state, cluster, group, fresh),
+        **group_evidence(state, cluster, group, fresh, result),
+        **group_live_members(
+            cluster, group, result.findings, open_incidents(notifier), ActiveSilences(notifier),
+            fresh, now_ms,
+        ),
+    }  # fmt: skip
+
+
+def group_live_members(
+    cluster: str,
+    group: str,
+    findings: list[Finding],
+    incidents: Mapping[tuple[str, str], Incident],
+    silences: ActiveSilences,
+    fresh: Freshness,
+    now_ms: int,
+) -> dict[str, Any]:
+    """What a group's detail shows besides its evidence, as of ``now_ms``: its open incident,
+    the silences holding its alerts back and the data's age."""
+    incident = incidents.get((cluster, group))
+    return {
         "incident_id": incident.id if incident else None,
-        "silenced": bool(incident.silenced) if incident else False,
+        "incident": incident_summary(incident, now_ms),
+        **silences.of(cluster, group, incident, findings),
         **fresh.fields(),
     }
 
@@ -205,9 +318,9 @@ def group_evidence(
     fresh: Freshness,
     result: GroupResult | None = None,
 ) -> dict[str, Any]:
-    """:func:`group_detail` without its incident and the data's age (the members it ends
-    with), from the group's last ``result`` (looked up when not given); raises a 404 for a
-    group the cluster does not list."""
+    """:func:`group_detail` without what :func:`group_live_members` adds (its incident,
+    silences and the data's age), from the group's last ``result`` (looked up when not
+    given); raises a 404 for a group the cluster does not list."""
     if result is None:
         result = group_result(state, cluster, group)
     result = as_of(result, fresh)
@@ -243,7 +356,15 @@ def group_evidence(
         "members": result.members,
         "findings": [jsonable(f.to_dict()) for f in result.findings],
         "partitions": partitions,
+        "scan_interval_s": state.config.scan_interval,
+        "intervals": store.width,
+        "minimum_complete": _minimum_complete(state),
     }
+
+
+def _minimum_complete(state: ClusterView) -> float | None:
+    """The notification gate (rules' ``burrow.minimum_complete``), to explain ``complete``."""
+    return None if state.evaluation is None else state.evaluation.evaluator.config.minimum_complete
 
 
 def _leo_reset(state: ClusterView, topic: str, partition: int) -> dict[str, Any] | None:
@@ -264,17 +385,6 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "value") and isinstance(getattr(value, "value", None), str):
         return value.value
     return value
-
-
-def incident_view(incident: Incident) -> dict[str, Any]:
-    """An incident as ``/api/incidents`` lists it."""
-    return {
-        "id": incident.id, "cluster": incident.cluster, "group": incident.group,
-        "status": incident.status, "peak_status": incident.peak_status,
-        "opened_at": incident.opened_at, "closed_at": incident.closed_at,
-        "close_reason": incident.close_reason, "silenced": incident.silenced,
-        "findings": [f.to_dict() for f in incident.findings],
-    }  # fmt: skip
 
 
 def history_summary(coordinator: CoordinatorView) -> dict[str, Any] | None:

@@ -380,6 +380,12 @@ class _Replay:
                 since_cleanup = 0
                 for dispatcher in self.dispatchers:
                     dispatcher.take_changes()  # nobody persists them here: keep memory flat
+        # The history ends at the last scan of any cluster, the same for every Spark task (its
+        # calendar names every cluster's scans): what fell due by then was sent.
+        last_scans = [events[-1][0]] if events else []
+        last_scans += [int(np.max(t)) for t in (scan_times or {}).values() if len(t)]
+        if last_scans:
+            self._tick_before(max(last_scans) + 1)
         return self._output(samples, n, cluster, group, ts)
 
     def _timeline(

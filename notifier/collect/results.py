@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 TopicPartition = tuple[str, int]
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def elapsed_clock() -> float:
+    """Seconds on a clock that nobody sets: it only runs forward, and counts time the machine
+    spent suspended (Linux's ``CLOCK_BOOTTIME``; elsewhere ``time.monotonic``). What a step
+    of the wall clock is told apart from elapsed time by."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else time.monotonic()
 
 
 class ScanError(RuntimeError):
@@ -40,6 +50,9 @@ class ScanResult:
     answered for them, even after a metadata refresh): left out of ``samples``."""
     connections_opened: int = 0
     duration_s: float = 0.0
+    elapsed_at: float | None = None
+    """:func:`elapsed_clock` read together with ``ts``, so the coordinator can tell a step of
+    the wall clock between two scans from time that passed (None: not known)."""
 
     @property
     def total_requests(self) -> int:

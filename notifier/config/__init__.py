@@ -72,8 +72,11 @@ from notifier.config.service import (
     LoggingConfig,
     SecurityConfig,
     ServiceConfig,
+    TlsConfig,
+    is_loopback,
     load_service_config,
     parse_service_config,
+    write_refusal,
 )
 
 __all__ = [
@@ -121,9 +124,11 @@ __all__ = [
     "SlackWebhookConfig",
     "StrictModel",
     "StuckRebalanceRule",
+    "TlsConfig",
     "WebhookConfig",
     "WindowSettings",
     "format_duration",
+    "is_loopback",
     "load_notify",
     "load_rules",
     "load_service_config",
@@ -140,4 +145,5 @@ __all__ = [
     "substitute_env",
     "validation_problems",
     "with_parameters",
+    "write_refusal",
 ]

@@ -7,11 +7,20 @@ Errors name the file, the field and what was expected, as for the rules file.
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from notifier import resources
 from notifier.config.base import (
@@ -23,7 +32,8 @@ from notifier.config.base import (
     validation_problems,
     with_env_problems,
 )
-from notifier.config.notify import HttpUrl, parse_notify
+from notifier.config.notify import HttpUrl, _to_secret, parse_notify
+from notifier.config.secrets import Secret
 
 
 class SecurityConfig(StrictModel):
@@ -105,14 +115,141 @@ class HistoryConfig(StrictModel):
     retention_days: Annotated[int, Field(ge=1)] = 14
 
 
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach ``host``: 127.0.0.0/8, ::1 or ``localhost``. Any
+    other name or address (0.0.0.0 and :: above all) may be reachable from elsewhere."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def write_refusal(host: str, token_set: bool) -> str | None:
+    """Why the API refuses every writing request when it listens on ``host``; None when it
+    does not. Beyond loopback anyone who can reach the port could silence alerts, so writes
+    need a token there."""
+    if token_set or is_loopback(host):
+        return None
+    return (
+        f"writing endpoints are disabled: the API listens on {host}, which is not loopback, "
+        "and no api.token is configured (set api.token, then send "
+        "'Authorization: Bearer <token>')"
+    )
+
+
+def _optional_token(value: Any) -> Secret | None:
+    # `${NOTIFIER_API_TOKEN:-}` left empty means no token, not a token that is empty.
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _to_secret(value)
+
+
+OptionalToken = Annotated[
+    Secret | None,
+    PlainValidator(_optional_token),
+    PlainSerializer(lambda s: None if s is None else "***", return_type=str | None),
+]
+
+
+class _EncryptedKey(Exception):
+    """Raised by the password callback: the key needs a password, and none is configured."""
+
+
+def _no_password() -> bytes:
+    raise _EncryptedKey
+
+
+class TlsConfig(StrictModel):
+    """HTTPS for the API: a PEM certificate (chain) and its unencrypted PEM private key, paths
+    relative to the config file's directory."""
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None
+    """When set, clients must present a certificate signed by one of these CAs (mutual TLS)."""
+
+    def resolved(self, base: Path) -> TlsConfig:
+        """The same files with relative paths taken from ``base`` (the config's directory)."""
+
+        def absolute(name: str | None) -> str | None:
+            return None if name is None else str(base / Path(name).expanduser())
+
+        return self.model_copy(
+            update={
+                "cert_file": absolute(self.cert_file),
+                "key_file": absolute(self.key_file),
+                "client_ca_file": absolute(self.client_ca_file),
+            }
+        )
+
+    def problems(self) -> list[tuple[str, str]]:
+        """``(field, problem)`` for each file that cannot serve TLS: missing, unreadable, not
+        PEM, or a key that is not the certificate's. Loaded as the server will load them."""
+        files = {"cert_file": self.cert_file, "key_file": self.key_file,
+                 "client_ca_file": self.client_ca_file}  # fmt: skip
+        unreadable = [
+            (f"api.tls.{field}", problem)
+            for field, name in files.items()
+            if name is not None and (problem := _unreadable(Path(name)))
+        ]
+        if unreadable:
+            return unreadable
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_verify_locations(cafile=self.cert_file)
+        except ssl.SSLError:
+            return [("api.tls.cert_file", f"{self.cert_file}: expected a PEM certificate")]
+        problems = []
+        try:
+            context.load_cert_chain(self.cert_file, self.key_file, password=_no_password)
+        except _EncryptedKey:
+            problem = "the key is encrypted; expected an unencrypted PEM private key"
+            problems.append(("api.tls.key_file", f"{self.key_file}: {problem}"))
+        except ssl.SSLError as exc:
+            problem = (
+                "is not the private key of api.tls.cert_file"
+                if exc.reason == "KEY_VALUES_MISMATCH"
+                else "expected a PEM private key"
+            )
+            problems.append(("api.tls.key_file", f"{self.key_file}: {problem}"))
+        if self.client_ca_file is not None:
+            try:
+                context.load_verify_locations(cafile=self.client_ca_file)
+            except ssl.SSLError:
+                problem = f"{self.client_ca_file}: expected PEM CA certificates"
+                problems.append(("api.tls.client_ca_file", problem))
+        return problems
+
+
+def _unreadable(path: Path) -> str | None:
+    try:
+        path.read_bytes()
+    except FileNotFoundError:
+        return f"no such file: {path}"
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror}"
+    return None
+
+
 class ApiConfig(StrictModel):
     enabled: bool = True
     host: str = "127.0.0.1"
+    """Loopback by default; anything else makes writing endpoints need ``token``."""
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
-    token: str | None = Field(default=None, repr=False)
-    """Bearer token required by writing endpoints (silences); none: writes are open."""
+    token: OptionalToken = None
+    """Bearer token required by writing endpoints (silences): a string (``${ENV_VAR}``) or
+    ``{file: path}``. Unset or empty: writes are open on loopback and refused elsewhere."""
+    tls: TlsConfig | None = None
+    """Serve HTTPS with this certificate and key."""
     public_url: HttpUrl | None = None
     """How people reach the status page (used in notification links)."""
+
+    @property
+    def writes_refused(self) -> str | None:
+        """Why every writing request will be refused (see :func:`write_refusal`); None: not."""
+        return write_refusal(self.host, self.token is not None)
 
 
 class LoggingConfig(StrictModel):
@@ -187,5 +324,14 @@ def parse_service_config(
 
 
 def load_service_config(path: str | Path, environ: dict[str, str] | None = None) -> ServiceConfig:
+    """The service config of ``path``, with the API's TLS files (relative to the file's
+    directory) found and loaded as the server will load them."""
     path = Path(path)
-    return parse_service_config(read_yaml(path), str(path), environ)
+    config = parse_service_config(read_yaml(path), str(path), environ)
+    if config.api.enabled and config.api.tls is not None:
+        tls = config.api.tls.resolved(path.parent)
+        problems = tls.problems()
+        if problems:
+            raise ConfigError(str(path), problems)
+        config.api = config.api.model_copy(update={"tls": tls})
+    return config

@@ -28,6 +28,9 @@ class ScenarioOutcome:
     skipped: str | None = None
     path: str = ""
     """The statuses its transitions went through, e.g. ``OK → WARN → ERR → OK``."""
+    reached: str = "-"
+    """The worst status it reached and why, e.g. ``ERR (STALL)`` for a group first detected
+    as falling behind (WARN) that then stalled."""
 
 
 def scenario_outcome(run: ScenarioRun) -> ScenarioOutcome:
@@ -40,6 +43,7 @@ def scenario_outcome(run: ScenarioRun) -> ScenarioOutcome:
         "path": " → ".join(["OK", *(status.value for status in run.statuses)])
         if run.statuses
         else "",
+        "reached": "-" if run.skipped is not None else run.reached or "OK",
     }
     if run.skipped is not None:
         return ScenarioOutcome(
@@ -126,14 +130,16 @@ def print_banner(
 
 
 def format_summary(report: DemoReport) -> str:
-    """The summary table: scenario, expected, detected, seconds from misbehaviour to alert."""
-    header = ("scenario", "expected", "detected", "seconds to detect", "statuses")
+    """The summary table: scenario, expected, detected, seconds from misbehaviour to alert,
+    the worst status reached and the statuses it went through."""
+    header = ("scenario", "expected", "detected", "seconds to detect", "reached", "statuses")
     rows = [
         (
             o.name,
             o.expected,
             o.detected,
             "-" if o.seconds is None else f"{o.seconds:.1f}",
+            o.reached,
             o.path or "-",
         )
         for o in report.outcomes

@@ -78,6 +78,9 @@ class ScenarioRun:
     """Steady traffic (while misbehaving) instead of bursts."""
     detected_at_ms: int | None = None
     detected: str | None = None
+    reached: str | None = None
+    """The worst status its transitions reached and why, e.g. ``ERR (STALL)``."""
+    reached_status: GroupStatus = GroupStatus.OK
     early_alert: str | None = None
     skipped: str | None = None
     failure: str | None = None

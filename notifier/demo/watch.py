@@ -17,22 +17,44 @@ from notifier.demo.settings import CLUSTER
 from notifier.demo.story import ScenarioRun, ScriptEnv
 from notifier.notify import Notifier
 from notifier.service import Coordinator, LogSink
-from notifier.types import GroupResult, GroupStatus, Transition
+from notifier.types import Finding, GroupResult, GroupStatus, Transition
 
 _STATUS_KINDS = frozenset({"burrow", "progress", "rewind"})
 """Rule kinds whose finding status (STALL, STOP, REWIND, ...) says more than the rule's name."""
 
 
+def _label(finding: Finding) -> str:
+    """STALL, STOP, REWIND for the rules that name a status; else the rule's name (a bare WARN
+    or ERR would only repeat the group's status)."""
+    if finding.kind in _STATUS_KINDS and finding.status not in _GROUP_LEVELS:
+        return finding.status
+    return finding.rule
+
+
+_GROUP_LEVELS = frozenset(status.value for status in GroupStatus)
+
+
+def _labels(findings: Iterable[Finding]) -> list[str]:
+    return list(dict.fromkeys(_label(finding) for finding in findings))
+
+
 def _matches(result: GroupResult, wanted: Iterable[tuple[str, str | None]]) -> list[str]:
     """Labels of the findings of ``result`` that are among the ``wanted`` ones."""
     wanted = set(wanted)
-    labels: list[str] = []
-    for finding in result.findings:
-        if (finding.kind, finding.status) in wanted or (finding.kind, None) in wanted:
-            label = finding.status if finding.kind in _STATUS_KINDS else finding.rule
-            if label not in labels:
-                labels.append(label)
-    return labels
+    return _labels(
+        f for f in result.findings if (f.kind, f.status) in wanted or (f.kind, None) in wanted
+    )
+
+
+def _note_reached(run: ScenarioRun, t: Transition) -> None:
+    """Keep the worst status the group's transitions reached, with the findings behind it."""
+    if t.current.rank <= run.reached_status.rank:
+        return
+    run.reached_status = t.current
+    findings = t.result.findings if t.result is not None else []
+    behind = [f for f in findings if f.severity.group_status is t.current] or findings
+    labels = _labels(behind)
+    run.reached = f"{t.current.value} ({', '.join(labels)})" if labels else t.current.value
 
 
 class DemoSink(LogSink):
@@ -64,6 +86,7 @@ class DemoSink(LogSink):
                 continue
             run.status = t.current
             run.statuses.append(t.current)
+            _note_reached(run, t)
             if t.current in (GroupStatus.OK, GroupStatus.NOTFOUND):
                 continue
             before = run.misbehaving_since_ms is None or t.at < run.misbehaving_since_ms

@@ -36,7 +36,7 @@ from notifier.config import (
     StuckRebalanceRule,
 )
 from notifier.rules import kernels as kernels
-from notifier.rules.evidence import WAITS_TO_LEARN
+from notifier.rules.evidence import UNSET_TS, WAITS_TO_LEARN
 from notifier.rules.store import NULL, WindowStore, as_index
 from notifier.types import (
     GROUP_STATES,
@@ -255,6 +255,10 @@ class Evaluation:
     group_fired: dict[str, np.ndarray]
     progress_status: dict[str, np.ndarray] = field(default_factory=dict)
     """Per ``progress`` rule and row: kernels.STALL, kernels.STOP or 0."""
+    usual_wait_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Per row: its group's usual wait before the offset moves (``WindowStore.usual_wait_ms``)."""
+    waits_learned: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Per row: how many waits of its group that was learned from."""
     _order: np.ndarray | None = field(default=None, repr=False)
     _starts: np.ndarray | None = field(default=None, repr=False)
 
@@ -488,8 +492,8 @@ class Evaluation:
             )
             return "STOP", message, evidence
         since = int(store.e_wait_since[row])
-        usual = float(store.usual_wait_ms(np.array([row]))[0]) / 1000
-        trusted = int(store.e_waits_learned[row]) >= WAITS_TO_LEARN
+        usual = float(self.usual_wait_ms[i]) / 1000
+        trusted = int(self.waits_learned[i]) >= WAITS_TO_LEARN
         arrived = int(store.latest_leo[row]) - int(store.e_wait_leo[row])
         evidence.update(waiting_since=since, usual_wait_s=usual, arrived=arrived)
         assumed = store.settings.assumed_commit_interval
@@ -498,6 +502,16 @@ class Evaluation:
             if trusted
             else f"habit not learned yet, {_human_seconds(max(usual, assumed))} assumed"
         )
+        moved_at = int(store.e_move_ts[row])
+        if since == UNSET_TS or moved_at < since - store.scan_interval_ms:
+            # Held since a STOP or STALL: members are back (or rebalanced) but it has not read.
+            evidence.update(offset_moved_at=moved_at if moved_at != UNSET_TS else None)
+            quiet = "ever" if moved_at == UNSET_TS else _human_seconds((now - moved_at) / 1000)
+            message = (
+                f"members present but offset {committed} has not moved for {quiet} "
+                f"({habit}); lag {lag}, {behind} behind"
+            )
+            return "STALL", message, evidence
         message = (
             f"members present but offset {committed} has not moved for "
             f"{_human_seconds((now - since) / 1000)} ({habit}) while {arrived} "
@@ -678,7 +692,7 @@ class Evaluator:
         seconds = store.lag_seconds(rows, now)
 
         params = {b.name: b.values(store, rows) for b in self.bindings}
-        usual_wait = store.usual_wait_ms(index)
+        usual_wait, waits_learned = store.usual_wait_ms(rows)
         burrow_params = params["burrow"]
         outcome = kernels.burrow_status(
             store.r_offset[index],
@@ -735,9 +749,20 @@ class Evaluator:
                     p["tolerance"],
                     sev,
                 )
-                out = progress.severity
+                rule_state = self.state[binding.name]
+                held = kernels.not_moved_since(
+                    rule_state.firing[gids],
+                    rule_state.pending_since[gids],
+                    store.e_move_ts[index],
+                    store.e_move_leo[index],
+                    latest_committed,
+                    latest_leo,
+                ) & (progress.severity == 0)
+                out = np.where(held, rule_state.fired_severity[gids], progress.severity)
+                stopped = progress.stopped | (held & ~has_members)
+                stalled = progress.stalled | (held & has_members)
                 progress_status[binding.name] = np.where(
-                    progress.stopped, kernels.STOP, np.where(progress.stalled, kernels.STALL, 0)
+                    stopped, kernels.STOP, np.where(stalled, kernels.STALL, 0)
                 ).astype(np.int8)
             elif binding.kind == "rewind":
                 out = kernels.rewound(store.e_rewind_from[index], sev)
@@ -845,6 +870,8 @@ class Evaluator:
             group_max_lag_seconds=max_seconds,
             group_fired=group_fired,
             progress_status=progress_status,
+            usual_wait_ms=usual_wait,
+            waits_learned=waits_learned,
         )
 
     def _with_hysteresis(

@@ -71,7 +71,11 @@ says nothing about the consumer's speed."""
 
 RATE_HORIZON_SCANS = 6
 """The consumer's current speed is averaged over about this many scan intervals (a minute at
-10 s scans), or its last commit interval when that is longer."""
+10 s scans), or over :data:`RATE_HORIZON_WAITS` usual waits when that is longer."""
+
+RATE_HORIZON_WAITS = 1.0
+"""A consumer whose commits trail its position by a varying amount reads slow over one commit
+interval and fast over the next: its speed is averaged over about this many usual waits."""
 
 _MEMBERLESS_STATES = np.array([GROUP_STATE_CODE["Empty"], GROUP_STATE_CODE["Dead"]], dtype=np.int8)
 
@@ -271,7 +275,8 @@ def _update_rates(
         seconds = np.maximum(span, 1.0) / 1000.0
         consumed = np.maximum(scan.committed - scan.previous_committed, 0) / seconds
         produced = np.maximum(scan.log_end - last_leo, 0) / seconds
-        weight = 1.0 - np.exp(-span / (RATE_HORIZON_SCANS * scan_interval_ms))
+        horizon = np.maximum(RATE_HORIZON_SCANS * scan_interval_ms, RATE_HORIZON_WAITS * usual)
+        weight = 1.0 - np.exp(-span / horizon)
         for name, value in (("e_consume_rate", consumed), ("e_produce_rate", produced)):
             old = columns[name][index]
             blended = np.where(np.isnan(old), value, old + weight * (value - old))

@@ -358,6 +358,29 @@ def no_progress(
     return ProgressOutcome(severity=out, stalled=stalled, stopped=stopped)
 
 
+def not_moved_since(
+    firing: np.ndarray,
+    firing_since: np.ndarray,
+    moved_at: np.ndarray,
+    log_end_at_move: np.ndarray,
+    committed: np.ndarray,
+    log_end: np.ndarray,
+) -> np.ndarray:
+    """Rows of a group already firing STOP or STALL whose offset has not moved since the
+    episode began while records arrived that it has not read: members coming back (or a
+    rebalance) do not end a STOP or STALL, the consumer reading again does. Without this a
+    group that restarts but only commits minutes later would page "recovered", then page
+    again for its lag."""
+    return (
+        firing
+        & (firing_since >= 0)
+        & (moved_at < firing_since)
+        & (committed >= 0)
+        & (log_end > committed)
+        & (log_end > log_end_at_move)
+    )
+
+
 def rewound(rewind_from: np.ndarray, severity: np.ndarray | int) -> np.ndarray:
     """The committed offset went backwards and the consumer is not yet past where it was."""
     return np.where(rewind_from >= 0, severity, SEVERITY_NONE).astype(np.int8)

@@ -447,16 +447,28 @@ class WindowStore:
             self.max_gap_ms,
         )
 
-    def usual_wait_ms(self, index: slice | np.ndarray) -> np.ndarray:
-        """How long each row's offset usually waits before it moves; at least the configured
-        ``assumed_commit_interval`` until the habit has been seen often enough to trust."""
-        learned = self.e_usual_wait_ms[index]
-        count = self.e_waits_learned[index].astype(np.float64)
+    def usual_wait_ms(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """How long each row's offset usually waits before it moves, and how many waits that
+        was learned from; at least the configured ``assumed_commit_interval`` until the habit
+        has been seen often enough to trust.
+
+        A commit cadence is the consumer's habit, not a partition's: it is pooled over the rows
+        of each group within ``rows`` (the longest wait any of its partitions needed), so a
+        partition that happened to see only short waits lately is not judged by them alone."""
+        learned = self.e_usual_wait_ms[rows]
+        count = self.e_waits_learned[rows].astype(np.float64)
+        gids = self.row_group[rows].astype(np.int64)
+        if rows.size:
+            _, slot = np.unique(gids, return_inverse=True)
+            pooled = np.zeros(int(slot.max()) + 1)
+            np.maximum.at(pooled, slot, learned)
+            learned = pooled[slot]
+            count = np.bincount(slot, weights=count)[slot]
         # The longest of n waits falls short of the longest there will be by about 1/n of it.
         learned = learned * (count + 1) / np.maximum(count, 1)
         assumed = self.settings.assumed_commit_interval * 1000.0
         trusted = count >= evidence.WAITS_TO_LEARN
-        return np.where(trusted, learned, np.maximum(learned, assumed))
+        return np.where(trusted, learned, np.maximum(learned, assumed)), count
 
     @property
     def evidence_columns(self) -> dict[str, np.ndarray]:

@@ -21,6 +21,12 @@ the windows resume where the last process stopped and the gap is the downtime, n
 since the last checkpoint; and the open statuses are taken from the sink (the notifier's
 incidents, committed with every transition), so a transition handled after the checkpoint is
 neither repeated (no incident opened twice) nor missed (no incident left open).
+
+Each scan's time, the ``now`` of everything the rules judge, comes from the cluster's
+:class:`~notifier.service.scanclock.ScanClock`: the wall clock's, except that a step of the
+wall clock between two scans (NTP, an operator, a hypervisor) is not taken for elapsed time,
+so it can neither store a scan out of order nor make a wait look longer than it was. The
+history gets the same times as the windows.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -58,6 +65,7 @@ from notifier.rules import (
     scans,
 )
 from notifier.service import checkpoint
+from notifier.service.scanclock import ScanClock
 from notifier.types import GroupStatus, Transition
 
 log = logging.getLogger(__name__)
@@ -99,6 +107,17 @@ class LogSink:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as handle:
                 handle.write(json.dumps(record, default=str) + "\n")
+
+    def warn_nobody_notified(self, config: str) -> None:
+        """Say loudly, once, that the service runs without receivers (``notifier run`` with
+        no ``notify:`` section): a service that alerts nobody looks healthy otherwise."""
+        where = f"only logged and written to {self.path}" if self.path else "only logged"
+        log.warning(
+            f"NO RECEIVER CONFIGURED: nobody will be notified of any incident; transitions are "
+            f"{where}. Add a notify: section to {config} (README, 'Notifications') and try it "
+            f"with `notifier notify test --config {config}`",
+            extra={"event": "no_receivers"},
+        )
 
     def handle(self, transitions: list[Transition], now: int) -> None:
         for t in transitions:
@@ -147,6 +166,7 @@ class ScanMetrics:
     failures: int = 0
     consecutive_failures: int = 0
     last_success_ms: int | None = None
+    """When the last scan succeeded, by the wall clock."""
     last_error: str | None = None
     last_duration_s: float = 0.0
     last_requests: dict[str, int] = field(default_factory=dict)
@@ -168,6 +188,11 @@ class ClusterState:
     leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
     """The latest log-end offset reset of each (topic, partition) since the service started."""
     retry_at: float = 0.0
+    clock: ScanClock = field(init=False)
+    """Stamps each scan with its time on the cluster's one timeline (see scanclock)."""
+
+    def __post_init__(self) -> None:
+        self.clock = ScanClock(self.config.name, round(self.config.scan_interval * 1000))
 
     @property
     def store(self) -> WindowStore:
@@ -237,9 +262,11 @@ class Coordinator:
             )
         for name, state in self.clusters.items():
             restored, replayed = self._restore(state)
-            log.info("cluster ready", extra={"event": "cluster_ready", "cluster": name,
-                                              "warm_restart": restored,
-                                              "replayed_scans": replayed})  # fmt: skip
+            # Not "ready" yet: that is said once a scan has succeeded (see process).
+            log.info("watching cluster", extra={"event": "cluster_starting", "cluster": name,
+                                                "bootstrap_servers": state.config.bootstrap_servers,
+                                                "warm_restart": restored,
+                                                "replayed_scans": replayed})  # fmt: skip
             state.collector = self._make_collector(state.config)
         self.scheduler = AsyncIOScheduler(timezone="UTC")
         for name, state in self.clusters.items():
@@ -439,6 +466,13 @@ class Coordinator:
         name = state.config.name
         m = state.metrics
         m.scans += 1
+        if m.scans == 1:
+            log.info(
+                "cluster ready: first scan succeeded",
+                extra={"event": "cluster_ready", "cluster": name,
+                       "groups": len(result.group_states), "rows": result.samples.num_rows,
+                       "duration_s": round(result.duration_s, 3)},
+            )  # fmt: skip
         m.consecutive_failures = 0
         m.last_success_ms = result.ts
         m.last_duration_s = result.duration_s
@@ -449,7 +483,9 @@ class Coordinator:
             self.sink.cluster_up(name, result.ts)
 
         started = time.perf_counter()
-        scan = ScanColumns.from_table(result.samples, name, result.ts)
+        ts = state.clock.stamp(result.ts, result.elapsed_at, state.store.last_scan_ts.get(name))
+        samples = result.samples if ts == result.ts else _restamped(result.samples, ts)
+        scan = ScanColumns.from_table(samples, name, ts)
         state.evaluation, transitions = state.pipeline.step(
             scan, result.group_states, result.unavailable_partitions
         )
@@ -458,9 +494,10 @@ class Coordinator:
         for reset in state.store.leo_resets:
             self._leo_reset(state, reset)
         if transitions:
+            # The sink schedules on the wall clock; the transitions carry their scan time.
             self.sink.handle(transitions, result.ts)
-        if self.history is not None and result.samples.num_rows:
-            self.history.append(result.samples)
+        if self.history is not None and samples.num_rows:
+            self.history.append(samples)
         log.debug(
             "scan", extra={"event": "scan", "cluster": name, "rows": result.samples.num_rows,
                            "duration_s": round(result.duration_s, 3),
@@ -509,6 +546,15 @@ def make_collector(cluster: ClusterConfig) -> ClusterCollector:
         sasl_username=security.sasl_username,
         sasl_password=security.sasl_password,
     )
+
+
+def _restamped(samples: pa.Table, ts: int) -> pa.Table:
+    """The scan's rows with their time replaced by its scan time, so that the history replays
+    exactly what the windows saw."""
+    index = samples.schema.get_field_index("ts")
+    column = samples.schema.field(index)
+    times = pa.repeat(pa.scalar(ts, column.type), samples.num_rows)
+    return samples.set_column(index, column, times)
 
 
 def _now_ms() -> int:

@@ -1,14 +1,29 @@
-"""Structured logs: JSON lines or key=value, with the fields a log call passes in ``extra``."""
+"""Structured logs: JSON lines or key=value, with the fields a log call passes in ``extra``.
+
+Lines are for machines as much as for people, so no terminal colour reaches them: uvicorn's
+``color_message`` extra (its message again, with ANSI colour codes) is dropped, and any ANSI
+escape sequence another library puts in a message is removed.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+_TERMINAL_ONLY = {"color_message"}
+"""Extras that repeat the message for a colour terminal (uvicorn's)."""
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _plain(value: Any) -> Any:
+    return _ANSI_ESCAPE.sub("", value) if isinstance(value, str) and "\x1b" in value else value
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -17,11 +32,11 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
         + f".{int(record.msecs):03d}Z",
         "level": record.levelname.lower(),
         "logger": record.name,
-        "msg": record.getMessage(),
+        "msg": _plain(record.getMessage()),
     }
     for key, value in record.__dict__.items():
-        if key not in _STANDARD and not key.startswith("_"):
-            fields[key] = value
+        if key not in _STANDARD and key not in _TERMINAL_ONLY and not key.startswith("_"):
+            fields[key] = _plain(value)
     if record.exc_info:
         fields["error"] = logging.Formatter().formatException(record.exc_info)
     return fields

@@ -139,6 +139,11 @@ class _SlackRendering:
         return fit_slack_message(render_or_fall_back(self.name, self.templates, build))
 
 
+def _json_body(response: httpx.Response) -> bool:
+    content_type = response.headers.get("content-type", "")
+    return "json" in content_type or response.content.lstrip().startswith(b"{")
+
+
 class SlackWebhook(HttpChannel, _SlackRendering):
     """A Slack incoming webhook: one message per notification, Block Kit with colour bars.
 
@@ -173,7 +178,17 @@ class SlackWebhook(HttpChannel, _SlackRendering):
         response = await self._request("POST", self.url.reveal(), body=message)
         if isinstance(response, Delivery):
             return response
-        return classify_http(response, self._scrub)
+        delivery = classify_http(response, self._scrub)
+        if delivery.ok and _json_body(response):
+            # A webhook answers "ok"; one that answers Web API JSON (a proxy, a gateway, a
+            # workspace app) may say ``ok: false`` with a 200: that is not a delivery.
+            try:
+                data = response.json()
+            except ValueError:
+                return delivery
+            if isinstance(data, dict) and data.get("ok") is False:
+                return _not_ok(self._scrub, "webhook", data, response)
+        return delivery
 
 
 @dataclass(slots=True, frozen=True)
@@ -199,6 +214,22 @@ _SLACK_TRANSIENT_ERRORS = frozenset(
     }
 )
 """Slack Web API ``error`` codes worth retrying; every other ``ok: false`` is final."""
+
+
+def _not_ok(
+    scrub: Callable[[str], str], method: str, data: Any, response: httpx.Response
+) -> Delivery:
+    """A 200 whose body says ``ok: false``: a failure carrying Slack's error code, retried only
+    for the codes that say try again (honouring ``Retry-After`` when given)."""
+    error = str(data.get("error", "unknown_error")) if isinstance(data, dict) else "?"
+    return Delivery.failure(
+        scrub(f"{method}: {error}"),
+        retryable=error in _SLACK_TRANSIENT_ERRORS,
+        status_code=response.status_code,
+        retry_after=parse_retry_after(response.headers.get("retry-after")),
+        slack_error=error,
+    )
+
 
 _SLACK_ORIGINAL_GONE = frozenset(
     {"message_not_found", "cant_update_message", "edit_window_closed", "thread_not_found"}
@@ -359,14 +390,7 @@ class SlackBot(HttpChannel, _SlackRendering):
                 status_code=response.status_code,
             )
         if not isinstance(data, dict) or not data.get("ok"):
-            error = str(data.get("error", "unknown_error")) if isinstance(data, dict) else "?"
-            return Delivery.failure(
-                self._scrub(f"{method}: {error}"),
-                retryable=error in _SLACK_TRANSIENT_ERRORS,
-                status_code=response.status_code,
-                retry_after=parse_retry_after(response.headers.get("retry-after")),
-                slack_error=error,
-            )
+            return _not_ok(self._scrub, method, data, response)
         return Delivery.success(
             response.status_code, channel=data.get("channel"), ts=data.get("ts")
         )

@@ -1,0 +1,260 @@
+"""The endpoints behind the status page's charts and incident views: a group's lag over the
+last hours (``/api/groups/{cluster}/{group}/history``), incidents with what each channel was
+sent and whether it was delivered (``/api/incidents``, ``/api/incidents/{id}``), and the HTML
+pages themselves. All read-only.
+
+The slow reads (Parquet history, the notifier's outbox) run in worker threads, at most
+:data:`SLOW_READS` at once, so a large history or a busy outbox never holds up the event loop
+the scans run on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import FileResponse
+
+from notifier.api.models import GroupHistory, IncidentDetail, IncidentList
+from notifier.api.notifylog import (
+    Delivery,
+    channel_summary,
+    deliveries,
+    incidents_between,
+    overall_state,
+)
+from notifier.api.series import (
+    DEFAULT_HOURS,
+    MAX_HOURS,
+    LagSeries,
+    lag_series,
+    read_group_rows,
+    thresholds,
+)
+from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
+from notifier.api.views import group_result, jsonable
+from notifier.types import SAMPLE_SCHEMA, GroupStatus, Incident
+
+SLOW_READS = 2
+"""History and outbox reads running at once; more requests wait their turn."""
+CLUSTER_GROUP = "*"
+"""The group of a cluster-down incident (:data:`notifier.notify.incidents.CLUSTER_GROUP`)."""
+RECENT_INCIDENTS = 200
+"""How many incidents ``/api/incidents`` lists by default (open ones always come first)."""
+
+HTML_PAGES = {
+    "/incidents": "incidents.html",
+    "/incidents/{incident_id}": "incident.html",
+    "/silences": "silences.html",
+}
+
+
+def add_page_routes(
+    app: FastAPI,
+    coordinator: CoordinatorView,
+    notifier: NotifierView | None,
+    clock: Callable[[], int],
+    static: Path,
+    not_found: dict[int | str, dict[str, Any]],
+) -> None:
+    """Register the page's read-only endpoints and HTML pages on ``app``."""
+    slow = asyncio.Semaphore(SLOW_READS)
+
+    async def in_thread(function: Callable[..., Any], *args: Any) -> Any:
+        async with slow:
+            return await asyncio.to_thread(function, *args)
+
+    @app.get(
+        "/api/groups/{cluster}/{group}/history",
+        tags=["notifier"],
+        response_model=GroupHistory,
+        responses=not_found,
+    )
+    async def api_group_history(
+        cluster: str,
+        group: str,
+        hours: float = Query(DEFAULT_HOURS, gt=0, le=MAX_HOURS, description="how far back"),
+    ) -> dict[str, Any]:
+        """The group's lag, largest partition lag and lag in seconds per scan over the last
+        ``hours`` (at most 48), downsampled to at most 360 points; the thresholds of the rules
+        that apply to it; its incidents and its cluster's outages in that time."""
+        state = coordinator.clusters.get(cluster)
+        if state is None:
+            raise HTTPException(404, "cluster not found")
+        result = group_result(state, cluster, group)
+        if result.status is GroupStatus.NOTFOUND:
+            raise HTTPException(404, "cluster or consumer not found")
+        end = clock() + 1
+        start = end - round(hours * 3_600_000)
+        history = coordinator.history
+        series = await in_thread(_read_series, history.root if history else None, cluster,
+                                 group, start, end)  # fmt: skip
+        spans = await _incident_spans(cluster, group, start, end)
+        topics = sorted({p.topic for p in result.partitions})
+        lines = _thresholds(state, cluster, group, topics)
+        interval_ms = round(state.config.scan_interval * 1000)
+        return {
+            "cluster": cluster, "group": group, "hours": hours, "start": start, "end": end,
+            "history_enabled": history is not None, "scans": series.scans,
+            "bucket_seconds": series.bucket_ms / 1000,
+            "gap_ms": round(2.5 * max(series.bucket_ms, interval_ms)),
+            "points": series.points(), "thresholds": lines, "incidents": spans,
+            "scan_interval_s": state.config.scan_interval,
+        }  # fmt: skip
+
+    async def _incident_spans(cluster: str, group: str, start: int, end: int) -> list[Any]:
+        if notifier is None:
+            return []
+        spans = await in_thread(incidents_between, notifier.store.path, cluster, group, start,
+                                end)  # fmt: skip
+        live = {i.id: i for i in notifier.incidents(open_only=True)}
+        for span in spans:
+            incident = live.get(span["id"])
+            if incident is not None:  # the notifier's own view: silenced as of now
+                span.update(status=incident.status.value, silenced=incident.silenced)
+        return spans
+
+    @app.get("/api/incidents", tags=["notifier"], response_model=IncidentList)
+    async def api_incidents(
+        open_only: bool = Query(False, description="only the open ones"),
+        limit: int = Query(RECENT_INCIDENTS, ge=1, le=1000, description="at most this many"),
+    ) -> dict[str, Any]:
+        """Open incidents first (worst first), then recent ones newest first; each with how
+        long it was open and, per channel, the state of its latest notification."""
+        if notifier is None:
+            return {"incidents": []}
+        now = clock()
+        current = notifier.incidents(open_only=True)
+        listed = {i.id: i for i in current}
+        if not open_only:
+            for incident in notifier.incidents(open_only=False, limit=limit):
+                listed.setdefault(incident.id, incident)
+        ordered = sorted(listed.values(), key=lambda i: _incident_order(i))[:limit]
+        sent = await _deliveries(ordered)
+        return {"incidents": [incident_out(i, sent[i.id], now) for i in ordered]}
+
+    async def _deliveries(incidents: list[Incident]) -> dict[str, list[Delivery]]:
+        assert notifier is not None
+        if not incidents:
+            return {}
+        since = min(i.opened_at for i in incidents)
+        ids = [i.id for i in incidents]
+        found: dict[str, list[Delivery]] = await in_thread(
+            deliveries, notifier.store.path, ids, since
+        )
+        return found
+
+    @app.get(
+        "/api/incidents/{incident_id}",
+        tags=["notifier"],
+        response_model=IncidentDetail,
+        responses={404: not_found[404]},
+    )
+    async def api_incident(incident_id: str) -> dict[str, Any]:
+        """One incident: its findings, what happened to it (opened, each notification planned,
+        closed) and every notification per channel with its delivery state."""
+        if notifier is None:
+            raise HTTPException(404, "incidents need notifications to be configured (notify:)")
+        incident = next((i for i in notifier.incidents(open_only=True) if i.id == incident_id),
+                        None)  # fmt: skip
+        if incident is None:
+            incident = next(
+                (i for i in notifier.incidents(open_only=False) if i.id == incident_id), None
+            )
+        if incident is None:
+            raise HTTPException(404, "no such incident")
+        sent = (await _deliveries([incident]))[incident.id]
+        return {
+            "incident": incident_out(incident, sent, clock()),
+            "timeline": timeline(incident, sent),
+            "deliveries": [d.to_dict() for d in sent],
+        }
+
+    for route, page in HTML_PAGES.items():
+        _add_html(app, route, static / page)
+
+
+def _add_html(app: FastAPI, route: str, path: Path) -> None:
+    async def html() -> FileResponse:
+        return FileResponse(path)
+
+    app.add_api_route(route, html, methods=["GET"], include_in_schema=False)
+
+
+def _read_series(root: Path | None, cluster: str, group: str, start: int, end: int) -> LagSeries:
+    if root is None:
+        return lag_series(SAMPLE_SCHEMA.empty_table(), start, end)
+    return lag_series(read_group_rows(root, cluster, group, start, end), start, end)
+
+
+def _thresholds(state: ClusterView, cluster: str, group: str, topics: list[str]) -> list[Any]:
+    if state.evaluation is None:
+        return []
+    return thresholds(state.evaluation.evaluator.config, cluster, group, topics)
+
+
+def _incident_order(incident: Incident) -> tuple[Any, ...]:
+    """Open before closed; open ones worst first (a cluster that is down first of all), then
+    oldest; closed ones newest first."""
+    if incident.closed_at is None:
+        cluster_down = incident.group == CLUSTER_GROUP
+        return (0, not cluster_down, -incident.status.rank, incident.opened_at, incident.id)
+    return (1, -incident.closed_at, incident.id)
+
+
+def incident_out(incident: Incident, sent: list[Delivery], now: int) -> dict[str, Any]:
+    """An incident as ``/api/incidents`` lists it (the fields it always had, then how long it
+    was open and its delivery state per channel)."""
+    channels = channel_summary(sent)
+    until = incident.closed_at if incident.closed_at is not None else now
+    return {
+        "id": incident.id, "cluster": incident.cluster, "group": incident.group,
+        "status": incident.status.value, "peak_status": incident.peak_status.value,
+        "opened_at": incident.opened_at, "closed_at": incident.closed_at,
+        "close_reason": incident.close_reason, "silenced": incident.silenced,
+        "findings": [jsonable(f.to_dict()) for f in incident.findings],
+        "duration_seconds": round(max(0, until - incident.opened_at) / 1000, 1),
+        "delivery": overall_state(channels), "channels": channels,
+    }  # fmt: skip
+
+
+_EVENT_WORDS = {
+    "open": "notified as opened",
+    "escalate": "notified as escalated",
+    "repeat": "reminder sent",
+    "resolve": "notified as resolved",
+}
+
+
+def timeline(incident: Incident, sent: list[Delivery]) -> list[dict[str, Any]]:
+    """What happened to the incident, oldest first: opened, each notification planned (once,
+    however many channels it went to) with the status it carried, closed. The statuses the
+    notifications carried are the incident's status changes as its receivers saw them."""
+    entries: list[dict[str, Any]] = [
+        {"at": incident.opened_at, "event": "opened", "status": None,
+         "text": f"opened for {incident.cluster}/{incident.group}"}
+    ]  # fmt: skip
+    planned: dict[str, list[Delivery]] = {}
+    for delivery in sent:
+        planned.setdefault(delivery.notification_id, []).append(delivery)
+    for rows in planned.values():
+        first = rows[0]
+        channels = ", ".join(sorted({r.channel for r in rows}))
+        entries.append(
+            {"at": first.created_at, "event": first.event, "status": first.status,
+             "text": f"{_EVENT_WORDS.get(first.event, first.event)} ({first.status}) "
+                     f"to {first.receiver}: {channels}"}
+        )  # fmt: skip
+    if incident.closed_at is not None:
+        reason = incident.close_reason or "closed"
+        entries.append({"at": incident.closed_at, "event": "closed",
+                        "status": incident.status.value, "text": f"closed: {reason}"})  # fmt: skip
+    if not sent:
+        why = "silenced" if incident.silenced else "none planned yet (or no route matched)"
+        entries.append({"at": incident.opened_at, "event": "opened", "status": None,
+                        "text": f"no notification sent: {why}"})  # fmt: skip
+    entries.sort(key=lambda e: (e["at"], e["event"] == "closed"))
+    return entries
