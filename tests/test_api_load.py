@@ -44,6 +44,14 @@ async def scripted_service(tmp_path: Path, scans: int, stuck_from: int):
     return coord
 
 
+def webhook_notifier(tmp_path: Path, clock) -> Notifier:
+    """A notifier routing everything to one webhook (never reached: only its incidents and
+    silences are read)."""
+    config = {"receivers": {"r": {"webhook": {"url": "http://127.0.0.1:9/"}}},
+              "route": {"receiver": "r"}}  # fmt: skip
+    return Notifier(parse_notify(config), tmp_path / "notify.sqlite", clock=clock)
+
+
 def client(coord, clock, notifier=None) -> httpx.AsyncClient:
     app = create_app(coord, notifier, clock=clock)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://notifier")
@@ -89,12 +97,7 @@ async def test_open_incidents_and_silences_show_at_once(tmp_path):
     coord = await scripted_service(tmp_path, 12, stuck_from=99)
     await drive(coord, 12)
     state = coord.clusters["c"]
-    notifier = Notifier(
-        parse_notify({"receivers": {"r": {"webhook": {"url": "http://127.0.0.1:9/"}}},
-                      "route": {"receiver": "r"}}),
-        tmp_path / "notify.sqlite",
-        clock=lambda: state.metrics.last_success_ms,
-    )  # fmt: skip
+    notifier = webhook_notifier(tmp_path, lambda: state.metrics.last_success_ms)
     result = state.evaluation.result("c", "orders")
     async with client(coord, lambda: state.metrics.last_success_ms, notifier) as http:
         quiet = (await http.get("/api/groups")).json()["groups"][0]
@@ -116,12 +119,7 @@ async def test_the_notifier_hands_out_one_mapping_of_open_incidents_until_they_c
     coord = await scripted_service(tmp_path, 12, stuck_from=99)
     await drive(coord, 12)
     now = [T0 + 200_000]
-    notifier = Notifier(
-        parse_notify({"receivers": {"r": {"webhook": {"url": "http://127.0.0.1:9/"}}},
-                      "route": {"receiver": "r"}}),
-        tmp_path / "notify.sqlite",
-        clock=lambda: now[0],
-    )  # fmt: skip
+    notifier = webhook_notifier(tmp_path, lambda: now[0])
     result = coord.clusters["c"].evaluation.result("c", "orders")
     notifier.handle([Transition("c", "orders", GroupStatus.OK, GroupStatus.ERR, T0, result)])
     first = notifier.open_incidents()
@@ -160,12 +158,7 @@ async def test_cached_answers_are_the_ones_worked_out_afresh_as_time_goes_by(tmp
     await drive(coord, 12)
     state = coord.clusters["c"]
     now = [state.metrics.last_success_ms + 1_000]
-    notifier = Notifier(
-        parse_notify({"receivers": {"r": {"webhook": {"url": "http://127.0.0.1:9/"}}},
-                      "route": {"receiver": "r"}}),
-        tmp_path / "notify.sqlite",
-        clock=lambda: now[0],
-    )  # fmt: skip
+    notifier = webhook_notifier(tmp_path, lambda: now[0])
     seen: list[tuple[dict, dict]] = []
 
     async def compare(http: httpx.AsyncClient) -> None:
