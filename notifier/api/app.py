@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import formatdate
 from pathlib import Path
@@ -33,14 +33,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from notifier.api.auth import WriteGuard
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
-from notifier.api.cache import JSONBytes, ScanCache, encode, joined_with_members, with_members
+from notifier.api.cache import JSONBytes, ScanCache, encode, with_members
 from notifier.api.metrics import ServiceMetrics
+from notifier.api.overview import Overviews
 from notifier.api.page import add_page_routes
 from notifier.api.priority import ScanPriority
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import (
     ActiveSilences,
-    Freshness,
     as_of,
     cluster_summaries,
     freshness,
@@ -50,11 +50,9 @@ from notifier.api.views import (
     group_result,
     history_summary,
     open_incidents,
-    overview_clock_members,
-    overview_rows,
 )
 from notifier.config import MAX_SILENCE_MATCHERS, ConfigError, Secret
-from notifier.types import GroupResult, GroupStatus, Incident
+from notifier.types import GroupResult, GroupStatus
 
 STATIC = Path(__file__).parent / "static"
 
@@ -350,26 +348,9 @@ def create_app(
 
     # ---- ours
 
-    def overview(
-        name: str,
-        state: ClusterView,
-        incidents: Mapping[tuple[str, str], Incident],
-        silences: ActiveSilences,
-        now: int,
-    ) -> bytes:
-        """A cluster's rows of /api/groups. The rows are encoded once per scan, staleness, set
-        of open incidents (the notifier hands out the same mapping while they stay the same)
-        and set of active silences; what changes with the clock is added per request: the
-        data's age (the same for every row) joined in once per age shown, and how long each
-        open incident has been open."""
-        fresh = freshness(state, now)
-        key = ("overview", fresh.stale)
-        cached: _Overview | None = scans.get(name, state, key, lambda: None)
-        if cached is None or cached.incidents is not incidents or cached.silences != silences.key:
-            rows = overview_rows(state, name, incidents, silences, fresh.stale)
-            cached = _Overview(incidents, silences.key, rows)
-            scans.put(name, state, key, cached)
-        return cached.joined(fresh, now)
+    overviews = Overviews(
+        lambda name, state, group: result_of(state, name, group), lambda: coordinator.scanning
+    )
 
     @app.get("/api/groups", tags=["notifier"])
     async def api_groups() -> JSONBytes:
@@ -377,7 +358,8 @@ def create_app(
         incidents = open_incidents(notifier)
         silences = ActiveSilences(notifier)
         parts = [
-            overview(name, s, incidents, silences, now) for name, s in coordinator.clusters.items()
+            overviews.rows(name, s, incidents, silences, now)
+            for name, s in coordinator.clusters.items()
         ]
         groups = orjson.Fragment(b"[" + b",".join(p for p in parts if p) + b"]")
         return JSONBytes({"groups": groups, "clusters": cluster_summaries(coordinator, now)})
@@ -513,47 +495,6 @@ def create_app(
         return asset.response()
 
     return app
-
-
-class _Overview:
-    """A cluster's /api/groups rows for one scan, staleness, set of open incidents and set of
-    active silences, encoded without the members that change with the clock (the data's age,
-    how long an incident has been open), which :meth:`joined` adds."""
-
-    def __init__(
-        self,
-        incidents: Mapping[tuple[str, str], Incident],
-        silences: tuple[str, ...],
-        rows: list[tuple[dict[str, Any], Incident | None]],
-    ) -> None:
-        self.incidents = incidents
-        self.silences = silences
-        self._open: list[tuple[bytes, Incident]] = []
-        """The rows with an open incident, in order."""
-        self._quiet: list[list[bytes]] = [[]]
-        """The runs of rows without one: before the first row with an incident, after each."""
-        for row, incident in rows:
-            if incident is None:
-                self._quiet[-1].append(encode(row))
-            else:
-                self._open.append((encode(row), incident))
-                self._quiet.append([])
-        self._age: tuple[bool, float | None] | None = None
-        self._quiet_joined: list[bytes] = []
-        """Each run joined with the members of the age in ``_age`` (the same for each row)."""
-
-    def joined(self, fresh: Freshness, now: int) -> bytes:
-        """The rows as of ``now``, joined by commas: the inside of a JSON array."""
-        age = (fresh.stale, fresh.age_seconds)
-        if self._age != age:
-            members = overview_clock_members(None, fresh, now)
-            self._quiet_joined = [joined_with_members(run, members) for run in self._quiet]
-            self._age = age
-        parts = [self._quiet_joined[0]]
-        for (encoded, incident), after in zip(self._open, self._quiet_joined[1:], strict=True):
-            parts.append(with_members(encoded, overview_clock_members(incident, fresh, now)))
-            parts.append(after)
-        return b",".join(p for p in parts if p)
 
 
 class _StaticFile:

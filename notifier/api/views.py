@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -124,10 +124,30 @@ def overview_rows(
     incident that summary is of: a function of the cluster's last scan, whether its data is
     stale, the open incidents by (cluster, group) and the silences active now
     (:attr:`ActiveSilences.key`)."""
+    return joined_rows(cluster, list(scan_rows(state, cluster, stale)), incidents, silences)
+
+
+ScanRow = tuple[dict[str, Any], list[Finding], bool]
+"""What an /api/groups row takes from a scan: its members, the group's findings (to match
+silences against), and whether the row shows the group's open incident (a group listed
+without partitions does not)."""
+
+
+def scan_rows(
+    state: ClusterView,
+    cluster: str,
+    stale: bool,
+    result_of: Callable[[int, str], GroupResult] | None = None,
+) -> Iterator[ScanRow]:
+    """:func:`overview_rows` before the open incidents and silences are joined in
+    (:func:`joined_rows`), one group at a time; ``result_of(gid, group)`` gives the result of
+    a group a rule fires for (to name its leading finding). The scan must stay the cluster's
+    last while the rows are read."""
     evaluation: Evaluation | None = state.evaluation
-    out: list[tuple[dict[str, Any], Incident | None]] = []
     seen: set[str] = set()
     if evaluation is not None and evaluation.rows.size:
+        if result_of is None:
+            result_of = lambda gid, _group: evaluation.result_for_gid(gid)  # noqa: E731
         store = state.store
         rows = evaluation.rows
         gids = evaluation.gids
@@ -148,10 +168,9 @@ def overview_rows(
             _, group = store.group_key_of(gid)
             seen.add(group)
             seconds = float(evaluation.group_max_lag_seconds[gid])
-            incident = incidents.get((cluster, group))
             fired = sorted(name for name, fired in firing.items() if fired[gid])
-            findings = evaluation.result_for_gid(gid).findings if fired else []
-            out.append((
+            findings = result_of(gid, group).findings if fired else []
+            yield (
                 {
                     "cluster": cluster,
                     "group": group,
@@ -165,22 +184,41 @@ def overview_rows(
                     "rules": fired,
                     "finding": leading_finding(findings),
                     "lag_history": [int(v) for v in spark[gid]],
-                    "incident_id": incident.id if incident else None,
-                    **silences.of(cluster, group, incident, findings),
                     "group_state": state.groups.get(group, "Unknown"),
                 },
-                incident,
-            ))  # fmt: skip
+                findings,
+                True,
+            )
     for group in sorted(set(state.groups) - seen):
-        out.append((
+        yield (
             {
                 "cluster": cluster, "group": group, "status": "OK", "complete": 0.0,
                 "partial": False, "total_lag": 0, "max_lag_seconds": None, "partitions": 0,
-                "rules": [], "finding": None, "lag_history": [], "incident_id": None,
-                **silences.of(cluster, group, None, []), "group_state": state.groups[group],
+                "rules": [], "finding": None, "lag_history": [],
+                "group_state": state.groups[group],
             },
-            None,
-        ))  # fmt: skip
+            [],
+            False,
+        )  # fmt: skip
+
+
+def joined_rows(
+    cluster: str,
+    rows: Iterable[ScanRow],
+    incidents: Mapping[tuple[str, str], Incident],
+    silences: ActiveSilences,
+) -> list[tuple[dict[str, Any], Incident | None]]:
+    """:func:`scan_rows` with each group's open incident and the silences holding its alerts
+    back, each row with the incident it shows."""
+    out: list[tuple[dict[str, Any], Incident | None]] = []
+    for row, findings, shows_incident in rows:
+        group = row["group"]
+        incident = incidents.get((cluster, group)) if shows_incident else None
+        members = {
+            "incident_id": incident.id if incident else None,
+            **silences.of(cluster, group, incident, findings),
+        }
+        out.append(({**row, **members}, incident))
     return out
 
 
