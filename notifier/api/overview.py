@@ -22,13 +22,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from notifier.api.cache import encode, joined_with_members, with_members
+from notifier.api.cache import encode, joined_with_members
 from notifier.api.sources import ClusterView
 from notifier.api.views import (
     ActiveSilences,
     Freshness,
     ScanRow,
     freshness,
+    incident_duration,
+    incident_facts,
     joined_rows,
     overview_clock_members,
     scan_rows,
@@ -171,18 +173,23 @@ class _Joined:
         self.incidents = incidents
         self.silences = silences
         self._open: list[tuple[bytes, Incident]] = []
-        """The rows with an open incident, in order."""
+        """The rows with an open incident, in order, each encoded up to the value of its
+        incident's ``duration_seconds`` (the last member of ``incident``)."""
         self._quiet: list[list[bytes]] = [[]]
         """The runs of rows without one: before the first row with an incident, after each."""
         for row, incident in rows:
             if incident is None:
                 self._quiet[-1].append(encode(row))
             else:
-                self._open.append((encode(row), incident))
+                facts = encode({"incident": incident_facts(incident)})
+                head = encode(row)[:-1] + b"," + facts[1:-2] + b',"duration_seconds":'
+                self._open.append((head, incident))
                 self._quiet.append([])
         self._age: tuple[bool, float | None] | None = None
         self._quiet_joined: list[bytes] = []
         """Each run joined with the members of the age in ``_age`` (the same for each row)."""
+        self._age_tail = b""
+        """The age's members, ending a row (``,"stale":...}``)."""
 
     def at(self, fresh: Freshness, now: int) -> bytes:
         """The rows as of ``now``, joined by commas: the inside of a JSON array."""
@@ -190,9 +197,13 @@ class _Joined:
         if self._age != age:
             members = overview_clock_members(None, fresh, now)
             self._quiet_joined = [joined_with_members(run, members) for run in self._quiet]
+            self._age_tail = (
+                b"}," + encode({k: v for k, v in members.items() if k != "incident"})[1:]
+            )
             self._age = age
         parts = [self._quiet_joined[0]]
-        for (encoded, incident), after in zip(self._open, self._quiet_joined[1:], strict=True):
-            parts.append(with_members(encoded, overview_clock_members(incident, fresh, now)))
+        tail = self._age_tail
+        for (head, incident), after in zip(self._open, self._quiet_joined[1:], strict=True):
+            parts.append(head + encode(incident_duration(incident, now)) + tail)
             parts.append(after)
         return b",".join(p for p in parts if p)

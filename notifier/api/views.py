@@ -250,11 +250,20 @@ def incident_summary(incident: Incident | None, now_ms: int) -> dict[str, Any] |
     """What the table's incident chip shows (delivery state comes from /api/incidents)."""
     if incident is None:
         return None
+    return {**incident_facts(incident), "duration_seconds": incident_duration(incident, now_ms)}
+
+
+def incident_facts(incident: Incident) -> dict[str, Any]:
+    """:func:`incident_summary` without what changes with the clock."""
     return {
         "id": incident.id, "opened_at": incident.opened_at, "status": incident.status.value,
         "peak_status": incident.peak_status.value, "silenced": incident.silenced,
-        "duration_seconds": round(max(0, now_ms - incident.opened_at) / 1000, 1),
     }  # fmt: skip
+
+
+def incident_duration(incident: Incident, now_ms: int) -> float:
+    """How long the incident has been open at ``now_ms``, in seconds (to a tenth)."""
+    return round(max(0, now_ms - incident.opened_at) / 1000, 1)
 
 
 class ActiveSilences:
