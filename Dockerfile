@@ -44,5 +44,13 @@ WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8000
 
+# Healthy while the API answers /healthz (the process is up and serving; whether the clusters
+# are scanned is /readyz's business). Python, not curl: the slim image has no curl. Set
+# NOTIFIER_HEALTHCHECK_URL when the config moves the API (another port, https: the certificate
+# is not checked on this loopback call).
+ENV NOTIFIER_HEALTHCHECK_URL=http://127.0.0.1:8000/healthz
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import os, ssl, urllib.request; urllib.request.urlopen(os.environ['NOTIFIER_HEALTHCHECK_URL'], timeout=4, context=ssl._create_unverified_context())"]
+
 ENTRYPOINT ["notifier", "run"]
 CMD ["--config", "/etc/notifier/config.yaml"]

@@ -52,6 +52,7 @@ def check(
             service = load_service_config(config_path)
             if service.notify:
                 notify = parse_notify(service.notify, f"{config_path}: notify")
+            _check_labels(service, load_rules(service.rules_path(config_path.parent)), config_path)
             click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
             if service.api.enabled and service.api.writes_refused:
                 click.echo(f"{config_path}: warning: api: {service.api.writes_refused}", err=True)
@@ -112,7 +113,8 @@ def check_templates(notify: NotifyConfig | None, directory: Path | None = None) 
     help="The service config (YAML).",
 )
 def run(config_path: Path) -> None:
-    """Watch the configured clusters until SIGINT/SIGTERM (SIGHUP reloads the rules)."""
+    """Watch the configured clusters until SIGINT/SIGTERM (SIGHUP, or POST /-/reload, reloads
+    the config and the rules it names)."""
     import asyncio
 
     from notifier.config import load_service_config
@@ -122,6 +124,7 @@ def run(config_path: Path) -> None:
         service = load_service_config(config_path)
         rules_path = service.rules_path(config_path.parent)
         rules = load_rules(rules_path)
+        _check_labels(service, rules, config_path)
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
@@ -141,13 +144,19 @@ def run(config_path: Path) -> None:
             click.echo(f"template {problem}", err=True)
         if problems:
             sys.exit(2)
+    from notifier.service import Reloader
+
     coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
+    reloader = Reloader(config_path, coordinator, notifier, service)
     companions = [notifier] if notifier is not None else []
     if service.api.enabled:
         from notifier.api import ApiServer, ApiServerError, create_app
+        from notifier.api.reload import add_reload_routes
 
         api = service.api
-        app = create_app(coordinator, notifier, api.token, host=api.host)
+        app = create_app(coordinator, notifier, api.token, host=api.host,
+                         metric_families=service.metrics.families)  # fmt: skip
+        add_reload_routes(app, reloader)
         server = ApiServer(app, api.host, api.port, tls=api.tls)
         try:
             server.bind()  # a port in use is a config problem: say so before anything starts
@@ -157,21 +166,33 @@ def run(config_path: Path) -> None:
         companions.append(server)
     if notifier is None:
         sink.warn_nobody_notified(str(config_path))
-    asyncio.run(coordinator.run_until_signalled(companions))
+    asyncio.run(
+        coordinator.run_until_signalled(companions, on_reload=lambda: reloader.reload("sighup"))
+    )
+
+
+def _check_labels(service, rules, config_path: Path) -> None:
+    """Labels the notify section matches on must be ones findings can have (a typo, or a
+    label the rules no longer set, would never match)."""
+    from notifier.config import unknown_labels
+    from notifier.service import notify_section
+
+    notify = notify_section(service, str(config_path))
+    if notify is not None:
+        problems = unknown_labels(notify, rules)
+        if problems:
+            raise ConfigError(str(config_path), problems)
 
 
 def build_sink(service, data_dir: Path, source: str):
     """The notification pipeline when one is configured, else structured transition logs."""
-    from notifier.service import LogSink
+    from notifier.service import LogSink, notify_section
 
-    if not service.notify:
+    config = notify_section(service, source)
+    if config is None:
         return LogSink(data_dir / "transitions.jsonl")
-    from notifier.config import parse_notify
     from notifier.notify import Notifier
 
-    config = parse_notify(service.notify, f"{source}: notify")
-    if service.api.public_url and not config.status_page_url:
-        config = config.model_copy(update={"status_page_url": service.api.public_url})
     data_dir.mkdir(parents=True, exist_ok=True)
     return Notifier(config, data_dir / "notify.sqlite")
 

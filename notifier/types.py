@@ -10,6 +10,7 @@ History files and the backtest use the very same sample columns (:data:`SAMPLE_S
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -68,6 +69,24 @@ class Sample:
         if self.committed_offset is None:
             return None
         return max(0, self.log_end_offset - self.committed_offset)
+
+
+@dataclass(slots=True, frozen=True)
+class GroupMember:
+    """A member of a consumer group as its coordinator describes it: the member id the broker
+    gave it, the ``client.id`` the consumer set and the host it connects from (the broker's
+    ``/10.2.0.14`` with the leading slash dropped). Empty strings where a broker reports none."""
+
+    member_id: str
+    client_id: str = ""
+    client_host: str = ""
+
+    def describe(self) -> str:
+        """``billing-7f9c on 10.2.0.14``: who a person should look at; ``""`` when the broker
+        named neither."""
+        if self.client_id and self.client_host:
+            return f"{self.client_id} on {self.client_host}"
+        return self.client_id or self.client_host
 
 
 def samples_to_table(samples: list[Sample]) -> pa.Table:
@@ -169,6 +188,11 @@ class Finding:
     message: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     since: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    """The rule's labels (``team: data``): routes, silences and inhibit rules match them."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """The rule's annotations rendered over this finding (``summary``, ``description``,
+    ``runbook_url``): what templates show beside the finding."""
 
     def to_dict(self) -> dict[str, Any]:
         # By hand rather than ``asdict``: this runs for every finding of every notification,
@@ -183,6 +207,8 @@ class Finding:
             "message": self.message,
             "evidence": dict(self.evidence),
             "since": self.since,
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
         }
 
 
@@ -201,7 +227,14 @@ class PartitionResult:
     start: CommitPoint | None
     end: CommitPoint | None
     owner: str = ""
+    """The host of the member that owns the partition (Burrow's ``owner``); "" when none does."""
     client_id: str = ""
+    """That member's ``client.id``; "" when no member owns the partition."""
+
+    @property
+    def owned_by(self) -> str:
+        """``billing-7f9c on 10.2.0.14``, or ``""`` when no member owns the partition."""
+        return GroupMember("", self.client_id, self.owner).describe()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -230,6 +263,23 @@ class GroupResult:
     def partition_count(self) -> int:
         return len(self.partitions)
 
+    def partition(self, topic: str | None, partition: int | None) -> PartitionResult | None:
+        """The result of one partition, or None (also for a finding about the whole group)."""
+        if topic is None or partition is None:
+            return None
+        for p in self.partitions:
+            if p.partition == partition and p.topic == topic:
+                return p
+        return None
+
+    def attach_owners(self, owners: Mapping[tuple[str, int], GroupMember]) -> GroupResult:
+        """Name on each partition the member that owns it (Burrow's ``owner`` and
+        ``client_id``), from the scan's assignments; returns the result itself."""
+        for p in self.partitions:
+            member = owners.get((p.topic, p.partition))
+            p.owner, p.client_id = (member.client_host, member.client_id) if member else ("", "")
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["partition_count"] = self.partition_count
@@ -247,6 +297,9 @@ class Transition:
     at: int
     result: GroupResult | None
     gone: bool = False
+    reason: str | None = None
+    """Why a gone group went: ``None`` when the cluster stopped listing it, ``"removed"`` when
+    it was forgotten on request (Burrow's ``DELETE /v3/kafka/{cluster}/consumer/{group}``)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -291,6 +344,8 @@ class Alert:
     event: Event
     incident: Incident
     result: GroupResult | None
+    muted: list[Finding] = field(default_factory=list)
+    """Findings an inhibit rule holds back (a WARN beside the group's ERR): shown apart."""
 
 
 @dataclass(slots=True)

@@ -250,7 +250,7 @@ async def test_during_an_outage_every_answer_says_how_old_the_data_is(tmp_path):
     detail = stale["/api/groups/c/g"].json()
     assert (detail["stale"], detail["data_age_seconds"], detail["complete"]) == (True, 60.0, 0.0)
     families = {f.name: f for f in text_string_to_metric_families(stale["/metrics"].text)}
-    for name in ("kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds",
+    for name in ("kafka_consumergroup_lag", "kafka_consumergroup_group_lag_seconds",
                  "kafka_consumergroup_lag_sum", "notifier_group_status",
                  "kafka_topic_partition_current_offset"):  # fmt: skip
         assert not families[name].samples, name  # stale values are not exported as current
@@ -268,7 +268,7 @@ async def test_metrics_parse_and_follow_exporter_names(demo_service):
     assert set(sample.labels) == {"cluster", "consumergroup", "topic", "partition"}
     status = {s.labels["consumergroup"]: s.value for s in families["notifier_group_status"].samples}
     assert status["stalled"] == 2 and status["healthy"] == 0
-    for name in ("kafka_consumergroup_lag_seconds", "kafka_topic_partition_current_offset",
+    for name in ("kafka_consumergroup_group_lag_seconds", "kafka_topic_partition_current_offset",
                  "notifier_scans", "notifier_scan_duration_seconds", "notifier_evaluation_seconds",
                  "notifier_group_complete"):  # fmt: skip
         assert name in families, name

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -189,17 +190,32 @@ def test_run_with_the_api_port_in_use_says_so_in_one_line(tmp_path):
     ]
 
 
-def _run_briefly(config: Path, seconds: float = 3.0) -> str:
-    """`notifier run` for a few seconds, then SIGTERM; its stderr (the JSON log lines)."""
+def _run_briefly(config: Path, until_event: str = "cluster_starting") -> str:
+    """`notifier run` until it logs ``until_event`` (it has read its config and started
+    watching), then SIGTERM; its stderr (the JSON log lines). Waiting for the line rather than
+    a fixed time keeps a slow, shared machine from stopping it before it handles signals."""
     process = subprocess.Popen(
         [sys.executable, "-m", "notifier.cli", "run", "--config", str(config)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        _, stderr = process.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        process.terminate()
-        _, stderr = process.communicate(timeout=30)
+    assert process.stderr is not None
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            lines.append(line)
+            if f'"{until_event}"' in line:
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    started.wait(timeout=120)
+    process.terminate()
+    process.wait(timeout=60)
+    reader.join(timeout=10)
+    stderr = "".join(lines)
+    assert started.is_set(), stderr
     assert process.returncode == 0, stderr
     return stderr
 

@@ -602,7 +602,7 @@ def test_collector_rejects_bad_settings():
         ClusterCollector(
             "localhost:9092",
             security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="GSSAPI",
+            sasl_mechanism="NTLM",
             sasl_username="u",
             sasl_password="p",
         )

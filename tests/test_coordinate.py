@@ -214,5 +214,6 @@ def test_secrets_come_from_the_environment():
     )  # fmt: skip
     cluster = config.clusters[0]
     assert cluster.bootstrap_servers == ["h:9092"]
-    assert cluster.security.sasl_password == "hunter2"
+    assert cluster.security.sasl_password is not None
+    assert cluster.security.sasl_password.reveal() == "hunter2"
     assert "hunter2" not in repr(config)

@@ -206,9 +206,9 @@ def test_dollar_dollar_escapes_substitution():
             "nested quantifier",
         ),
         (
-            {"route": {"receiver": "r", "routes": [{"matchers": ["colour=red"]}]}},
+            {"route": {"receiver": "r", "routes": [{"matchers": ["1colour=red"]}]}},
             "route.routes[0].matchers",
-            "unknown label 'colour'",
+            "label name '1colour'",
         ),
         ({"route": {"receiver": "r", "threshold": "ok"}}, "route.threshold", "Input should be"),
         ({"route": {"receiver": "r", "group_by": ["topic"]}}, "route.group_by", "cannot group"),

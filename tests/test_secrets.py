@@ -1,11 +1,13 @@
 """No secret ever leaves the config: the real service is started with a known value for every
-kind of credential (the SASL password of a cluster, a Slack webhook URL and bot token, a
-PagerDuty routing key, an SMTP password, a webhook's bearer token and auth header, the API
-token), each given through ``${ENV}``; it is driven through an alert that opens and resolves on
-every channel (receivers that fail once echo the credentials back in their errors), every API
-route is called, good and bad requests alike; then every log line, every answer, /metrics and
-every file in the data directory (outbox and checkpoint databases, the Parquet history) is
-searched for each secret. There must be none."""
+kind of credential (the SASL password of a cluster, an OIDC client secret and the tokens issued
+for it, a TLS client key's password, a Slack webhook URL and bot token, a PagerDuty routing
+key, an SMTP password, a webhook's bearer token and auth header, the API token), each given
+through ``${ENV}``; it is driven through an alert that opens and resolves on every channel
+(receivers that fail once echo the credentials back in their errors), every API route is
+called, good and bad requests alike (Burrow's ``/v3/config`` and each of its modules
+included); then every log line, every answer, /metrics and every file in the data directory
+(outbox and checkpoint databases, the Parquet history) is searched for each secret. There must
+be none."""
 
 from __future__ import annotations
 
@@ -20,13 +22,16 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
+import trustme
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from cryptography.hazmat.primitives import serialization
 
 from notifier.collect import EmbeddedBroker
 from notifier.config import secret_fragments
 from notifier.demo import HttpReceiver, SmtpReceiver
 
+from .kafka_gate import JwtVerifier, KafkaGate, TokenEndpoint
 from .service_process import ServiceProcess
 
 pytestmark = [
@@ -46,6 +51,8 @@ SMTP_PASSWORD = "smtpPw-88d1f0aa"
 WEBHOOK_TOKEN = "hookBearer-41b7aa0c"
 WEBHOOK_API_KEY = "hookHeader-0d5e3c6f"
 API_TOKEN = "apiToken-6f02bd19"
+OAUTH_CLIENT_SECRET = "oidcClient-9b1e44c2"
+SSL_KEY_PASSWORD = "sslKeyPw-2d7c0e85"
 
 RULES = """
 window: {intervals: 3}
@@ -55,8 +62,15 @@ rules:
 """
 
 
-def service_config(bootstrap: str, prefix: str, http: HttpReceiver, smtp: SmtpReceiver) -> str:
+def service_config(
+    bootstrap: str,
+    prefix: str,
+    http: HttpReceiver,
+    smtp: SmtpReceiver,
+    login: tuple[KafkaGate, TokenEndpoint, dict[str, Path]],
+) -> str:
     """Every credential from the environment; the receivers on loopback."""
+    gate, idp, tls = login
     return f"""
 clusters:
   - name: local
@@ -76,6 +90,28 @@ clusters:
       sasl_mechanism: PLAIN
       sasl_username: notifier
       sasl_password: ${{KAFKA_SASL_PASSWORD}}
+  - name: managed   # OAUTHBEARER through a broker that checks the tokens
+    bootstrap_servers: 127.0.0.1:{gate.port}
+    scan_interval: 0.5s
+    request_timeout: 2s
+    scan_timeout: 4s
+    security:
+      protocol: SASL_PLAINTEXT
+      sasl_mechanism: OAUTHBEARER
+      oauth: {{token_url: "{idp.url}", client_id: lag-notifier,
+              client_secret: "${{KAFKA_OAUTH_CLIENT_SECRET}}"}}
+  - name: mutual   # an encrypted client key for a broker that speaks no TLS: scans fail, logged
+    bootstrap_servers: {bootstrap}
+    scan_interval: 0.5s
+    request_timeout: 1s
+    scan_timeout: 2s
+    down_after_failures: 1
+    security:
+      protocol: SSL
+      ssl_cafile: {tls["ca"]}
+      ssl_certfile: {tls["cert"]}
+      ssl_keyfile: {tls["key"]}
+      ssl_password: ${{KAFKA_SSL_KEY_PASSWORD}}
 rules: rules.yaml
 data_dir: data
 checkpoint_interval: 1s
@@ -104,6 +140,8 @@ notify:
 def planted(http: HttpReceiver) -> dict[str, str]:
     return {
         "KAFKA_SASL_PASSWORD": SASL_PASSWORD,
+        "KAFKA_OAUTH_CLIENT_SECRET": OAUTH_CLIENT_SECRET,
+        "KAFKA_SSL_KEY_PASSWORD": SSL_KEY_PASSWORD,
         "SLACK_WEBHOOK_URL": http.url_for(f"/services/T0SECRET/B0SECRET/{SLACK_HOOK_SECRET}"),
         "SLACK_BOT_TOKEN": SLACK_BOT_TOKEN,
         "PAGERDUTY_ROUTING_KEY": PAGERDUTY_ROUTING_KEY,
@@ -125,6 +163,21 @@ def echo_credentials_once(http: HttpReceiver, env: dict[str, str]) -> None:
                times=1)  # fmt: skip
     http.reply("/hooks/secure", 503, text=f"bad token {WEBHOOK_TOKEN} / {WEBHOOK_API_KEY}",
                times=1)  # fmt: skip
+
+
+def client_certificate(directory: Path) -> dict[str, Path]:
+    """A CA and a client certificate whose key is encrypted with SSL_KEY_PASSWORD."""
+    ca = trustme.CA()
+    client = ca.issue_cert("lag-notifier@example.com")
+    files = {"ca": directory / "ca.pem", "cert": directory / "client.pem",
+             "key": directory / "client.key"}  # fmt: skip
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    client.cert_chain_pems[0].write_to_path(str(files["cert"]))
+    key = serialization.load_pem_private_key(client.private_key_pem.bytes(), password=None)
+    files["key"].write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(SSL_KEY_PASSWORD.encode())))  # fmt: skip
+    return files
 
 
 async def lagging_group(bootstrap: str, topic: str, group: str) -> None:
@@ -255,19 +308,34 @@ def data_files_text(data_dir: Path) -> dict[str, bytes]:
     return found
 
 
+def scan_failed(cluster: str) -> Any:
+    return lambda line: line.get("event") == "scan_failed" and line["cluster"] == cluster
+
+
 async def test_no_secret_appears_in_logs_answers_metrics_or_files(
-    kafka_broker: EmbeddedBroker, tmp_path: Path
+    kafka_broker: EmbeddedBroker, broker_factory: Any, tmp_path: Path
 ):
     prefix = f"secrets-{uuid.uuid4().hex[:6]}"
     topic, group = f"{prefix}-topic", f"{prefix}-group"
     bootstrap = kafka_broker.bootstrap_servers
     (tmp_path / "rules.yaml").write_text(RULES)
     log_path = tmp_path / "service.log"
-    async with HttpReceiver() as http, SmtpReceiver(login=("notifier", SMTP_PASSWORD)) as smtp:
+    tls = client_certificate(tmp_path)
+    async with (
+        HttpReceiver() as http,
+        SmtpReceiver(login=("notifier", SMTP_PASSWORD)) as smtp,
+        TokenEndpoint("lag-notifier", OAUTH_CLIENT_SECRET, lifetime=2) as idp,
+        KafkaGate(mechanism="OAUTHBEARER", verify=JwtVerifier(idp.key)) as gate,
+    ):
+        gated = await asyncio.to_thread(broker_factory, advertised_port=gate.port)
+        gate.relay_to(gated.host, gated.port)
         env = planted(http)
         echo_credentials_once(http, env)
+        # The token endpoint's first answer repeats the secret it was sent, as some do.
+        echo = {"error": "invalid_client", "error_description": f"bad {OAUTH_CLIENT_SECRET}"}
+        idp.refuse_next = [(401, echo)]
         config = tmp_path / "service.yaml"
-        config.write_text(service_config(bootstrap, prefix, http, smtp))
+        config.write_text(service_config(bootstrap, prefix, http, smtp, (gate, idp, tls)))
         await lagging_group(bootstrap, topic, group)
         async with ServiceProcess(config, log_path, env) as service:
             # Open: every channel gets it once its first, failing, attempt is retried.
@@ -275,16 +343,24 @@ async def test_no_secret_appears_in_logs_answers_metrics_or_files(
             await commit(bootstrap, group, topic, 6)  # caught up: the alert resolves
             await eventually(lambda: "resolve" in webhook_events(http, group), "its resolve")
             await eventually(lambda: min(events_at(http, smtp, env).values()) >= 2, "every channel")
-            await service.wait_for_log(
-                lambda line: line.get("event") == "scan_failed" and line["cluster"] == "guarded"
-            )
+            for failing in ("guarded", "mutual"):
+                await service.wait_for_log(scan_failed(failing))
+            # Tokens live 2 s: several are issued and used while the alert goes round.
+            await eventually(lambda: len({login.expires_at for login in gate.accepted}) >= 3,
+                             "three tokens accepted by the broker")  # fmt: skip
             async with httpx.AsyncClient(base_url=service.url) as client:
                 ask = Answers(client)
                 names = {"cluster": ["local", "guarded", "nope"], "group": [group, "nope"],
                          "topic": [topic, "nope"]}  # fmt: skip
+                # Burrow's /v3/config modules: each cluster's and each channel's, shown whole.
+                channels = (await ask("GET", "/v3/config/notifier")).json()["modules"]
+                assert len(channels) == 5
+                names["name"] = ["default", "local", "guarded", *channels, "nope"]
                 await call_every_route(ask, names)
             assert await service.stop() == 0
     assert {200, 201, 400, 401, 404, 405, 422} <= ask.statuses
+    shown = [t for t in ask.texts if t.startswith("GET /v3/config/") and " 200\n" in t]
+    assert len(shown) >= 5 + 2 + 2 + 2  # every channel, cluster and consumer, storage, evaluator
 
     searched = {"log": log_path.read_bytes()}
     searched |= {f"answer {i}": text.encode() for i, text in enumerate(ask.texts)}
@@ -293,7 +369,9 @@ async def test_no_secret_appears_in_logs_answers_metrics_or_files(
     assert any(name.startswith("state/") for name in searched)
     assert any(name.endswith(".parquet") for name in searched)
 
-    needles = {fragment for value in env.values() for fragment in secret_fragments(value)}
+    assert gate.expired_requests == 0 and len(idp.issued) >= 3
+    secrets = [*env.values(), *idp.issued]
+    needles = {fragment for value in secrets for fragment in secret_fragments(value)}
     assert SLACK_HOOK_SECRET in needles or any(SLACK_HOOK_SECRET in n for n in needles)
     leaks = sorted(
         f"{needle!r} in {where}"

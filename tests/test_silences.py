@@ -80,7 +80,7 @@ def test_a_resolve_is_sent_even_while_silenced():
     [
         ({"matchers": []}, "matchers"),
         ({"matchers": ['group=~"("']}, "matchers[0]"),
-        ({"matchers": ["shape=round"]}, "matchers"),
+        ({"matchers": ["9shape=round"]}, "matchers"),
         ({"ends_at": T0 - 1}, "ends_at"),
         ({"starts_at": T0 + H, "ends_at": T0 + M}, "ends_at"),
         ({"author": " "}, "author"),

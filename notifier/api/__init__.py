@@ -5,7 +5,8 @@ silences aside).
 * ``auth``: :class:`WriteGuard`: reads open; writes need the token, or loopback without one.
 * ``burrow``: Burrow's v3 JSON bodies.
 * ``views``: the /api JSON the status page reads (groups overview, group detail, incidents).
-* ``metrics``: :class:`ServiceMetrics`, the Prometheus collector behind /metrics.
+* ``metrics``: /metrics (``add_metrics_routes``): notifier's families and kafka_exporter's and
+  Kafka Lag Exporter's under their own names (``metrics.families``), rendered once per scan.
 * ``page``: the status page's charts and incident endpoints (history, incidents with their
   deliveries) and its HTML pages; ``models``: their response models.
 * ``series``: a group's lag over the last hours from the Parquet history, and its thresholds.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from email.utils import formatdate
 from pathlib import Path
@@ -24,8 +24,7 @@ from typing import Annotated, Any
 import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from prometheus_client import CollectorRegistry, generate_latest
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -33,8 +32,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from notifier.api.auth import WriteGuard
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
+from notifier.api.burrow_admin import add_burrow_admin_routes
 from notifier.api.cache import JSONBytes, ScanCache, encode, with_members
-from notifier.api.metrics import ServiceMetrics
+from notifier.api.metrics import add_metrics_routes
 from notifier.api.overview import Overviews
 from notifier.api.page import add_page_routes
 from notifier.api.priority import ScanPriority
@@ -51,7 +51,7 @@ from notifier.api.views import (
     history_summary,
     open_incidents,
 )
-from notifier.config import MAX_SILENCE_MATCHERS, ConfigError, Secret
+from notifier.config import EXPORTER_FAMILIES, MAX_SILENCE_MATCHERS, ConfigError, Secret
 from notifier.types import GroupResult, GroupStatus
 
 STATIC = Path(__file__).parent / "static"
@@ -182,10 +182,12 @@ def create_app(
     token: str | Secret | None = None,
     clock: Callable[[], int] = _wall_ms,
     host: str = "127.0.0.1",
+    metric_families: Collection[str] = EXPORTER_FAMILIES,
 ) -> FastAPI:
     """The app over a running coordinator (and notifier); ``clock`` (epoch ms) is what the age
     of the data is measured against. ``token`` and ``host`` (where the app will listen) decide
-    who may write (:class:`~notifier.api.auth.WriteGuard`)."""
+    who may write (:class:`~notifier.api.auth.WriteGuard`). ``metric_families``: the exporters
+    whose families /metrics offers beside notifier's own (the config's ``metrics.families``)."""
     guard = WriteGuard(token, host)
     app = FastAPI(
         title="notifier",
@@ -383,6 +385,7 @@ def create_app(
         return JSONBytes(with_members(evidence, live))
 
     add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND)
+    add_burrow_admin_routes(app, coordinator, notifier, clock, _NOT_FOUND)
 
     @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))
     def api_silences() -> dict[str, Any]:
@@ -462,14 +465,7 @@ def create_app(
         }
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServiceMetrics(coordinator, notifier, clock))
-
-    @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
-    def metrics() -> Response:
-        return Response(
-            generate_latest(registry), media_type="text/plain; version=0.0.4; charset=utf-8"
-        )
+    add_metrics_routes(app, coordinator, notifier, clock, metric_families)
 
     # ---- the status page
 

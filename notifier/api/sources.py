@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from notifier.config import ClusterConfig
+from notifier.config import ClusterConfig, NotifyConfig, RulesConfig, ServiceConfig
 from notifier.rules import Evaluation, LeoReset
-from notifier.types import CommitPoint, Incident
+from notifier.types import CommitPoint, GroupMember, Incident
 
 
 class StoreView(Protocol):
@@ -141,8 +141,20 @@ class ClusterView(Protocol):
         """Every group the last scan listed, with its state (groups without partitions too)."""
 
     @property
+    def not_evaluated(self) -> Mapping[str, str]:
+        """Groups the last scan listed but left out, and why."""
+
+    @property
+    def group_members(self) -> Mapping[str, int]:
+        """Each group's number of members in the last scan."""
+
+    @property
     def leo_resets(self) -> Mapping[tuple[str, int], LeoReset]:
         """The latest log-end offset reset of each (topic, partition) seen since the start."""
+
+    @property
+    def owners(self) -> Mapping[str, Mapping[tuple[str, int], GroupMember]]:
+        """Per group, the member that owns each assigned partition as of the last scan."""
 
     def stale(self, now_ms: int) -> bool:
         """Whether the cluster's data is too old to show as current (no recent successful
@@ -182,6 +194,17 @@ class CoordinatorView(Protocol):
 
     @property
     def clusters(self) -> Mapping[str, ClusterView]: ...
+
+    @property
+    def config(self) -> ServiceConfig:
+        """The service config (Burrow's ``/v3/config`` shows it, secrets left out)."""
+
+    @property
+    def rules(self) -> RulesConfig: ...
+
+    def forget_group(self, cluster: str, group: str) -> bool:
+        """Drop a group's state and resolve its incident as removed (Burrow's DELETE of a
+        consumer); False when the cluster knows no such group."""
 
     @property
     def history(self) -> HistoryView | None:
@@ -257,3 +280,8 @@ class NotifierView(Protocol):
     def metrics(self) -> Mapping[str, Any]:
         """Delivery counters by channel (``sent``, ``failed``, ``retried``), ``outbox_depth``,
         ``oldest_pending_age_seconds``."""
+
+    @property
+    def config(self) -> NotifyConfig:
+        """The ``notify:`` section (Burrow's ``/v3/config/notifier`` shows it, secrets left
+        out)."""

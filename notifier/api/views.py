@@ -85,14 +85,15 @@ def as_of(result: GroupResult, fresh: Freshness) -> GroupResult:
 
 
 def group_result(state: ClusterView, cluster: str, group: str) -> GroupResult:
-    """The group's last result; Burrow's OK/complete 0 for a listed group with no partitions;
-    NOTFOUND for a group the cluster does not list."""
+    """The group's last result, each partition naming the member that owns it; Burrow's
+    OK/complete 0 for a listed group with no partitions; NOTFOUND for a group the cluster
+    does not list."""
     evaluation: Evaluation | None = state.evaluation
     now = evaluation.now if evaluation is not None else 0
     if evaluation is not None:
         gid = state.store.group_id(cluster, group)
         if gid is not None and np.any(evaluation.group_ids == gid):
-            return evaluation.result_for_gid(gid)
+            return evaluation.result_for_gid(gid).attach_owners(state.owners.get(group, {}))
     if group in state.groups:
         return group_without_partitions(cluster, group, now)
     return not_found(cluster, group, now)
@@ -380,6 +381,7 @@ def group_evidence(
         partitions.append(
             {
                 **jsonable(p.to_dict()),
+                "owned_by": p.owned_by,
                 "status": p.status.value,
                 "window": store.samples(row) if row is not None else [],
                 "commits": [burrow_point(c) for c in store.ring(row)] if row is not None else [],
@@ -401,12 +403,20 @@ def group_evidence(
         "max_lag_seconds": result.max_lag_seconds,
         "group_state": result.group_state,
         "members": result.members,
-        "findings": [jsonable(f.to_dict()) for f in result.findings],
+        "findings": [_with_owner(jsonable(f.to_dict()), result, f) for f in result.findings],
         "partitions": partitions,
         "scan_interval_s": state.config.scan_interval,
         "intervals": store.width,
         "minimum_complete": _minimum_complete(state),
     }
+
+
+def _with_owner(document: dict[str, Any], result: GroupResult, finding: Finding) -> dict[str, Any]:
+    """A finding as the page shows it: where it names a partition, who owns that partition
+    (``owned_by``: ``billing-7f9c on 10.2.0.14``, ``""`` when no member does)."""
+    partition = result.partition(finding.topic, finding.partition)
+    document["owned_by"] = partition.owned_by if partition is not None else ""
+    return document
 
 
 def _minimum_complete(state: ClusterView) -> float | None:
@@ -457,6 +467,9 @@ def cluster_summaries(coordinator: CoordinatorView, now_ms: int) -> list[dict[st
             "cluster": name, "down": s.metrics.down,
             "consecutive_failures": s.metrics.consecutive_failures,
             "last_error": s.metrics.last_error, "scan_interval_s": s.config.scan_interval,
+            "not_evaluated": [
+                {"group": g, "reason": why} for g, why in sorted(s.not_evaluated.items())
+            ],
             **freshness(s, now_ms).fields(),
         }
         for name, s in coordinator.clusters.items()

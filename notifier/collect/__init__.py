@@ -2,12 +2,16 @@
 
 * ``collector``: :class:`ClusterCollector`, one scan with a fixed, batched request pattern.
 * ``protocol``: API names, error codes, the DescribeGroups request, answer parsers and records.
+* ``grouptypes``: group types (KIP-848): ListGroups v5, ConsumerGroupDescribe, and what a
+  consumer-protocol group's state means to the rules; share and streams groups are not evaluated.
 * ``samples``: the sample table of a scan, member fingerprints, group states.
 * ``results``: :class:`ScanResult` and :class:`ScanError`, what the coordinator receives.
 * ``broker``: :class:`EmbeddedBroker`, a Tansu broker process for tests and the demo.
 * ``readonly``: ``ReadOnly``, the read-only attributes of the collector and the broker.
+* ``security``: SASL settings for aiokafka and the OAUTHBEARER token providers (OIDC client
+  credentials, Amazon MSK IAM), renewed before they expire.
 
-Imports only :mod:`notifier.types` from notifier.
+Imports :mod:`notifier.types` and, for the security settings, :mod:`notifier.config`.
 """
 
 from notifier.collect.broker import BrokerError, EmbeddedBroker
@@ -15,15 +19,27 @@ from notifier.collect.collector import ClusterCollector
 from notifier.collect.protocol import Group, decode_member
 from notifier.collect.results import ScanError, ScanResult
 from notifier.collect.samples import build_samples, member_hash, normalize_group_state
+from notifier.collect.security import (
+    CredentialsError,
+    MskIamTokenProvider,
+    OidcTokenProvider,
+    RefreshingTokenProvider,
+    collector_security,
+)
 
 __all__ = [
     "BrokerError",
     "ClusterCollector",
+    "CredentialsError",
     "EmbeddedBroker",
     "Group",
+    "MskIamTokenProvider",
+    "OidcTokenProvider",
+    "RefreshingTokenProvider",
     "ScanError",
     "ScanResult",
     "build_samples",
+    "collector_security",
     "decode_member",
     "member_hash",
     "normalize_group_state",

@@ -6,9 +6,12 @@ commits to or is assigned. Tools that send a request per partition or per group-
 over at a few thousand groups (docs/architecture.md, "What a scan reads"), so the request pattern
 here is fixed:
 
-* ``ListGroups`` once per broker;
-* ``DescribeGroups`` in batches per group coordinator (the batch size shrinks, and stays shrunk,
-  when a broker drops or times out a batch: it is split in halves until the halves go through);
+* ``ListGroups`` once per broker (v5 where the broker has it, so each group comes with its
+  type: classic, consumer (KIP-848), share, streams);
+* ``DescribeGroups`` for classic groups and ``ConsumerGroupDescribe`` for consumer-protocol
+  groups, in batches per group coordinator (the batch size shrinks, and stays shrunk, when a
+  broker drops or times out a batch: it is split in halves until the halves go through);
+  share and streams groups are listed as what they are and not described or evaluated;
 * ``OffsetFetch`` once per group, all of the group's partitions in one request, with bounded
   concurrency, sent to the group's coordinator;
 * ``ListOffsets`` twice per partition leader (latest and earliest: a partition may appear only
@@ -33,10 +36,17 @@ Brokers that lack parts of the protocol are handled by behaviour, never by name:
   and every topic in the metadata when it knows none of those or the metadata was just
   refreshed (so a known group's commits to a new topic are found within
   ``metadata_max_age_ms``; a group id not seen before refreshes the metadata at once);
-* DescribeGroups batches that fail are split, as above.
+* DescribeGroups batches that fail are split, as above;
+* a broker without ListGroups v5 lists groups without their type, and every group is
+  described with DescribeGroups; a group DescribeGroups does not know (``GROUP_ID_NOT_FOUND``:
+  it may be a consumer-protocol group, or have become one since it was listed) is asked for with
+  ConsumerGroupDescribe where the coordinator has it, and a consumer-protocol group
+  ConsumerGroupDescribe does not know (it went back to classic) with DescribeGroups; a
+  coordinator without ConsumerGroupDescribe describes its groups with DescribeGroups.
 
 The requests, error codes and answer parsers are in :mod:`notifier.collect.protocol` (with
-the DescribeGroups request that works around an aiokafka decoding bug).
+the DescribeGroups request that works around an aiokafka decoding bug) and, for group types,
+in :mod:`notifier.collect.grouptypes`.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any
 
+from aiokafka.abc import AbstractTokenProvider
 from aiokafka.conn import AIOKafkaConnection, CloseReason, create_conn
 from aiokafka.errors import (
     CorrelationIdError,
@@ -58,13 +69,22 @@ from aiokafka.errors import (
     KafkaError,
 )
 from aiokafka.helpers import create_ssl_context
-from aiokafka.protocol.admin import ListGroupsRequest
 from aiokafka.protocol.api import Request
 from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest
 
+from notifier.collect.grouptypes import (
+    CLASSIC,
+    CONSUMER,
+    EVALUATED_TYPES,
+    ConsumerGroupDescribe,
+    ListGroups,
+    parse_consumer_group,
+    parse_list_groups,
+    unevaluated_reason,
+)
 from notifier.collect.protocol import (
     API_NAMES,
     COORDINATOR_ERRORS,
@@ -81,18 +101,20 @@ from notifier.collect.protocol import (
     Group,
     Metadata,
     decode_member,
+    group_member,
     parse_metadata,
     parse_offset_fetch,
 )
 from notifier.collect.readonly import ReadOnly
 from notifier.collect.results import ScanError, ScanResult, TopicPartition, elapsed_clock
 from notifier.collect.samples import build_samples, normalize_group_state
+from notifier.collect.security import RefreshingTokenProvider, sasl_settings
+from notifier.types import GroupMember
 
 log = logging.getLogger("notifier.collect")  # the name it logged under before the split
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 _RETRY_BACKOFF_S = 0.1
 _LEADER_REFRESH_MIN_S = 5.0
@@ -185,6 +207,9 @@ class ClusterCollector:
         sasl_mechanism: str = "PLAIN",
         sasl_username: str | None = None,
         sasl_password: str | None = None,
+        sasl_oauth_token_provider: AbstractTokenProvider | None = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
     ) -> None:
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = [s for s in bootstrap_servers.split(",") if s.strip()]
@@ -197,12 +222,15 @@ class ClusterCollector:
             raise ValueError("offset_fetch_concurrency must be at least 1")
         if security_protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"security_protocol must be one of {SECURITY_PROTOCOLS}")
-        uses_sasl = security_protocol.startswith("SASL_")
-        if uses_sasl:
-            if sasl_mechanism not in SASL_MECHANISMS:
-                raise ValueError(f"sasl_mechanism must be one of {SASL_MECHANISMS}")
-            if sasl_username is None or sasl_password is None:
-                raise ValueError(f"{sasl_mechanism} needs sasl_username and sasl_password")
+        sasl = sasl_settings(
+            security_protocol,
+            sasl_mechanism,
+            username=sasl_username,
+            password=sasl_password,
+            token_provider=sasl_oauth_token_provider,
+            kerberos_service_name=sasl_kerberos_service_name,
+            kerberos_domain_name=sasl_kerberos_domain_name,
+        )
         if security_protocol in ("SSL", "SASL_SSL") and ssl_context is None:
             ssl_context = create_ssl_context(
                 cafile=ssl_cafile,
@@ -217,10 +245,9 @@ class ClusterCollector:
             "ssl_context": ssl_context if security_protocol in ("SSL", "SASL_SSL") else None,
             "security_protocol": security_protocol,
             "max_idle_ms": connections_max_idle_ms,
-            "sasl_mechanism": sasl_mechanism if uses_sasl else None,
-            "sasl_plain_username": sasl_username if uses_sasl else None,
-            "sasl_plain_password": sasl_password if uses_sasl else None,
+            **sasl,
         }
+        self._token_provider = sasl.get("sasl_oauth_token_provider")
         self._request_timeout_s = request_timeout_ms / 1000
         self._scan_timeout_s = scan_timeout_ms / 1000
         self._metadata_max_age_s = metadata_max_age_ms / 1000
@@ -237,6 +264,9 @@ class ClusterCollector:
         self._coordinators: dict[str, int] = {}
         self._fetch_all: bool | None = None
         self._group_topics: dict[str, set[str]] = {}
+        self._group_types: dict[str, str | None] = {}
+        self._told_unevaluated: set[str] = set()
+        self._told_no_consumer_describe: set[int] = set()
         self._seen_groups: set[str] = set()
         self._scan_lock = asyncio.Lock()
         self._requests: Counter[str] = Counter()
@@ -249,7 +279,8 @@ class ClusterCollector:
     cluster = ReadOnly[str]("_cluster")
     describe_batch_size = ReadOnly[int](
         "_describe_batch",
-        "The DescribeGroups batch size in use (shrinks when a broker rejects a batch).",
+        "The DescribeGroups and ConsumerGroupDescribe batch size in use (shrinks when a broker "
+        "rejects a batch).",
     )
     offset_fetch_all_partitions = ReadOnly[bool | None](
         "_fetch_all",
@@ -269,6 +300,7 @@ class ClusterCollector:
         async with self._scan_lock:
             self._requests = Counter()
             self._connects = 0
+            self._retire_expiring_logins()
             started = time.monotonic()
             deadline = asyncio.timeout(self._scan_timeout_s)
             try:
@@ -307,7 +339,11 @@ class ClusterCollector:
         metadata, refreshed = await self._current_metadata()
         listed = await self._list_groups(metadata)
         selected = {g: node for g, node in listed.items() if self.matches(g)}
-        groups, skipped = await self._describe(selected)
+        unevaluated = self._unevaluated(selected)
+        groups, skipped = await self._describe(
+            {g: node for g, node in selected.items() if g not in unevaluated}
+        )
+        skipped.update({g: unevaluated_reason(t) for g, t in unevaluated.items()})
         commits = await self._fetch_commits(groups, rediscover=refreshed)
 
         wanted: set[TopicPartition] = set()
@@ -329,12 +365,19 @@ class ClusterCollector:
             ts=ts,
             samples=samples,
             requests=dict(self._requests),
-            group_states={n: normalize_group_state(g.state) for n, g in sorted(groups.items())},
+            group_states={
+                n: normalize_group_state(g.state, g.group_type) for n, g in sorted(groups.items())
+            },
+            group_members={n: len(g.member_ids) for n, g in groups.items()},
+            group_types=dict(
+                sorted({**{n: g.group_type for n, g in groups.items()}, **unevaluated}.items())
+            ),
             skipped_groups=skipped,
             unavailable_partitions=tuple(sorted(unavailable)),
             connections_opened=self._connects,
             duration_s=time.monotonic() - started,
             elapsed_at=elapsed_at,
+            owners={n: g.owners for n, g in sorted(groups.items()) if g.owners},
         )
 
     # ----------------------------------------------------------------------------------------
@@ -364,6 +407,16 @@ class ClusterCollector:
             self._conns[address] = conn
             self._connects += 1
             return conn
+
+    def _retire_expiring_logins(self) -> None:
+        """Close every connection once the token they logged in with is due for renewal: a
+        broker ends a SASL session when its token expires (KIP-368), and aiokafka cannot log in
+        again on an open connection. Between scans nothing is in flight."""
+        provider = self._token_provider
+        if isinstance(provider, RefreshingTokenProvider) and provider.renewal_due():
+            conns, self._conns = list(self._conns.values()), {}
+            for conn in conns:
+                conn.close(reason=CloseReason.SHUTDOWN)
 
     async def _send(
         self, address: tuple[str, int], request: Request[Any], *, probing: bool = False
@@ -450,15 +503,18 @@ class ClusterCollector:
     # Groups
 
     async def _list_groups(self, md: Metadata) -> dict[str, int]:
-        """Every group id, mapped to the broker that listed it (its coordinator)."""
+        """Every group id, mapped to the broker that listed it (its coordinator); each group's
+        type (None where the broker's ListGroups has none) goes to ``_group_types``."""
         listed: dict[str, int] = {}
+        types: dict[str, str | None] = {}
 
         async def one(node_id: int) -> None:
             for attempt in range(2):
-                response = await self._send_to_node(node_id, ListGroupsRequest())
+                response = await self._send_to_node(node_id, ListGroups())
                 if response.error_code == NONE:
-                    for group_id, _protocol_type in response.groups:
+                    for group_id, group_type in parse_list_groups(response):
                         listed[group_id] = node_id
+                        types[group_id] = group_type
                     return
                 if response.error_code != COORDINATOR_LOAD_IN_PROGRESS or attempt:
                     raise ScanError(
@@ -468,6 +524,7 @@ class ClusterCollector:
                 await asyncio.sleep(_RETRY_BACKOFF_S)
 
         await _run_all(one(node) for node in sorted(md.brokers))
+        self._group_types = types
         self._coordinators.update(listed)
         for gone in set(self._coordinators) - set(listed):
             del self._coordinators[gone]
@@ -487,32 +544,70 @@ class ClusterCollector:
         self._coordinators[group] = node_id
         return node_id
 
+    def _unevaluated(self, selected: Mapping[str, int]) -> dict[str, str]:
+        """The selected groups of a type the rules do not judge (share, streams), by type;
+        each is said once in the log, when first seen."""
+        unevaluated = {
+            group: group_type
+            for group in selected
+            if (group_type := self._group_types.get(group)) is not None
+            and group_type not in EVALUATED_TYPES
+        }
+        for group in sorted(set(unevaluated) - self._told_unevaluated):
+            log.info("cluster %s: %s is a %s", self._cluster, group,
+                     unevaluated_reason(unevaluated[group]))  # fmt: skip
+        self._told_unevaluated = set(unevaluated)
+        return unevaluated
+
     async def _describe(
         self, selected: Mapping[str, int]
     ) -> tuple[dict[str, Group], dict[str, str]]:
-        raw: dict[str, tuple[Any, ...]] = {}
-        by_node: defaultdict[int, list[str]] = defaultdict(list)
-        for group, node_id in selected.items():
-            by_node[node_id].append(group)
-        await _run_all(
-            self._describe_on(node, sorted(names), raw) for node, names in by_node.items()
-        )
+        """Describe classic groups with DescribeGroups and consumer-protocol groups with
+        ConsumerGroupDescribe; a group one of them does not know is asked for with the other."""
+        consumer = {g: n for g, n in selected.items() if self._group_types.get(g) == CONSUMER}
+        classic = {g: n for g, n in selected.items() if g not in consumer}
+        raw, _ = await self._describe_groups(classic, DescribeGroups)
+        consumer_raw, unsupported = await self._describe_groups(consumer, ConsumerGroupDescribe)
 
-        # Groups whose coordinator moved between ListGroups and DescribeGroups: ask again once.
-        moved = sorted(g for g, entry in raw.items() if entry[0] in COORDINATOR_ERRORS)
-        if moved:
-            await asyncio.sleep(_RETRY_BACKOFF_S)
-            by_node = defaultdict(list)
-            for group in moved:
-                by_node[await self._find_coordinator(group)].append(group)
-            await _run_all(self._describe_on(n, names, raw) for n, names in by_node.items())
+        # A group DescribeGroups does not know may be a consumer-protocol group (a listing
+        # without types, or a group converted since it was listed).
+        not_classic = {g: classic[g] for g, e in raw.items() if e[0] == GROUP_ID_NOT_FOUND}
+        if not_classic:
+            found, _ = await self._describe_groups(not_classic, ConsumerGroupDescribe)
+            for group, entry in found.items():
+                if entry[0] != GROUP_ID_NOT_FOUND:
+                    consumer_raw[group] = entry
+                    del raw[group]
+        # A consumer-protocol group that went back to classic, or whose coordinator has no
+        # ConsumerGroupDescribe: DescribeGroups has the last word.
+        back = {g: consumer[g] for g, e in consumer_raw.items() if e[0] == GROUP_ID_NOT_FOUND}
+        back.update({g: consumer[g] for g in unsupported})
+        if back:
+            described, _ = await self._describe_groups(back, DescribeGroups)
+            for group, entry in described.items():
+                consumer_raw.pop(group, None)
+                raw[group] = entry
 
         groups: dict[str, Group] = {}
         skipped: dict[str, str] = {}
+        for name in sorted(consumer_raw):
+            entry = consumer_raw[name]
+            error_code, message = entry[0], entry[1]
+            if error_code == GROUP_AUTHORIZATION_FAILED:
+                skipped[name] = "GROUP_AUTHORIZATION_FAILED"
+            elif error_code != NONE:
+                raise ScanError(
+                    f"ConsumerGroupDescribe({name!r}) failed with error code {error_code}"
+                    + (f": {message}" if message else "")
+                )
+            else:
+                groups[name] = parse_consumer_group(entry)
         for name in sorted(raw):
             error_code, _, state, protocol_type, _protocol, members = raw[name][:6]
-            if error_code == GROUP_ID_NOT_FOUND:
-                groups[name] = Group(name, "Dead", protocol_type or "", [], set(), set())
+            if error_code == GROUP_ID_NOT_FOUND:  # deleted since it was listed
+                listed_type = self._group_types.get(name) or CLASSIC
+                groups[name] = Group(name, "Dead", protocol_type or "", [], set(), set(),
+                                     group_type=listed_type)  # fmt: skip
                 continue
             if error_code == GROUP_AUTHORIZATION_FAILED:
                 skipped[name] = "GROUP_AUTHORIZATION_FAILED"
@@ -522,19 +617,71 @@ class ClusterCollector:
             assigned: set[TopicPartition] = set()
             subscribed: set[str] = set()
             member_ids: list[str] = []
+            owners: dict[TopicPartition, GroupMember] = {}
             for member in members:
-                member_id, _client_id, _host, metadata, assignment = member[:5]
+                member_id, client_id, host, metadata, assignment = member[:5]
                 member_ids.append(member_id)
                 parts, topics = decode_member(protocol_type or "", metadata, assignment)
                 assigned |= parts
                 subscribed |= topics
+                owner = group_member(member_id, client_id, host)
+                owners.update(dict.fromkeys(parts, owner))
             groups[name] = Group(
-                name, state or "Unknown", protocol_type or "", member_ids, assigned, subscribed
-            )
+                name, state or "Unknown", protocol_type or "", member_ids, assigned, subscribed,
+                owners=owners,
+            )  # fmt: skip
         return groups, skipped
 
+    async def _describe_groups(
+        self, selected: Mapping[str, int], api: type[DescribeGroups | ConsumerGroupDescribe]
+    ) -> tuple[dict[str, tuple[Any, ...]], list[str]]:
+        """Each group's entry in the answers of ``api`` (DescribeGroups or
+        ConsumerGroupDescribe) from its coordinator, and the groups whose coordinator does not
+        have that API (negotiated from ApiVersions: nothing was sent for them)."""
+        raw: dict[str, tuple[Any, ...]] = {}
+        unsupported: list[str] = []
+
+        async def on_node(node_id: int, names: list[str]) -> None:
+            try:
+                await self._describe_on(node_id, names, raw, api)
+            except (IncompatibleBrokerVersion, NotImplementedError) as exc:
+                # Raised while encoding, before sending: no version both sides know.
+                if api is DescribeGroups:
+                    raise ScanError(
+                        f"broker {node_id} has no DescribeGroups version this collector speaks"
+                    ) from exc
+                unsupported.extend(names)
+                if node_id not in self._told_no_consumer_describe:
+                    self._told_no_consumer_describe.add(node_id)
+                    log.info(
+                        "cluster %s: broker %d has no %s; its groups are described with "
+                        "DescribeGroups",
+                        self._cluster,
+                        node_id,
+                        API_NAMES[api.API_KEY],
+                    )
+
+        by_node: defaultdict[int, list[str]] = defaultdict(list)
+        for group, node_id in selected.items():
+            by_node[self._coordinators.get(group, node_id)].append(group)
+        await _run_all(on_node(node, sorted(names)) for node, names in by_node.items())
+
+        # Groups whose coordinator moved between ListGroups and the describe: ask again once.
+        moved = sorted(g for g, entry in raw.items() if entry[0] in COORDINATOR_ERRORS)
+        if moved:
+            await asyncio.sleep(_RETRY_BACKOFF_S)
+            by_node = defaultdict(list)
+            for group in moved:
+                by_node[await self._find_coordinator(group)].append(group)
+            await _run_all(on_node(n, names) for n, names in by_node.items())
+        return raw, unsupported
+
     async def _describe_on(
-        self, node_id: int, names: list[str], out: dict[str, tuple[Any, ...]]
+        self,
+        node_id: int,
+        names: list[str],
+        out: dict[str, tuple[Any, ...]],
+        api: type[DescribeGroups | ConsumerGroupDescribe],
     ) -> None:
         """Describe ``names`` on one coordinator in batches of the learned size.
 
@@ -546,7 +693,7 @@ class ClusterCollector:
         if not names:
             return
         first = names[: self._describe_batch]
-        await self._describe_split(node_id, first, out)
+        await self._describe_split(node_id, first, out, api)
         rest = _chunks(names[len(first) :], self._describe_batch)
         failed: list[list[str]] = []
         gate = asyncio.Semaphore(self._concurrency)
@@ -554,49 +701,65 @@ class ClusterCollector:
         async def one(batch: list[str]) -> None:
             async with gate:
                 try:
-                    await self._describe_batch_once(node_id, batch, out)
+                    await self._describe_batch_once(node_id, batch, out, api)
                 except _TransportError:
                     failed.append(batch)
 
         await _run_all(one(batch) for batch in rest)
         for batch in failed:
-            await self._describe_split(node_id, batch, out)
+            await self._describe_split(node_id, batch, out, api)
 
     async def _describe_split(
-        self, node_id: int, batch: list[str], out: dict[str, tuple[Any, ...]]
+        self,
+        node_id: int,
+        batch: list[str],
+        out: dict[str, tuple[Any, ...]],
+        api: type[DescribeGroups | ConsumerGroupDescribe],
     ) -> None:
+        name = API_NAMES[api.API_KEY]
         try:
-            await self._describe_batch_once(node_id, batch, out)
+            await self._describe_batch_once(node_id, batch, out, api)
             return
         except _TransportError as exc:
             if len(batch) == 1:
-                raise ScanError(f"DescribeGroups({batch[0]!r}) failed: {exc}") from exc
+                raise ScanError(f"{name}({batch[0]!r}) failed: {exc}") from exc
             log.info(
-                "cluster %s: DescribeGroups of %d groups failed (%s); splitting",
+                "cluster %s: %s of %d groups failed (%s); splitting",
                 self._cluster,
+                name,
                 len(batch),
                 exc,
             )
         half = (len(batch) + 1) // 2
-        await self._describe_split(node_id, batch[:half], out)
-        await self._describe_split(node_id, batch[half:], out)
+        await self._describe_split(node_id, batch[:half], out, api)
+        await self._describe_split(node_id, batch[half:], out, api)
         if half < self._describe_batch:
             log.warning(
-                "cluster %s: DescribeGroups batch size lowered from %d to %d",
+                "cluster %s: %s batch size lowered from %d to %d",
                 self._cluster,
+                name,
                 self._describe_batch,
                 half,
             )
             self._describe_batch = half
 
     async def _describe_batch_once(
-        self, node_id: int, batch: list[str], out: dict[str, tuple[Any, ...]]
+        self,
+        node_id: int,
+        batch: list[str],
+        out: dict[str, tuple[Any, ...]],
+        api: type[DescribeGroups | ConsumerGroupDescribe],
     ) -> None:
-        response = await self._send_to_node(node_id, DescribeGroups(batch), probing=len(batch) > 1)
-        answered = {entry[1]: tuple(entry) for entry in response.groups}
+        response = await self._send_to_node(node_id, api(batch), probing=len(batch) > 1)
+        # The group id follows the error code in DescribeGroups, and the error message in
+        # ConsumerGroupDescribe.
+        at = 1 if api is DescribeGroups else 2
+        answered = {entry[at]: tuple(entry) for entry in response.groups}
         missing = [g for g in batch if g not in answered]
         if missing:
-            raise ScanError(f"DescribeGroups on broker {node_id} did not answer for {missing}")
+            raise ScanError(
+                f"{API_NAMES[api.API_KEY]} on broker {node_id} did not answer for {missing}"
+            )
         for group in batch:
             out[group] = answered[group]
 

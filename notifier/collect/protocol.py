@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.coordinator.protocol import (
@@ -27,6 +27,7 @@ from aiokafka.protocol.admin import (
 from aiokafka.protocol.api import Request
 
 from notifier.collect.results import ScanError, TopicPartition
+from notifier.types import GroupMember
 
 API_NAMES: Mapping[int, str] = {
     2: "ListOffsets",
@@ -35,6 +36,7 @@ API_NAMES: Mapping[int, str] = {
     10: "FindCoordinator",
     15: "DescribeGroups",
     16: "ListGroups",
+    69: "ConsumerGroupDescribe",
 }
 """Names used as keys of :attr:`ScanResult.requests`."""
 
@@ -50,6 +52,7 @@ NOT_LEADER = 6
 COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
+INVALID_GROUP_ID = 24
 GROUP_AUTHORIZATION_FAILED = 30
 KAFKA_STORAGE_ERROR = 56
 GROUP_ID_NOT_FOUND = 69
@@ -111,7 +114,12 @@ class Metadata:
 
 @dataclass(slots=True)
 class Group:
-    """A consumer group as DescribeGroups showed it, with its members' partitions decoded."""
+    """A consumer group as DescribeGroups (or, for a consumer-protocol group,
+    ConsumerGroupDescribe) showed it, with its members' partitions decoded.
+
+    ``state`` is the broker's name for it; ``group_type`` is ``"classic"`` or ``"consumer"``
+    (KIP-848), whose group epoch and target assignment epoch are kept too.
+    """
 
     name: str
     state: str
@@ -119,6 +127,11 @@ class Group:
     member_ids: list[str]
     assigned: set[TopicPartition]
     subscribed: set[str]
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    owners: dict[TopicPartition, GroupMember] = field(default_factory=dict)
+    """The member each assigned partition belongs to (its client id and host)."""
 
     @property
     def topics_of_interest(self) -> set[str]:
@@ -149,6 +162,14 @@ def decode_member(
         except Exception:
             subscribed = set()
     return assigned, subscribed
+
+
+def group_member(member_id: str, client_id: str | None, client_host: str | None) -> GroupMember:
+    """A member as DescribeGroups names it. Kafka reports the host as Java prints an address
+    (``/10.2.0.14``, or ``name/10.2.0.14`` when it resolved one): the leading slash says
+    nothing and is dropped."""
+    host = (client_host or "").removeprefix("/")
+    return GroupMember(member_id, client_id or "", host)
 
 
 def parse_metadata(response: Any) -> Metadata:

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from notifier.types import GroupMember
+
 TopicPartition = tuple[str, int]
+
 
 _BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
 
@@ -44,7 +47,14 @@ class ScanResult:
     group_states: Mapping[str, str] = field(default_factory=dict)
     """Every scanned group's state, including groups that produced no rows."""
     skipped_groups: Mapping[str, str] = field(default_factory=dict)
-    """Groups left out and why (e.g. not authorized to describe them)."""
+    """Groups left out and why (e.g. not authorized to describe them, or a share or streams
+    group, listed but not evaluated)."""
+    group_types: Mapping[str, str] = field(default_factory=dict)
+    """Each selected group's type: ``classic``, ``consumer`` (KIP-848), ``share``, ``streams``
+    as the broker names it (a broker without ListGroups v5 names none: its groups are
+    ``classic`` unless ConsumerGroupDescribe found them)."""
+    group_members: Mapping[str, int] = field(default_factory=dict)
+    """Every described group's number of members."""
     unavailable_partitions: tuple[TopicPartition, ...] = ()
     """Partitions with a commit or assignment but no log-end offset (no leader known or none
     answered for them, even after a metadata refresh): left out of ``samples``."""
@@ -53,6 +63,9 @@ class ScanResult:
     elapsed_at: float | None = None
     """:func:`elapsed_clock` read together with ``ts``, so the coordinator can tell a step of
     the wall clock between two scans from time that passed (None: not known)."""
+    owners: Mapping[str, Mapping[TopicPartition, GroupMember]] = field(default_factory=dict)
+    """Per group, the member each assigned partition belongs to (its client id and host, as
+    the group's coordinator describes it); groups without assignments are left out."""
 
     @property
     def total_requests(self) -> int:

@@ -2,7 +2,9 @@
 
 One row per group-partition with a commit or an assignment, in
 :data:`~notifier.types.SAMPLE_SCHEMA`; a member set becomes its fingerprint and a broker's
-group state one of :data:`~notifier.types.GROUP_STATES`.
+group state one of :data:`~notifier.types.GROUP_STATES`. A consumer-protocol group's states
+are mapped onto the classic ones (:data:`~notifier.collect.grouptypes.CONSUMER_PROTOCOL_STATES`)
+and its group epoch is part of its fingerprint: every bump of it is a change of the member set.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from notifier.collect.grouptypes import CLASSIC, rules_state
 from notifier.collect.protocol import Group
 from notifier.collect.results import TopicPartition
 from notifier.types import GROUP_STATES, SAMPLE_SCHEMA
@@ -32,9 +35,9 @@ def build_samples(
     for name in sorted(groups):
         group = groups[name]
         group_commits = commits.get(name, {})
-        state = normalize_group_state(group.state)
+        state = normalize_group_state(group.state, group.group_type)
         members = len(group.member_ids)
-        fingerprint = member_hash(group.member_ids)
+        fingerprint = member_hash(group.member_ids, epoch=group.group_epoch)
         for tp in sorted(set(group_commits) | group.assigned):
             leo = log_end.get(tp)
             if leo is None:
@@ -53,19 +56,28 @@ def build_samples(
     return pa.Table.from_pydict(columns, schema=SAMPLE_SCHEMA)
 
 
-def member_hash(member_ids: Iterable[str]) -> int:
+def member_hash(member_ids: Iterable[str], *, epoch: int | None = None) -> int:
     """A stable signed 64-bit fingerprint of a member set; 0 for no members.
 
     Equal for the same set in any order and across processes (unlike ``hash()``), so the
     evaluator can tell "the members changed" from one sample to the next without storing ids.
+    ``epoch`` is a consumer-protocol group's group epoch: the coordinator bumps it whenever a
+    member joins, leaves or is fenced and rejoins with the same id, so with it in the
+    fingerprint such a change shows even when the ids come out the same.
     """
     ids = sorted(member_ids)
     if not ids:
         return 0
-    digest = hashlib.blake2b("\x00".join(ids).encode(), digest_size=8).digest()
+    text = "\x00".join(ids)
+    if epoch is not None:
+        text += f"\x01{epoch}"
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 
-def normalize_group_state(state: str | None) -> str:
-    """The broker's state name if it is one of :data:`GROUP_STATES`, else ``"Unknown"``."""
-    return state if state in GROUP_STATES else "Unknown"
+def normalize_group_state(state: str | None, group_type: str = CLASSIC) -> str:
+    """The state as one of :data:`GROUP_STATES`: a classic group's name as the broker says it,
+    a consumer-protocol group's mapped (``Assigning`` and ``Reconciling`` are rebalancing);
+    anything else is ``"Unknown"``."""
+    mapped = rules_state(state, group_type)
+    return mapped if mapped in GROUP_STATES else "Unknown"

@@ -8,6 +8,7 @@ Imports only :mod:`notifier.types` and :mod:`notifier.resources` (where the ship
 are): every stage may import config, config imports no stage.
 """
 
+from notifier.config.annotations import unknown_labels
 from notifier.config.base import (
     ConfigError,
     Duration,
@@ -21,6 +22,12 @@ from notifier.config.base import (
     substitute_env,
     validation_problems,
 )
+from notifier.config.kafka_security import (
+    KerberosConfig,
+    MskIamConfig,
+    OAuthConfig,
+    SecurityConfig,
+)
 from notifier.config.notify import (
     CHANNEL_KINDS,
     MAX_SILENCE_MATCHERS,
@@ -30,6 +37,7 @@ from notifier.config.notify import (
     ChannelEntry,
     DeliveryConfig,
     EmailConfig,
+    InhibitRuleConfig,
     Matcher,
     NotifyConfig,
     PagerDutyConfig,
@@ -66,11 +74,12 @@ from notifier.config.rules import (
 )
 from notifier.config.secrets import Scrubber, Secret, optional_secret, redact_url, secret_fragments
 from notifier.config.service import (
+    EXPORTER_FAMILIES,
     ApiConfig,
     ClusterConfig,
     HistoryConfig,
     LoggingConfig,
-    SecurityConfig,
+    MetricsConfig,
     ServiceConfig,
     TlsConfig,
     is_loopback,
@@ -81,6 +90,7 @@ from notifier.config.service import (
 
 __all__ = [
     "CHANNEL_KINDS",
+    "EXPORTER_FAMILIES",
     "MAX_SILENCE_MATCHERS",
     "PAGERDUTY_SEVERITIES",
     "RULE_KINDS",
@@ -98,12 +108,17 @@ __all__ = [
     "FallingBehindRule",
     "Fraction",
     "HistoryConfig",
+    "InhibitRuleConfig",
+    "KerberosConfig",
     "LagRule",
     "LagSecondsRule",
     "LoggingConfig",
     "Matcher",
+    "MetricsConfig",
+    "MskIamConfig",
     "NonNegativeInt",
     "NotifyConfig",
+    "OAuthConfig",
     "PagerDutyConfig",
     "Patterns",
     "ProgressRule",
@@ -143,6 +158,7 @@ __all__ = [
     "redact_url",
     "secret_fragments",
     "substitute_env",
+    "unknown_labels",
     "validation_problems",
     "with_parameters",
     "write_refusal",

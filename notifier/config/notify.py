@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from notifier.config.annotations import BUILTIN_LABELS, LABEL_NAME
 from notifier.config.base import (
     SECRET_NOT_SHOWN,
     ConfigError,
@@ -41,9 +42,10 @@ from notifier.config.base import (
 from notifier.config.secrets import Secret
 from notifier.types import Severity
 
-LABELS = ("cluster", "group", "topic", "rule", "severity")
-"""What matchers can look at: the incident's cluster and group, and any finding's topic, rule
-and severity (``warn``/``err``)."""
+LABELS = BUILTIN_LABELS
+"""What matchers can always look at: the incident's cluster and group, and any finding's
+topic, rule and severity (``warn``/``err``). A finding also carries its rule's ``labels``
+(``team: data``), which matchers name the same way."""
 
 GROUP_BY_LABELS = ("cluster", "group", "status")
 
@@ -261,7 +263,8 @@ class Matcher(FrozenModel):
     (:func:`regex_hazard`).
     """
 
-    label: Literal["cluster", "group", "topic", "rule", "severity"]
+    label: Annotated[str, Field(pattern=LABEL_NAME.pattern)]
+    """A built-in label (:data:`LABELS`) or one a rule sets (``team``)."""
     op: Literal["=", "!=", "=~", "!~"] = "="
     value: str
     _regex: re.Pattern[str] | None = PrivateAttr(default=None)
@@ -297,7 +300,7 @@ class Matcher(FrozenModel):
         return f"{self.label}{self.op}{json.dumps(self.value)}"
 
 
-_MATCHER_RE = re.compile(r"^\s*([A-Za-z_]+)\s*(=~|!~|!=|=)\s*(.*?)\s*$")
+_MATCHER_RE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*(=~|!~|!=|=)\s*(.*?)\s*$")
 _OPS = ("=~", "!~", "!=", "=")
 
 
@@ -310,14 +313,21 @@ def _matcher_dict(item: Any) -> Any:
     if not match:
         raise ValueError(f"expected `label op value` (ops: = != =~ !~), got {item!r}")
     label, op, value = match.groups()
-    if label not in LABELS:
-        raise ValueError(f"unknown label {label!r}; expected one of: {', '.join(LABELS)}")
+    _check_label(label)
     if value.startswith('"'):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
             raise ValueError(f"badly quoted value in {item!r}") from None
     return {"label": label, "op": op, "value": value}
+
+
+def _check_label(label: str) -> None:
+    if not LABEL_NAME.match(label):
+        raise ValueError(
+            f"label name {label!r}: expected letters, digits and _ (not starting with a digit):"
+            f" one of {', '.join(LABELS)} or a label a rule sets, such as team"
+        )
 
 
 def parse_matchers(value: Any) -> list[Any]:
@@ -328,8 +338,7 @@ def parse_matchers(value: Any) -> list[Any]:
     if isinstance(value, Mapping):
         out = []
         for label, raw in value.items():
-            if label not in LABELS:
-                raise ValueError(f"unknown label {label!r}; expected one of: {', '.join(LABELS)}")
+            _check_label(str(label))
             text = str(raw)
             op = next((o for o in _OPS if text.startswith(o)), None)
             out.append({"label": label, "op": op or "=", "value": text[len(op) :] if op else text})
@@ -583,6 +592,64 @@ def _epoch_ms(value: datetime) -> int:
     return round(value.timestamp() * 1000)
 
 
+def _label_names(value: Any) -> Any:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        raise ValueError("expected a list of label names, e.g. [cluster, group]")
+    for label in value:
+        _check_label(str(label))
+    return tuple(dict.fromkeys(str(label) for label in value))
+
+
+LabelNames = Annotated[tuple[str, ...], BeforeValidator(_label_names)]
+
+
+class InhibitRuleConfig(FrozenModel):
+    """Alertmanager's inhibit rule: while an alert matching ``source_matchers`` fires, alerts
+    matching ``target_matchers`` with the same values of the ``equal`` labels are muted. An
+    alert here is one finding of an incident (its labels: cluster, group, topic, rule,
+    severity and its rule's own); an alert never mutes itself, and one matching both sides
+    is not muted by another that matches both sides too."""
+
+    name: str | None = None
+    source_matchers: Annotated[Matchers, Field(min_length=1)]
+    target_matchers: Matchers = ()
+    equal: LabelNames = ()
+
+    @property
+    def label(self) -> str:
+        """How logs and counters name the rule."""
+        if self.name:
+            return self.name
+        source = ",".join(str(m) for m in self.source_matchers)
+        target = ",".join(str(m) for m in self.target_matchers)
+        return f"{{{source}}} mutes {{{target}}} on [{','.join(self.equal)}]"
+
+
+CLUSTER_DOWN_INHIBIT_RULE = InhibitRuleConfig.model_validate(
+    {
+        "name": "cluster-down",
+        "source_matchers": ['rule="cluster_down"'],
+        "target_matchers": ['rule!="cluster_down"'],
+        "equal": ["cluster"],
+    }
+)
+"""A cluster that cannot be scanned mutes every alert of its groups (it raises one of its own)."""
+
+ERR_MUTES_WARN_INHIBIT_RULE = InhibitRuleConfig.model_validate(
+    {
+        "name": "err-mutes-warn",
+        "source_matchers": ['severity="err"'],
+        "target_matchers": ['severity="warn"'],
+        "equal": ["cluster", "group"],
+    }
+)
+"""A group's ERR finding mutes its WARN findings (a stalled consumer is also falling behind)."""
+
+
 class DeliveryConfig(FrozenModel):
     """Retries: exponential backoff with full jitter from ``retry_initial`` up to ``retry_max``,
     honouring Retry-After; a notification still failing after ``give_up_after`` is marked
@@ -604,7 +671,11 @@ class NotifyConfig(FrozenModel):
     silences: list[SilenceConfig] = Field(default_factory=list)
     templates: Path | None = None
     status_page_url: HttpUrl | None = None
+    inhibit_rules: list[InhibitRuleConfig] | None = None
+    """Alertmanager's inhibit rules; unset: :attr:`effective_inhibit_rules`' defaults."""
     inhibit_cluster_down: bool = True
+    """Without ``inhibit_rules``: whether the built-in cluster-down rule is among the
+    defaults (``false`` keeps a down cluster's groups alerting)."""
     extras: dict[str, Any] = Field(default_factory=dict)
     """Passed to every template as ``extras`` (Burrow's notifier extras)."""
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
@@ -638,7 +709,47 @@ class NotifyConfig(FrozenModel):
                 walk(child, f"{where}.routes[{index}]")
 
         walk(root, "route")
+        if self.inhibit_rules is not None and "inhibit_cluster_down" in self.model_fields_set:
+            raise ValueError(
+                "inhibit_cluster_down: give either inhibit_rules (list the cluster-down rule "
+                "there, or leave it out) or inhibit_cluster_down, not both"
+            )
         return self
+
+    @property
+    def effective_inhibit_rules(self) -> list[InhibitRuleConfig]:
+        """The configured inhibit rules; without any, the built-in ones: a down cluster mutes
+        its groups (unless ``inhibit_cluster_down: false``) and a group's ERR mutes its WARN."""
+        if self.inhibit_rules is not None:
+            return list(self.inhibit_rules)
+        defaults = [CLUSTER_DOWN_INHIBIT_RULE] if self.inhibit_cluster_down else []
+        return [*defaults, ERR_MUTES_WARN_INHIBIT_RULE]
+
+    def matcher_labels(self) -> list[tuple[str, str]]:
+        """``(where, label)`` for every label the routes, config silences and inhibit rules
+        name beyond the built-in ones (to be checked against the labels rules set)."""
+        found: list[tuple[str, str]] = []
+
+        def collect(matchers: tuple[Matcher, ...], where: str) -> None:
+            for index, matcher in enumerate(matchers):
+                if matcher.label not in LABELS:
+                    found.append((f"{where}[{index}]", matcher.label))
+
+        def walk(node: RouteConfig, where: str) -> None:
+            collect(node.matchers, f"{where}.matchers")
+            for index, child in enumerate(node.routes):
+                walk(child, f"{where}.routes[{index}]")
+
+        walk(self.route, "route")
+        for index, silence in enumerate(self.silences):
+            collect(silence.matchers, f"silences[{index}].matchers")
+        for index, rule in enumerate(self.inhibit_rules or []):
+            collect(rule.source_matchers, f"inhibit_rules[{index}].source_matchers")
+            collect(rule.target_matchers, f"inhibit_rules[{index}].target_matchers")
+            for label in rule.equal:
+                if label not in LABELS:
+                    found.append((f"inhibit_rules[{index}].equal", label))
+        return found
 
 
 def parse_notify(
@@ -664,7 +775,7 @@ def parse_notify(
         fixed = []
         for where, message in found:
             head, sep, rest = message.partition(": ")
-            if where == "" and sep and head.startswith("route"):
+            if where == "" and sep and head.startswith(("route", "inhibit_cluster_down")):
                 fixed.append((head, rest))
             else:
                 fixed.append((where, message))

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    BeforeValidator,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from notifier.config.annotations import check_annotations, check_labels
 from notifier.config.base import (
     ConfigError,
     Duration,
@@ -54,8 +56,13 @@ class Selector(StrictModel):
 # Rules
 
 
+Labels = Annotated[dict[str, str], BeforeValidator(check_labels)]
+RuleAnnotations = Annotated[dict[str, str], BeforeValidator(check_annotations)]
+
+
 class _RuleBase(StrictModel):
-    """What every rule has: selectors, severity, ``for`` and ``keep_firing_for``."""
+    """What every rule has: selectors, severity, ``for`` and ``keep_firing_for``, and the
+    ``labels`` and ``annotations`` its findings carry to the notifications."""
 
     enabled: bool = True
     match: Selector = Field(default_factory=Selector)
@@ -63,9 +70,17 @@ class _RuleBase(StrictModel):
     for_: Duration = Field(default=0.0, alias="for")
     keep_firing_for: Duration = 0.0
     overrides: list[dict[str, Any]] = Field(default_factory=list)
+    labels: Labels = Field(default_factory=dict)
+    """Added to every finding of the rule (``team: data``); routes and inhibit rules match
+    them (:mod:`notifier.config.annotations`)."""
+    annotations: RuleAnnotations = Field(default_factory=dict)
+    """Jinja2 templates rendered over each finding: ``summary``, ``description``,
+    ``runbook_url`` (:mod:`notifier.config.annotations`)."""
 
     # Parameters an override may set; subclasses extend it.
-    TUNABLE: ClassVar[tuple[str, ...]] = ("enabled", "for_", "keep_firing_for", "severity")
+    TUNABLE: ClassVar[tuple[str, ...]] = (
+        "enabled", "for_", "keep_firing_for", "severity", "labels", "annotations"
+    )  # fmt: skip
 
     def applies_to(self, cluster: str, group: str, topic: str) -> bool:
         if not self.match.matches(cluster, group, topic):

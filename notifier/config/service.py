@@ -19,7 +19,6 @@ from pydantic import (
     PlainValidator,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from notifier import resources
@@ -32,25 +31,9 @@ from notifier.config.base import (
     validation_problems,
     with_env_problems,
 )
+from notifier.config.kafka_security import SecurityConfig, file_unreadable
 from notifier.config.notify import HttpUrl, _to_secret, parse_notify
 from notifier.config.secrets import Secret
-
-
-class SecurityConfig(StrictModel):
-    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    ssl_password: str | None = Field(default=None, repr=False)
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
-    sasl_username: str | None = None
-    sasl_password: str | None = Field(default=None, repr=False)
-
-    @model_validator(mode="after")
-    def _sasl_needs_credentials(self) -> SecurityConfig:
-        if self.protocol.startswith("SASL_") and (not self.sasl_username or not self.sasl_password):
-            raise ValueError(f"{self.protocol} needs sasl_username and sasl_password")
-        return self
 
 
 class ClusterConfig(StrictModel):
@@ -192,7 +175,7 @@ class TlsConfig(StrictModel):
         unreadable = [
             (f"api.tls.{field}", problem)
             for field, name in files.items()
-            if name is not None and (problem := _unreadable(Path(name)))
+            if name is not None and (problem := file_unreadable(Path(name)))
         ]
         if unreadable:
             return unreadable
@@ -223,16 +206,6 @@ class TlsConfig(StrictModel):
         return problems
 
 
-def _unreadable(path: Path) -> str | None:
-    try:
-        path.read_bytes()
-    except FileNotFoundError:
-        return f"no such file: {path}"
-    except OSError as exc:
-        return f"cannot read {path}: {exc.strerror}"
-    return None
-
-
 class ApiConfig(StrictModel):
     enabled: bool = True
     host: str = "127.0.0.1"
@@ -257,6 +230,25 @@ class LoggingConfig(StrictModel):
     format: Literal["json", "keyvalue"] = "json"
 
 
+ExporterFamily = Literal["kafka_exporter", "kafka_lag_exporter"]
+EXPORTER_FAMILIES: tuple[ExporterFamily, ...] = ("kafka_exporter", "kafka_lag_exporter")
+"""The exporters whose metric families ``/metrics`` can offer under their own names and labels."""
+
+
+class MetricsConfig(StrictModel):
+    """What ``/metrics`` offers beside notifier's own ``notifier_*`` families: the families of
+    danielqsj/kafka_exporter (``kafka_consumergroup_lag``, ...) and of Kafka Lag Exporter
+    (``kafka_consumergroup_group_lag``, ...), named and labelled as those exporters do, so
+    dashboards and alerts built on them work unchanged. Both by default; ``[]`` for none."""
+
+    families: list[ExporterFamily] = Field(default_factory=lambda: list(EXPORTER_FAMILIES))
+
+    @field_validator("families", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
 class ServiceConfig(StrictModel):
     clusters: list[ClusterConfig]
     rules: str | None = None
@@ -267,6 +259,7 @@ class ServiceConfig(StrictModel):
     history: HistoryConfig = Field(default_factory=HistoryConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     notify: dict[str, Any] | None = None
     """Receivers, routes and silences (see the README's notification section)."""
 
@@ -325,9 +318,16 @@ def parse_service_config(
 
 def load_service_config(path: str | Path, environ: dict[str, str] | None = None) -> ServiceConfig:
     """The service config of ``path``, with the API's TLS files (relative to the file's
-    directory) found and loaded as the server will load them."""
+    directory) and the clusters' TLS files found and loaded as they will be used."""
     path = Path(path)
     config = parse_service_config(read_yaml(path), str(path), environ)
+    tls_problems = [
+        (f"clusters.{cluster.name}.security.{field}", problem)
+        for cluster in config.clusters
+        for field, problem in cluster.security.file_problems()
+    ]
+    if tls_problems:
+        raise ConfigError(str(path), tls_problems)
     if config.api.enabled and config.api.tls is not None:
         tls = config.api.tls.resolved(path.parent)
         problems = tls.problems()

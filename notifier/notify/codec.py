@@ -36,6 +36,8 @@ def finding_from_dict(d: Mapping[str, Any]) -> Finding:
         message=d.get("message", ""),
         evidence=dict(d.get("evidence") or {}),
         since=d.get("since"),
+        labels=dict(d.get("labels") or {}),
+        annotations=dict(d.get("annotations") or {}),
     )
 
 
@@ -179,6 +181,7 @@ def notification_to_dict(n: Notification) -> dict[str, Any]:
                 "event": a.event.value,
                 "incident": incident_to_dict(a.incident),
                 "result": None if a.result is None else result_to_dict(a.result),
+                "muted": [f.to_dict() for f in a.muted],
             }
             for a in n.alerts
         ],
@@ -199,6 +202,7 @@ def notification_from_dict(d: Mapping[str, Any]) -> Notification:
                 event=Event(a["event"]),
                 incident=incident_from_dict(a["incident"]),
                 result=None if a.get("result") is None else result_from_dict(a["result"]),
+                muted=[finding_from_dict(f) for f in a.get("muted") or []],
             )
             for a in d["alerts"]
         ],

@@ -25,12 +25,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from notifier.config import NotifyConfig, RouteConfig
-from notifier.notify.incidents import CLUSTER_GROUP, IncidentBook, IncidentChange
+from notifier.config import InhibitRuleConfig, NotifyConfig, RouteConfig
+from notifier.config.notify import CLUSTER_DOWN_INHIBIT_RULE, ERR_MUTES_WARN_INHIBIT_RULE
+from notifier.notify.incidents import IncidentBook, IncidentChange
+from notifier.notify.inhibit import Inhibitor, current_findings
+from notifier.notify.matchers import matches_incident
 from notifier.notify.outbox import LogEntry
 from notifier.notify.routes import Route
 from notifier.notify.silences import Silence, config_silence
-from notifier.types import Alert, Event, GroupResult, Incident, Notification, Transition
+from notifier.types import (
+    Alert,
+    Event,
+    Finding,
+    GroupResult,
+    Incident,
+    Notification,
+    Transition,
+)
 
 MIN_TIMED_WAKE_MS = 1000
 """Time-driven flushes (repeats, silence expiry) are at least this far apart, so a
@@ -110,6 +121,7 @@ class Dispatcher:
         *,
         silences: Iterable[Silence] = (),
         inhibit_cluster_down: bool = True,
+        inhibit_rules: Iterable[InhibitRuleConfig] | None = None,
         status_page_url: str | None = None,
         extras: Mapping[str, Any] | None = None,
     ) -> None:
@@ -117,7 +129,15 @@ class Dispatcher:
         self.routes = {r.id: r for r in self.root.walk()}
         self.book = IncidentBook()
         self.silences: dict[str, Silence] = {s.id: s for s in silences}
-        self.inhibit_cluster_down = inhibit_cluster_down
+        if inhibit_rules is None:
+            defaults = [CLUSTER_DOWN_INHIBIT_RULE] if inhibit_cluster_down else []
+            inhibit_rules = [*defaults, ERR_MUTES_WARN_INHIBIT_RULE]
+        self.inhibitor = Inhibitor(inhibit_rules)
+        self._inhibited: set[str] = set()
+        """Incidents held back by an inhibit rule at their last flush: looked at again
+        whenever another incident changes (their source may have gone)."""
+        self._narrowed: set[str] = set()
+        """Open incidents routed without some muted findings: routed again on a change."""
         self.status_page_url = status_page_url
         self.extras = dict(extras or {})
         self.counters = DispatchCounters()
@@ -139,10 +159,41 @@ class Dispatcher:
         return cls(
             config.route,
             silences=[config_silence(s) for s in config.silences],
-            inhibit_cluster_down=config.inhibit_cluster_down,
+            inhibit_rules=config.effective_inhibit_rules,
             status_page_url=config.status_page_url,
             extras=config.extras,
         )
+
+    def reconfigure(self, config: NotifyConfig, now: int) -> None:
+        """Swap in a reloaded notify config: routes, config silences, inhibit rules, the
+        status page URL and extras. Incidents, the notification log and API silences stay;
+        every live incident is filed anew into the new routes' aggregation groups (the log
+        keeps what was sent from being sent again; a route that is gone owes nothing)."""
+        self.root = Route.build(config.route)
+        self.routes = {r.id: r for r in self.root.walk()}
+        for silence_id in [i for i, s in self.silences.items() if s.source == "config"]:
+            del self.silences[silence_id]
+        for silence in (config_silence(s) for s in config.silences):
+            self.silences[silence.id] = silence
+        self.inhibitor = Inhibitor(config.effective_inhibit_rules)
+        for incident in self._live.values():
+            self.inhibitor.update(incident, self.book.results.get(incident.id))
+        self._inhibited.clear()
+        self._narrowed.clear()
+        self.status_page_url = config.status_page_url
+        self.extras = dict(config.extras)
+        for group in self._groups.values():
+            group.next_flush = None
+        self._groups.clear()
+        self._membership.clear()
+        self._incident_groups.clear()
+        self._heap.clear()
+        for incident in sorted(self._live.values(), key=lambda i: (i.opened_at, i.id)):
+            result = self.book.results.get(incident.id)
+            change = IncidentChange(
+                "closed" if incident.closed_at is not None else "updated", incident, result
+            )
+            self._changed(change, now, self._kinds.get(incident.id, "group"))
 
     # ---- inputs
 
@@ -165,8 +216,10 @@ class Dispatcher:
         self._changed(change, now, kind="cluster")
         return change.incident
 
-    def cluster_up(self, cluster: str, now: int) -> Incident | None:
-        change = self.book.cluster_up(cluster, now)
+    def cluster_up(
+        self, cluster: str, now: int, reason: str = "cluster reachable again"
+    ) -> Incident | None:
+        change = self.book.cluster_up(cluster, now, reason)
         if change is None:
             return None
         self._changed(change, now, kind="cluster")
@@ -256,7 +309,7 @@ class Dispatcher:
             else:
                 event = None
                 next_repeat = entry.last_sent_at + route.repeat_interval
-            held, until = self._held(incident, now)
+            held, until = self._held(incident, now, route)
             if held is not None:
                 if event is not None or next_repeat <= now:
                     self.counters.held[held] += 1
@@ -287,15 +340,34 @@ class Dispatcher:
             )
         return notification
 
-    def _held(self, incident: Incident, now: int) -> tuple[str | None, float]:
+    def muted_findings(self, incident: Incident) -> list[Finding]:
+        """The current findings of ``incident`` that an inhibit rule mutes."""
+        findings = current_findings(incident, self.book.results.get(incident.id))
+        muted = self.inhibitor.muted(incident, findings) if findings else {}
+        return [f for i, f in enumerate(findings) if i in muted]
+
+    def _inhibited_for(self, route: Route, incident: Incident) -> bool:
+        """Whether inhibit rules mute everything ``route`` took ``incident`` for: all its
+        findings, or every finding the route's matchers (and its parents') picked."""
+        findings = current_findings(incident, self.book.results.get(incident.id))
+        muted = self.inhibitor.muted(incident, findings)
+        if not muted:
+            return False
+        speaking = [f for i, f in enumerate(findings) if i not in muted]
+        if not speaking:
+            return True
+        narrowed = dataclasses.replace(incident, findings=speaking)
+        return not matches_incident(route.path_matchers, narrowed)
+
+    def _held(
+        self, incident: Incident, now: int, route: Route | None = None
+    ) -> tuple[str | None, float]:
         """Why ``incident`` is held back at ``now`` (``silenced``/``inhibited``) and until
         when at the earliest it might not be (∞: until something happens)."""
-        if (
-            self.inhibit_cluster_down
-            and incident.group != CLUSTER_GROUP
-            and incident.cluster in self.book.clusters
-        ):
+        if route is not None and self._inhibited_for(route, incident):
+            self._inhibited.add(incident.id)
             return "inhibited", math.inf
+        self._inhibited.discard(incident.id)
         until = -1
         for silence in self.silences.values():
             if silence.active(now) and silence.matches(incident):
@@ -313,7 +385,8 @@ class Dispatcher:
         alerts = []
         for event, incident in due:
             snapshot = dataclasses.replace(incident, findings=list(incident.findings))
-            alerts.append(Alert(event, snapshot, self.book.results.get(incident.id)))
+            muted = [] if event is Event.RESOLVE else self.muted_findings(incident)
+            alerts.append(Alert(event, snapshot, self.book.results.get(incident.id), muted))
             self._record(route, incident, event, now)
         digest = hashlib.blake2b(
             "\x00".join(
@@ -355,6 +428,37 @@ class Dispatcher:
 
     def _changed(self, change: IncidentChange, now: int, kind: str = "group") -> None:
         incident = change.incident
+        self.inhibitor.update(incident, self.book.results.get(incident.id))
+        self._file_change(change, now, kind)
+        # Another incident's change may mute or unmute these: route and look at them again.
+        for other_id in (self._inhibited | self._narrowed) - {change.incident.id}:
+            other = self._live.get(other_id)
+            if other is None or other.closed_at is not None:
+                self._narrowed.discard(other_id)
+                continue
+            for route in self.root.match(self._route_view(other)):
+                self._file(route, other, now)
+            for key in list(self._incident_groups.get(other_id, ())):
+                if key in self._groups:
+                    self._touch(key, now)
+
+    def _route_view(self, incident: Incident) -> Incident:
+        """``incident`` as routes should see it: without the findings an inhibit rule mutes
+        (a group's muted WARN must not take its ERR to the WARN route), unless all are."""
+        muted = self.muted_findings(incident)
+        if not muted:
+            self._narrowed.discard(incident.id)
+            return incident
+        keys = {(f.rule, f.topic, f.partition) for f in muted}
+        speaking = [f for f in incident.findings if (f.rule, f.topic, f.partition) not in keys]
+        if not speaking:
+            self._narrowed.discard(incident.id)
+            return incident  # all muted: routed as usual, held back at the flush
+        self._narrowed.add(incident.id)
+        return dataclasses.replace(incident, findings=speaking)
+
+    def _file_change(self, change: IncidentChange, now: int, kind: str) -> None:
+        incident = change.incident
         self._live[incident.id] = incident
         self._dirty_incidents[incident.id] = incident
         self._kinds[incident.id] = kind
@@ -374,7 +478,7 @@ class Dispatcher:
                     self._leave(self._groups[key], incident.id)
             return
         self._silence_flag(incident, now)
-        routes = {r.id: r for r in self.root.match(incident)}
+        routes = {r.id: r for r in self.root.match(self._route_view(incident))}
         for route_id in logged:
             if route_id in self.routes:
                 routes.setdefault(route_id, self.routes[route_id])
@@ -436,6 +540,8 @@ class Dispatcher:
 
     def _retire(self, incident_id_: str) -> None:
         """A closed incident with nothing left to send: forget it (the store keeps history)."""
+        self._inhibited.discard(incident_id_)
+        self._narrowed.discard(incident_id_)
         self._live.pop(incident_id_, None)
         self._incident_groups.pop(incident_id_, None)
         self.book.results.pop(incident_id_, None)

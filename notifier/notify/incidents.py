@@ -42,7 +42,9 @@ def _finding_key(f: Finding) -> tuple[Any, ...]:
 
 class IncidentBook:
     """One incident per (cluster, group): opens on the first transition above OK, escalates
-    WARN→ERR (``peak_status`` keeps the worst), closes when the group is OK again or gone.
+    WARN→ERR (``peak_status`` keeps the worst), closes when the group is OK again or gone
+    (``close_reason``: ``recovered``, ``gone``, or the transition's own reason: ``removed``
+    for a group forgotten through the API).
 
     ``findings`` accumulate over the incident's life (the latest version of each
     rule/topic/partition, in order of first appearance). Cluster-down incidents
@@ -66,7 +68,7 @@ class IncidentBook:
             incident.closed_at = transition.at
             incident.status = current
             gone = transition.gone or current is GroupStatus.NOTFOUND
-            incident.close_reason = "gone" if gone else "recovered"
+            incident.close_reason = transition.reason or ("gone" if gone else "recovered")
             self.results[incident.id] = result
             return IncidentChange("closed", incident, result)
         findings = list(result.findings) if result is not None else []
@@ -135,13 +137,15 @@ class IncidentBook:
         self.results[incident.id] = None
         return IncidentChange("opened", incident, None)
 
-    def cluster_up(self, cluster: str, now: int) -> IncidentChange | None:
+    def cluster_up(
+        self, cluster: str, now: int, reason: str = "cluster reachable again"
+    ) -> IncidentChange | None:
         incident = self.clusters.pop(cluster, None)
         if incident is None:
             return None
         incident.closed_at = now
         incident.status = GroupStatus.OK
-        incident.close_reason = "cluster reachable again"
+        incident.close_reason = reason
         return IncidentChange("closed", incident, None)
 
     def restore(self, incident: Incident, result: GroupResult | None, kind: str) -> None:

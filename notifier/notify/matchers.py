@@ -1,8 +1,9 @@
 """Label matching: whether an incident is selected by a list of matchers.
 
-Routes and silences select incidents the same way. ``cluster`` and ``group`` are labels of the
-incident itself; ``topic``, ``rule`` and ``severity`` are labels of its findings, so those
-matchers must all hold for one and the same finding.
+Routes, silences and inhibit rules select incidents the same way. ``cluster`` and ``group`` are
+labels of the incident itself; ``topic``, ``rule``, ``severity`` and the labels a rule sets
+(``team``) are labels of its findings, so those matchers must all hold for one and the same
+finding. A label a finding does not have compares as the empty string, as in Alertmanager.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ def _finding_label(finding: Finding | None, label: str) -> str | None:
         return finding.topic
     if label == "rule":
         return finding.rule
-    return finding.severity.value
+    if label == "severity":
+        return finding.severity.value
+    return finding.labels.get(label)
 
 
 def matches_incident(matchers: Sequence[Matcher], incident: Incident) -> bool:
-    """Cluster/group matchers against the incident; topic/rule/severity matchers against any
-    one of its findings (all of them against the same finding)."""
+    """Cluster/group matchers against the incident; the others (topic, rule, severity, a
+    rule's labels) against any one of its findings (all of them against the same finding)."""
     finding_level = []
     for m in matchers:
         if m.label == "cluster":

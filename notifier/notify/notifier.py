@@ -266,8 +266,26 @@ class Notifier:
             if channels is not None
             else build_channels(config, self.templates)
         )
+        self._rng = rng
+        self.deliverer = self._deliverer(config, self.channels, policies)
+        self._wake = asyncio.Event()
+        self._ticker: asyncio.Task[None] | None = None
+        self._last_prune = 0
+        self._closed = False
+        self._swapping = False
+        """A reload is swapping the channels: nothing is planned until it is done."""
+        self._changes = 0
+        """Bumped by whatever may change which incidents are open or silenced."""
+        self._open: tuple[int, float, Mapping[tuple[str, str], Incident]] | None = None
+
+    def _deliverer(
+        self,
+        config: NotifyConfig,
+        channels: Mapping[str, Sequence[Channel]],
+        policies: Mapping[str, ChannelPolicy] | None = None,
+    ) -> Deliverer:
         by_name: dict[str, Channel] = {}
-        for chs in self.channels.values():
+        for chs in channels.values():
             for channel in chs:
                 if channel.name in by_name and by_name[channel.name] is not channel:
                     raise ValueError(f"two channels are named {channel.name!r}")
@@ -275,26 +293,50 @@ class Notifier:
                 if isinstance(channel, SlackBot) and channel.lookup is None:
                     channel.lookup = self._slack_lookup(channel.name)
         if policies is None:
-            policies = channel_policies(config, self.channels)
+            policies = channel_policies(config, channels)
         d = config.delivery
-        self.deliverer = Deliverer(
+        return Deliverer(
             self.store,
             by_name,
             policies=policies,
             retry=RetryPolicy(
                 initial=d.retry_initial, cap=d.retry_max, give_up_after=d.give_up_after
             ),
-            clock=clock,
-            rng=rng,
+            clock=self.clock,
+            rng=self._rng,
             on_result=_SendHook(self.store),
         )
-        self._wake = asyncio.Event()
-        self._ticker: asyncio.Task[None] | None = None
-        self._last_prune = 0
-        self._closed = False
-        self._changes = 0
-        """Bumped by whatever may change which incidents are open or silenced."""
-        self._open: tuple[int, float, Mapping[tuple[str, str], Incident]] | None = None
+
+    async def reconfigure(self, config: NotifyConfig) -> None:
+        """Take a reloaded notify section (validated, its templates checked): receivers and
+        their channels, routes, config silences, inhibit rules, templates, delivery settings.
+
+        Sends in flight finish on the old channels and are recorded; rows still waiting
+        (retries, rate limits) stay in the outbox and go out through the new channels of the
+        same name, or fail as "channel no longer configured" when their receiver or channel is
+        gone. Incidents, the notification log and API silences are kept, so nothing is sent
+        twice and nothing open is forgotten."""
+        templates = Templates(config.templates)
+        channels = build_channels(config, templates)
+        self._swapping = True
+        try:
+            old_deliverer, old_channels = self.deliverer, self.channels
+            await old_deliverer.stop(self.config.delivery.stop_timeout)
+            self.config, self.templates, self.channels = config, templates, channels
+            self.deliverer = self._deliverer(config, channels)
+            self.deliverer.metrics = old_deliverer.metrics
+            self.deliverer.metrics.pending.clear()
+            self.core.reconfigure(config, self.clock())
+            self._changes += 1  # config silences and inhibitions may have changed
+            self._persist()
+            if not self._closed:
+                await self.deliverer.start(self.store.pending())
+        finally:
+            self._swapping = False
+            self._wake.set()
+        for chs in old_channels.values():
+            for channel in chs:
+                await channel.aclose()
 
     def _slack_lookup(self, name: str) -> Callable[[Incident], SlackMessageRef | None]:
         def lookup(incident: Incident) -> SlackMessageRef | None:
@@ -384,9 +426,19 @@ class Notifier:
         self._persist()
         self._wake.set()
 
+    def cluster_removed(self, cluster: str, now: int | None = None) -> None:
+        """The cluster left the config while down: its alert resolves, saying so."""
+        now = self.clock() if now is None else now
+        self.core.cluster_up(cluster, now, reason="cluster removed from the config")
+        self._changes += 1
+        self._persist()
+        self._wake.set()
+
     def flush_due(self, now: int | None = None) -> list[Notification]:
         """Plan what is due at ``now``, write it to the outbox (with the log entries, in one
         transaction) and hand it to the workers. The flush task calls this."""
+        if self._swapping:
+            return []  # planned once the new channels are in place (reconfigure wakes us)
         now = self.clock() if now is None else now
         planned = self.core.plan(now)
         entries = []
@@ -484,6 +536,11 @@ class Notifier:
         self._changes += 1
         self._wake.set()
         return silence
+
+    def config_problems(self, config: NotifyConfig) -> list[str]:
+        """What would stop ``config`` from being run (a reload's check): each template that
+        fails to render, as ``name:line: message``."""
+        return [str(problem) for problem in check_templates(config)]
 
     def check(self) -> list[TemplateProblem]:
         """Render every template with sample data (and each webhook's body template)."""

@@ -37,6 +37,8 @@ class Route:
     group_wait: int
     group_interval: int
     children: list[Route] = field(default_factory=list)
+    path_matchers: tuple[Matcher, ...] = ()
+    """This route's matchers and its ancestors': what an incident matched to get here."""
 
     @classmethod
     def build(cls, config: RouteConfig, parent: Route | None = None, path: str = "root") -> Route:
@@ -72,6 +74,7 @@ class Route:
             group_interval=group_interval
             if config.group_interval is None
             else _ms(config.group_interval),
+            path_matchers=(parent.path_matchers if parent else ()) + tuple(config.matchers),
         )
         route.children = [
             cls.build(child, route, f"{path}.{index}") for index, child in enumerate(config.routes)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from notifier.config import RulesConfig
+from notifier.rules.annotate import annotator_for
 from notifier.rules.evaluate import Evaluation, Evaluator, TransitionTracker
 from notifier.rules.store import ScanColumns, WindowStore
 from notifier.types import Transition
@@ -114,13 +115,16 @@ def evaluate_step(
     evaluator: Evaluator, tracker: TransitionTracker, gone: list[GroupKey], now: int
 ) -> tuple[Evaluation | None, list[Transition]]:
     """Evaluate every live window of the evaluator's store as of ``now``; the transitions are
-    the groups that ``gone`` (resolved as gone) and every change of a group's status."""
+    the groups that ``gone`` (resolved as gone) and every change of a group's status, their
+    findings labelled and annotated by their rules (:mod:`notifier.rules.annotate`)."""
     transitions = tracker.gone(gone, now) if gone else []
     rows = evaluator.store.alive_rows()
     if rows.size == 0:
         return None, transitions
     evaluation = evaluator.evaluate(now, rows)
     transitions.extend(tracker.update(evaluation))
+    if transitions:
+        annotator_for(evaluator.config).annotate(transitions)
     return evaluation, transitions
 
 

@@ -5,6 +5,8 @@ pipeline (scan → :mod:`notifier.rules.step` → transitions → sink), warm re
   ``TransitionSink`` protocol the notifier implements, and the log sink.
 - :mod:`~notifier.service.checkpoint`: windows, ``for`` state and open statuses in SQLite.
 - :mod:`~notifier.service.logs`: structured logs (JSON lines or key=value).
+- :mod:`~notifier.service.reload`: reloading the config and rules in place (SIGHUP,
+  ``POST /-/reload``).
 
 Imports :mod:`notifier.collect`, :mod:`notifier.rules`, :mod:`notifier.history`,
 :mod:`notifier.config` and :mod:`notifier.types`; never :mod:`notifier.notify` (the sink is a
@@ -12,10 +14,15 @@ protocol) nor the API.
 """
 
 from notifier.service.coordinator import Coordinator, LogSink, TransitionSink, make_collector
+from notifier.service.reload import ReloadableNotifier, Reloader, ReloadResult, notify_section
 
 __all__ = [
     "Coordinator",
     "LogSink",
+    "ReloadResult",
+    "ReloadableNotifier",
+    "Reloader",
     "TransitionSink",
     "make_collector",
+    "notify_section",
 ]

@@ -36,7 +36,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier.collect import ClusterCollector, ScanError, ScanResult
+from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
 from notifier.history import (
     HistoryEmptyError,
@@ -66,7 +66,7 @@ from notifier.rules import (
 )
 from notifier.service import checkpoint
 from notifier.service.scanclock import ScanClock
-from notifier.types import GroupStatus, Transition
+from notifier.types import GroupMember, GroupStatus, Transition
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,9 @@ class TransitionSink(Protocol):
     def cluster_down(self, cluster: str, now: int, reason: str) -> None: ...
 
     def cluster_up(self, cluster: str, now: int) -> None: ...
+
+    def cluster_removed(self, cluster: str, now: int) -> None:
+        """The cluster left the config (a reload): its own down alert, if any, ends."""
 
     def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
         """The status of each group of ``cluster`` the sink holds open (None: it keeps no
@@ -129,6 +132,9 @@ class LogSink:
     def cluster_up(self, cluster: str, now: int) -> None:
         self._write({"kind": "cluster_up", "cluster": cluster, "at": now})
 
+    def cluster_removed(self, cluster: str, now: int) -> None:
+        self._write({"kind": "cluster_removed", "cluster": cluster, "at": now})
+
     def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
         return None  # a log remembers nothing: the checkpoint's statuses stand
 
@@ -143,6 +149,7 @@ def transition_record(t: Transition) -> dict[str, Any]:
         "previous": t.previous.value,
         "current": t.current.value,
         "gone": t.gone,
+        "reason": t.reason,
         "at": t.at,
         "total_lag": result.total_lag if result else None,
         "max_lag_seconds": result.max_lag_seconds if result else None,
@@ -185,8 +192,15 @@ class ClusterState:
     evaluation: Evaluation | None = None
     groups: dict[str, str] = field(default_factory=dict)
     """Every group the last scan listed, with its state (groups without partitions too)."""
+    not_evaluated: dict[str, str] = field(default_factory=dict)
+    """Groups the last scan listed but left out, and why (not authorized to describe them; a
+    share or streams group, which the rules do not know)."""
     leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
     """The latest log-end offset reset of each (topic, partition) since the service started."""
+    group_members: Mapping[str, int] = field(default_factory=dict)
+    """Each group's number of members in the last scan."""
+    owners: Mapping[str, Mapping[tuple[str, int], GroupMember]] = field(default_factory=dict)
+    """Per group, the member that owns each assigned partition as of the last scan."""
     retry_at: float = 0.0
     clock: ScanClock = field(init=False)
     """Stamps each scan with its time on the cluster's one timeline (see scanclock)."""
@@ -245,6 +259,9 @@ class Coordinator:
         self._stopping = asyncio.Event()
         self._scans_in_flight: set[asyncio.Task] = set()
         self._scanning = 0
+        self._scan_task: dict[str, asyncio.Task] = {}
+        """The scan under way for each cluster (a reload waits for it before it swaps the
+        cluster's collector or forgets the cluster)."""
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -260,21 +277,11 @@ class Coordinator:
                 self.config.history.roll_interval,
                 self.config.history.retention_days,
             )
-        for name, state in self.clusters.items():
-            restored, replayed = self._restore(state)
-            # Not "ready" yet: that is said once a scan has succeeded (see process).
-            log.info("watching cluster", extra={"event": "cluster_starting", "cluster": name,
-                                                "bootstrap_servers": state.config.bootstrap_servers,
-                                                "warm_restart": restored,
-                                                "replayed_scans": replayed})  # fmt: skip
-            state.collector = self._make_collector(state.config)
+        for state in self.clusters.values():
+            self._begin_watching(state)
         self.scheduler = AsyncIOScheduler(timezone="UTC")
-        for name, state in self.clusters.items():
-            self.scheduler.add_job(
-                self._scan_job, "interval", seconds=state.config.scan_interval, args=[name],
-                id=f"scan:{name}", max_instances=1, coalesce=True,
-                next_run_time=_now_datetime(), misfire_grace_time=None,
-            )  # fmt: skip
+        for name in self.clusters:
+            self._schedule_scans(name)
         self.scheduler.add_job(
             self.save_checkpoints, "interval", seconds=self.config.checkpoint_interval,
             id="checkpoint", max_instances=1, coalesce=True,
@@ -284,6 +291,26 @@ class Coordinator:
                 self.history.prune, "interval", hours=1, id="history-retention", coalesce=True
             )
         self.scheduler.start()
+
+    def _begin_watching(self, state: ClusterState) -> None:
+        """Restore the cluster's windows and open its collector (at start, or when a reload
+        adds it)."""
+        restored, replayed = self._restore(state)
+        # Not "ready" yet: that is said once a scan has succeeded (see process).
+        log.info("watching cluster", extra={"event": "cluster_starting",
+                                            "cluster": state.config.name,
+                                            "bootstrap_servers": state.config.bootstrap_servers,
+                                            "warm_restart": restored,
+                                            "replayed_scans": replayed})  # fmt: skip
+        state.collector = self._make_collector(state.config)
+
+    def _schedule_scans(self, name: str) -> None:
+        assert self.scheduler is not None
+        self.scheduler.add_job(
+            self._scan_job, "interval", seconds=self.clusters[name].config.scan_interval,
+            args=[name], id=f"scan:{name}", max_instances=1, coalesce=True,
+            next_run_time=_now_datetime(), misfire_grace_time=None,
+        )  # fmt: skip
 
     def _restore(self, state: ClusterState) -> tuple[bool, int]:
         """Checkpoint, then the scans the history holds after it, then the sink's open
@@ -356,15 +383,30 @@ class Coordinator:
                 await state.collector.close()
                 state.collector = None
 
-    async def run_until_signalled(self, companions: Sequence[Any] = ()) -> None:
+    async def run_until_signalled(
+        self,
+        companions: Sequence[Any] = (),
+        on_reload: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
         """``notifier run``: start, wait for SIGINT/SIGTERM, stop cleanly. ``companions`` (the
         notifier, the API server) start before the coordinator scans and stop after its last
-        scan, checkpoint and history flush."""
+        scan, checkpoint and history flush. SIGHUP runs ``on_reload`` (the whole config, see
+        :mod:`notifier.service.reload`), or without one re-reads the rules file."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stopping.set)
-        if self.rules_path is not None:
-            loop.add_signal_handler(signal.SIGHUP, self.reload_rules)
+        reloads: set[asyncio.Task] = set()
+
+        def reload() -> None:
+            if on_reload is None:
+                self.reload_rules()
+                return
+            task = asyncio.ensure_future(on_reload())
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+        if self.rules_path is not None or on_reload is not None:
+            loop.add_signal_handler(signal.SIGHUP, reload)
         started = []
         try:
             for companion in companions:
@@ -397,6 +439,136 @@ class Coordinator:
         log.info("rules reloaded", extra={"event": "rules_reloaded", "path": str(self.rules_path)})
         return True
 
+    def check_reload(self, config: ServiceConfig, rules: RulesConfig) -> list[tuple[str, str]]:
+        """``(field, problem)`` for each change a running coordinator cannot take (the
+        window settings size every stored window: they change on restart)."""
+        if rules.window != self.rules.window:
+            changed = sorted(
+                name
+                for name in type(rules.window).model_fields
+                if getattr(rules.window, name) != getattr(self.rules.window, name)
+            )
+            return [
+                (
+                    "window",
+                    f"{', '.join(changed)} changed: window settings size every stored window "
+                    "and apply on restart only; put the running values back to reload the rest",
+                )
+            ]
+        return []
+
+    async def apply(self, config: ServiceConfig, rules: RulesConfig) -> list[str]:
+        """Take a reloaded config and rules (checked with :meth:`check_reload` first): new
+        rules for every cluster (each rule keeps its ``for`` state by name); clusters that left
+        the config stop being scanned, their groups' open alerts resolve as gone and their
+        checkpoint is saved; new clusters are restored and scanned at once; a cluster that
+        stays keeps its windows, statuses and scan history, with a new collector when its
+        connection settings changed and a new schedule when its interval did. Returns what
+        changed, in words."""
+        problems = self.check_reload(config, rules)
+        if problems:
+            raise ValueError("; ".join(f"{where}: {problem}" for where, problem in problems))
+        changes: list[str] = []
+        if rules != self.rules:
+            changes.append("rules")
+        self.rules = rules
+        new = {cluster.name: cluster for cluster in config.clusters}
+        for name in [n for n in self.clusters if n not in new]:
+            await self._forget_cluster(name)
+            changes.append(f"cluster {name} removed")
+        for name, cluster in new.items():
+            state = self.clusters.get(name)
+            if state is None:
+                self._add_cluster(cluster)
+                changes.append(f"cluster {name} added")
+                continue
+            state.evaluator.reconfigure(rules)
+            if cluster != state.config:
+                await self._change_cluster(state, cluster)
+                changes.append(f"cluster {name} changed")
+        if config.checkpoint_interval != self.config.checkpoint_interval and self.scheduler:
+            self.scheduler.reschedule_job(
+                "checkpoint", trigger="interval", seconds=config.checkpoint_interval
+            )
+            changes.append("checkpoint_interval")
+        self.config = config
+        return changes
+
+    def _add_cluster(self, cluster: ClusterConfig) -> None:
+        state = ClusterState(
+            config=cluster,
+            pipeline=ClusterPipeline(self.rules, cluster.scan_interval),
+            collector=None,
+        )
+        self.clusters[cluster.name] = state
+        if self.scheduler is not None:
+            self._begin_watching(state)
+            self._schedule_scans(cluster.name)
+
+    async def _quiet(self, name: str) -> None:
+        """Wait for the cluster's scan under way, if any (it cannot take long: every scan
+        ends within ``scan_timeout``)."""
+        task = self._scan_task.get(name)
+        if task is not None and task is not asyncio.current_task():
+            await asyncio.wait([task])
+
+    async def _forget_cluster(self, name: str) -> None:
+        state = self.clusters[name]
+        if self.scheduler is not None and self.scheduler.get_job(f"scan:{name}"):
+            self.scheduler.remove_job(f"scan:{name}")
+        await self._quiet(name)
+        del self.clusters[name]
+        now = _now_ms()
+        try:
+            checkpoint.save(self.checkpoint_path(name), state.store, state.evaluator, state.tracker)
+        except Exception:
+            log.exception("checkpoint failed", extra={"event": "checkpoint_failed",
+                                                      "cluster": name})  # fmt: skip
+        gone = state.tracker.gone(sorted(state.tracker.statuses), now)
+        if gone:
+            self.sink.handle(gone, now)
+        if state.metrics.down:
+            self.sink.cluster_removed(name, now)
+        if state.collector is not None:
+            await state.collector.close()
+            state.collector = None
+        log.info("cluster removed from the config: no longer watched",
+                 extra={"event": "cluster_removed", "cluster": name,
+                        "alerts_resolved": len(gone)})  # fmt: skip
+
+    async def _change_cluster(self, state: ClusterState, cluster: ClusterConfig) -> None:
+        old = state.config
+        name = cluster.name
+        same_timing = {"scan_interval", "down_after_failures"}
+        connection_changed = (
+            old.model_copy(update={k: getattr(cluster, k) for k in same_timing}) != cluster
+        )
+        if connection_changed and self.scheduler is not None:
+            await self._quiet(name)
+            if state.collector is not None:
+                await state.collector.close()
+            state.collector = self._make_collector(cluster)
+            state.retry_at = 0.0
+        state.config = cluster
+        if cluster.scan_interval != old.scan_interval:
+            interval_ms = round(cluster.scan_interval * 1000)
+            # The store judges gaps by the interval; the scan clock resumes by it.
+            state.store.scan_interval_ms = interval_ms
+            state.store.max_gap_ms = int(state.store.settings.max_gap_factor * interval_ms)
+            state.clock.resume_gap_ms = interval_ms
+            if self.scheduler is not None:
+                self.scheduler.reschedule_job(
+                    f"scan:{name}", trigger="interval", seconds=cluster.scan_interval
+                )
+        log.info(
+            "cluster settings changed",
+            extra={
+                "event": "cluster_changed",
+                "cluster": name,
+                "new_collector": connection_changed,
+            },
+        )
+
     def save_checkpoints(self) -> None:
         for name, state in self.clusters.items():
             try:
@@ -415,11 +587,15 @@ class Coordinator:
         task = asyncio.current_task()
         if task is not None:
             self._scans_in_flight.add(task)
+            self._scan_task[cluster] = task
         try:
-            await self.scan_once(cluster)
+            if cluster in self.clusters:  # a reload may have removed it meanwhile
+                await self.scan_once(cluster)
         finally:
             if task is not None:
                 self._scans_in_flight.discard(task)
+                if self._scan_task.get(cluster) is task:
+                    del self._scan_task[cluster]
 
     @property
     def scanning(self) -> bool:
@@ -491,6 +667,12 @@ class Coordinator:
         )
         m.last_evaluate_s = time.perf_counter() - started
         state.groups = dict(result.group_states)
+        state.not_evaluated = dict(result.skipped_groups)
+        state.group_members, state.owners = result.group_members, result.owners
+        for transition in transitions:
+            owners = result.owners.get(transition.group)
+            if transition.result is not None and owners:
+                transition.result.attach_owners(owners)
         for reset in state.store.leo_resets:
             self._leo_reset(state, reset)
         if transitions:
@@ -516,6 +698,44 @@ class Coordinator:
                    "previous_log_end_offset": reset.previous, "log_end_offset": reset.current},
         )  # fmt: skip
 
+    # ---------------------------------------------------------------- forgetting a group
+
+    def forget_group(self, cluster: str, group: str) -> bool:
+        """Burrow's ``DELETE /v3/kafka/{cluster}/consumer/{group}``: drop everything kept about
+        the group (windows, commit rings, evidence, rule state), resolve its open incident as
+        ``removed``, and checkpoint the cluster at once, so a restart does not bring the group
+        back. A group still consumed is listed by the next scan and starts over as a new group:
+        its windows fill again before any rule may alert on it (the complete gate).
+
+        Returns False when neither the windows nor the last scan know the group (nothing
+        changes). Raises KeyError for a cluster that is not configured."""
+        state = self.clusters[cluster]
+        key = (cluster, group)
+        if state.store.group_id(cluster, group) is None and group not in state.groups:
+            return False
+        evaluation = state.evaluation
+        now = evaluation.now if evaluation is not None else _now_ms()
+        state.store.remove_groups([key])
+        # The API reads these: they are replaced, never changed in place.
+        state.groups = {g: s for g, s in state.groups.items() if g != group}
+        state.owners = {g: o for g, o in state.owners.items() if g != group}
+        state.group_members = {g: n for g, n in state.group_members.items() if g != group}
+        # Evaluated again at the same time over the same windows, every other group's verdict
+        # (and its for/keep_firing state) comes out as it was; the forgotten one is absent.
+        state.evaluation = state.evaluator.evaluate(now) if state.store.alive_rows().size else None
+        transitions = state.tracker.gone([key], now)
+        for transition in transitions:
+            transition.reason = "removed"
+        log.warning(
+            "consumer group forgotten on request; it comes back as a new group if the cluster "
+            "still lists it", extra={"event": "group_removed", "cluster": cluster, "group": group,
+                                     "resolved": len(transitions)},
+        )  # fmt: skip
+        if transitions:
+            self.sink.handle(transitions, _now_ms())
+        checkpoint.save(self.checkpoint_path(cluster), state.store, state.evaluator, state.tracker)
+        return True
+
     # ---------------------------------------------------------------- reading (API, demo)
 
     def ready(self, now_ms: int | None = None) -> bool:
@@ -525,7 +745,6 @@ class Coordinator:
 
 
 def make_collector(cluster: ClusterConfig) -> ClusterCollector:
-    security = cluster.security
     return ClusterCollector(
         cluster.bootstrap_servers,
         cluster=cluster.name,
@@ -537,14 +756,7 @@ def make_collector(cluster: ClusterConfig) -> ClusterCollector:
         group_deny=cluster.group_deny or None,
         describe_batch_size=cluster.describe_batch_size,
         offset_fetch_concurrency=cluster.offset_fetch_concurrency,
-        security_protocol=security.protocol,
-        ssl_cafile=security.ssl_cafile,
-        ssl_certfile=security.ssl_certfile,
-        ssl_keyfile=security.ssl_keyfile,
-        ssl_password=security.ssl_password,
-        sasl_mechanism=security.sasl_mechanism,
-        sasl_username=security.sasl_username,
-        sasl_password=security.sasl_password,
+        **collector_security(cluster.security),
     )
 
 

@@ -164,7 +164,8 @@ function evidenceTable(evidence) {
 function findingBlock(f, open) {
   return el("div", { class: `finding ${f.severity}`, "data-rule": f.rule },
     el("div", {}, badge(f.status), " ", el("strong", { text: f.rule }),
-      f.topic !== null && f.topic !== undefined ? ` on ${f.topic}/${f.partition}` : "", " — ", f.message,
+      f.topic !== null && f.topic !== undefined ? ` on ${f.topic}/${f.partition}` : "",
+      f.owned_by ? el("span", { class: "owner", text: ` (owned by ${f.owned_by})` }) : null, " — ", f.message,
       f.since ? el("span", { class: "muted", text: ` (since ${fmtTime(f.since)})` }) : null),
     el("details", open ? { open: "" } : {}, el("summary", { text: "evidence" }), evidenceTable(f.evidence)));
 }
@@ -538,6 +539,7 @@ function notifierGroup() {
         class: "mark", "data-leo-reset": "",
         title: `log-end offset went from ${humanNumber(p.leo_reset.previous_log_end_offset)} back to ${humanNumber(p.leo_reset.log_end_offset)}: lag in seconds started over`,
         text: `log restarted ${fmtTime(p.leo_reset.at)}` })] : [])),
+      el("td", p.owned_by ? { class: "owner", text: p.owned_by } : { class: "muted", text: "no member" }),
       el("td", {}, badge(p.status)),
       el("td", { class: "num", text: humanNumber(p.current_lag) }),
       el("td", { class: "num", text: humanSeconds(p.lag_seconds) }),

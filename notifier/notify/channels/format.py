@@ -46,10 +46,34 @@ def alert_status(alert: Alert) -> GroupStatus:
 
 
 def alert_findings(alert: Alert) -> list[Finding]:
-    """Why the alert is what it is: the latest result's findings, else the incident's."""
+    """Why the alert is what it is: the latest result's findings, else the incident's; the
+    findings an inhibit rule mutes (``alert.muted``) are left out."""
     if alert.result is not None and alert.result.findings:
-        return list(alert.result.findings)
-    return list(alert.incident.findings)
+        found = list(alert.result.findings)
+    else:
+        found = list(alert.incident.findings)
+    if alert.muted:
+        muted = {finding_key(f) for f in alert.muted}
+        found = [f for f in found if finding_key(f) not in muted]
+    return found
+
+
+def finding_key(finding: Finding) -> tuple[str, str | None, int | None]:
+    """What tells one finding of an incident from another: its rule and where it applies."""
+    return (finding.rule, finding.topic, finding.partition)
+
+
+def runbooks(alerts: Iterable[Alert]) -> list[tuple[str, str]]:
+    """``(url, text)`` for every distinct ``runbook_url`` annotation of the alerts' findings,
+    in order; the text names the rule (and the summary, when there is one)."""
+    seen: dict[str, str] = {}
+    for alert in alerts:
+        for finding in alert_findings(alert):
+            url = finding.annotations.get("runbook_url", "").strip()
+            if url and url not in seen:
+                summary = finding.annotations.get("summary", "").strip()
+                seen[url] = f"Runbook: {finding.rule}" + (f" ({summary})" if summary else "")
+    return list(seen.items())
 
 
 def worst_status(alerts: Iterable[Alert]) -> GroupStatus:

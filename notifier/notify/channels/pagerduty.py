@@ -23,6 +23,7 @@ from notifier.notify.channels.format import (
     clip,
     humanize_seconds,
     iso8601,
+    runbooks,
 )
 from notifier.notify.channels.templates import TemplateError, Templates, render_or_fall_back
 from notifier.notify.channels.webhook import partition_document
@@ -138,9 +139,12 @@ def pagerduty_events(
                 "custom_details": details,
             },
         }
+        links = [{"href": url, "text": clip(text, 256)} for url, text in runbooks([alert])]
         if notification.status_page_url:
             event["client_url"] = notification.status_page_url
-            event["links"] = [{"href": notification.status_page_url, "text": "Status page"}]
+            links.append({"href": notification.status_page_url, "text": "Status page"})
+        if links:
+            event["links"] = links
         _shrink_details(event, max_event_bytes)
         events.append(event)
     return events

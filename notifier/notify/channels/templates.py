@@ -33,6 +33,7 @@ from notifier.notify.channels.format import (
     humanize_seconds,
     is_cluster_alert,
     iso8601,
+    runbooks,
     slack_escape,
     status_color,
     status_emoji,
@@ -200,6 +201,7 @@ class Templates:
             evidence=format_evidence,
             alert_status=alert_status,
             findings=alert_findings,
+            runbooks=runbooks,
         )
         self.env.globals.update(Event=Event, GroupStatus=GroupStatus)
         self.env.tests["cluster_alert"] = is_cluster_alert
@@ -408,6 +410,12 @@ def sample_notification(event: Event | str = Event.OPEN, *, alerts: int = 3) -> 
                     message="committed offset has not moved while lag grew over the window",
                     evidence={"lag_start": 1200, "lag_end": 48_000, "window_s": 600},
                     since=base - 600_000,
+                    labels={"team": "orders"},
+                    annotations={
+                        "summary": f"{group} on prod is not making progress",
+                        "description": "Check the consumer's logs for errors",
+                        "runbook_url": "https://runbooks.example/consumer-lag",
+                    },
                 )
             ]
         )
@@ -425,6 +433,9 @@ def sample_notification(event: Event | str = Event.OPEN, *, alerts: int = 3) -> 
                 lag_seconds=None if p == 2 else 2820.0,
                 start=None,
                 end=None,
+                # Partition 2 has no member: the sample shows both sentences.
+                owner="" if p == 2 else f"10.2.0.{14 + p}",
+                client_id="" if p == 2 else f"billing-7f9c-{p}",
             )
             for p in range(3)
         ]
@@ -472,7 +483,22 @@ def sample_notification(event: Event | str = Event.OPEN, *, alerts: int = 3) -> 
                 members=3,
             )
         )
-        items.append(Alert(event=event, incident=incident, result=result))
+        muted = (
+            [
+                Finding(
+                    rule="falling-behind",
+                    kind="falling_behind",
+                    severity=Severity.WARN,
+                    status="WARN",
+                    topic="orders",
+                    partition=index,
+                    message="reading slower than the partition normally gets",
+                )
+            ]
+            if index == 0 and status is not GroupStatus.OK
+            else []
+        )
+        items.append(Alert(event=event, incident=incident, result=result, muted=muted))
     return Notification(
         id=f"sample-{event.value}",
         receiver="sample",

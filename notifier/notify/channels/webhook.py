@@ -57,6 +57,8 @@ def partition_document(p: PartitionResult) -> dict[str, Any]:
         "lag": p.current_lag,
         "lag_seconds": p.lag_seconds,
         "complete": p.complete,
+        "owner": p.owner,
+        "client_id": p.client_id,
     }
 
 
@@ -110,6 +112,7 @@ def webhook_payload(notification: Notification) -> dict[str, Any]:
                 "incident": _incident_document(alert.incident),
                 "result": None if alert.result is None else _result_document(alert.result),
                 "findings": [f.to_dict() for f in alert_findings(alert)],
+                "muted_findings": [f.to_dict() for f in alert.muted],
             }
             for alert in notification.alerts
         ],

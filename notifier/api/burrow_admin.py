@@ -1,0 +1,364 @@
+"""The rest of Burrow's HTTP API: the consumers of a topic, forgetting a consumer group, the
+log level, the configuration, and the health paths load balancers call.
+
+* ``GET /burrow/admin``: ``GOOD`` while the process serves (Burrow's liveness check);
+  ``GET /burrow/admin/ready``: ``READY`` (200) once every cluster has been scanned and none
+  is stale, else ``STARTING`` or ``STALE`` (503), both as plain text, as Burrow answers.
+* ``GET /v3/kafka/{cluster}/topic/{topic}/consumers``: the groups that commit to or are
+  assigned the topic.
+* ``DELETE /v3/kafka/{cluster}/consumer/{group}``: forget the group (its windows, evidence and
+  rule state), resolve its incident as ``removed``, checkpoint; a group still consumed comes
+  back as a new one on the next scan.
+* ``GET|POST /v3/admin/loglevel``: the service's log level, Burrow's names (``debug``,
+  ``info``, ``warn``, ``error``, ``fatal``; ``trace`` and ``warning`` are accepted too).
+* ``GET /v3/config`` and ``/v3/config/{storage,evaluator,cluster,consumer,notifier}[/{name}]``:
+  the configuration in Burrow's module shapes. No secret is shown: passwords, tokens, routing
+  keys and header values are left out, and webhook URLs (whose path is their credential) are
+  cut to scheme, host and port.
+
+The two writing endpoints go through :class:`~notifier.api.auth.WriteGuard` like every other
+write: the token beyond loopback, 401 on a wrong one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Literal
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, Field
+
+from notifier.api.burrow import burrow_body
+from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
+from notifier.config import ClusterConfig, NotifyConfig
+from notifier.config.notify import ChannelEntry
+from notifier.config.secrets import redact_url
+
+log = logging.getLogger(__name__)
+
+BURROW_LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "fatal": logging.CRITICAL,
+}
+"""The levels Burrow's ``POST /v3/admin/loglevel`` accepts, as Python's."""
+
+_LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn",
+                logging.ERROR: "error", logging.CRITICAL: "fatal"}  # fmt: skip
+
+CONFIG_COORDINATORS = ("storage", "evaluator", "cluster", "consumer", "notifier")
+
+_CHANNEL_CLASS = {"slack_webhook": "slack", "slack_bot": "slack", "email": "email",
+                  "webhook": "http", "pagerduty": "pagerduty"}  # fmt: skip
+"""Each channel kind as the Burrow notifier class closest to it."""
+
+
+class LogLevelIn(BaseModel):
+    """Burrow's body for ``POST /v3/admin/loglevel``: ``{"level": "debug"}``."""
+
+    level: str = Field(
+        description="debug, info, warn, error or fatal (trace, warning accepted)",
+        examples=["debug"],
+    )
+
+
+def add_burrow_admin_routes(
+    app: FastAPI,
+    coordinator: CoordinatorView,
+    notifier: NotifierView | None,
+    clock: Callable[[], int],
+    not_found: dict[int | str, dict[str, Any]],
+) -> None:
+    """Register the Burrow endpoints above on ``app``; ``not_found`` is the OpenAPI
+    description of the 404 (and 422) answers."""
+
+    guarded: dict[int | str, dict[str, Any]] = {
+        401: not_found[404] | {"description": "a token is configured and not sent"},
+        403: not_found[404] | {"description": "writes are disabled: not loopback, no token"},
+    }
+
+    def cluster_state(cluster: str) -> ClusterView:
+        state = coordinator.clusters.get(cluster)
+        if state is None:
+            raise HTTPException(404, "cluster not found")
+        return state
+
+    # ---- health paths
+
+    @app.get("/burrow/admin", tags=["burrow"], response_class=PlainTextResponse)
+    def burrow_admin() -> PlainTextResponse:
+        """Burrow's liveness check: ``GOOD`` whenever the process answers."""
+        return PlainTextResponse("GOOD")
+
+    @app.get(
+        "/burrow/admin/ready",
+        tags=["burrow"],
+        response_class=PlainTextResponse,
+        responses={503: {"description": "STARTING (a cluster was never scanned) or STALE "
+                                        "(a cluster's last scan is too old)",
+                         "content": {"text/plain": {}}}},
+    )  # fmt: skip
+    def burrow_ready() -> PlainTextResponse:
+        """``READY`` once every cluster has been scanned within its last 3 intervals (what
+        ``/readyz`` says); 503 with ``STARTING`` or ``STALE`` before or otherwise."""
+        now = clock()
+        states = list(coordinator.clusters.values())
+        if any(s.metrics.last_success_ms is None for s in states):
+            return PlainTextResponse("STARTING", status_code=503)
+        if any(s.stale(now) for s in states):
+            return PlainTextResponse("STALE", status_code=503)
+        return PlainTextResponse("READY")
+
+    # ---- consumers of a topic, forgetting a consumer
+
+    @app.get("/v3/kafka/{cluster}/topic/{topic}/consumers", tags=["burrow"], responses=not_found)
+    def burrow_topic_consumers(cluster: str, topic: str, request: Request) -> dict[str, Any]:
+        """The groups that commit to the topic or are assigned its partitions."""
+        state = cluster_state(cluster)
+        store = state.store
+        if not any(c == cluster and t == topic for (c, t, _p) in store._table_of):
+            raise HTTPException(404, "cluster or topic not found")
+        evaluation = state.evaluation
+        rows = evaluation.rows.tolist() if evaluation is not None else []
+        keys = (store.row_key_of(row) for row in rows)
+        groups = sorted({group for (_c, group, t, _p) in keys if t == topic})
+        return burrow_body(request, "consumers of topic returned", consumers=groups)
+
+    @app.delete(
+        "/v3/kafka/{cluster}/consumer/{group}",
+        tags=["burrow"],
+        responses={**not_found, **guarded},
+    )
+    async def burrow_remove_consumer(cluster: str, group: str, request: Request) -> dict[str, Any]:
+        """Forget the group: its windows, commit rings and evidence are dropped, its open
+        incident resolves as ``removed`` and the cluster's checkpoint is written at once. A
+        group the cluster still lists comes back on the next scan as a new group, judged
+        only once its windows have filled again."""
+        # On the event loop, not in a worker thread: the scans change the same store there,
+        # so the group is forgotten between two scans, never in the middle of one.
+        cluster_state(cluster)
+        if not coordinator.forget_group(cluster, group):
+            raise HTTPException(404, "cluster or consumer not found")
+        return burrow_body(request, "consumer group removed")
+
+    # ---- log level
+
+    @app.get("/v3/admin/loglevel", tags=["burrow"])
+    def burrow_log_level(request: Request) -> dict[str, Any]:
+        """The level the service logs at, by Burrow's name for it."""
+        level = logging.getLogger().getEffectiveLevel()
+        name = _LEVEL_NAMES.get(level, logging.getLevelName(level).lower())
+        return burrow_body(request, "log level returned", level=name)
+
+    @app.post(
+        "/v3/admin/loglevel",
+        tags=["burrow"],
+        responses={
+            400: not_found[422] | {"description": "the body is not JSON"},
+            422: not_found[422],
+            **guarded,
+        },
+    )
+    def burrow_set_log_level(request: Request, body: LogLevelIn) -> dict[str, Any]:
+        """Change the level the service logs at until it restarts (the config's
+        ``logging.level`` applies again then)."""
+        level = BURROW_LEVELS.get(body.level.strip().lower())
+        if level is None:
+            raise HTTPException(
+                422, f"level: expected one of {', '.join(BURROW_LEVELS)}, got {body.level!r}"
+            )
+        root = logging.getLogger()
+        # Said before a change to a quieter level would swallow it.
+        log.warning("log level set through the API", extra={"event": "log_level_changed",
+                    "level": _LEVEL_NAMES[level]})  # fmt: skip
+        root.setLevel(level)
+        return burrow_body(request, "set log level")
+
+    # ---- configuration
+
+    @app.get("/v3/config", tags=["burrow"])
+    def burrow_config(request: Request) -> dict[str, Any]:
+        """The service's own settings in Burrow's shape (general, logging, zookeeper,
+        httpserver): what Burrow has no counterpart for is empty."""
+        config = coordinator.config
+        api = config.api
+        level = logging.getLogger().getEffectiveLevel()
+        return burrow_body(
+            request,
+            "main config returned",
+            general={"pidfile": "", "stdout-logfile": "", "access-control-allow-origin": "",
+                     "data-dir": config.data_dir,
+                     "checkpoint-interval": config.checkpoint_interval},
+            logging={"filename": "", "max-size": 0, "max-backups": 0, "max-age": 0,
+                     "use-local-time": False, "use-compression": False,
+                     "level": _LEVEL_NAMES.get(level, "info"),
+                     "format": config.logging.format},
+            zookeeper={"servers": [], "timeout": 0, "root-path": ""},
+            httpserver={} if not api.enabled else {
+                "default": {"address": f"{api.host}:{api.port}", "tls": "api" if api.tls else "",
+                            "timeout": 0},
+            },
+        )  # fmt: skip
+
+    def module_list(request: Request, coordinator_name: str, modules: list[str]) -> Any:
+        return burrow_body(request, "module list returned", coordinator=coordinator_name,
+                           modules=modules)  # fmt: skip
+
+    def module_detail(request: Request, kind: str, module: dict[str, Any]) -> Any:
+        return burrow_body(request, f"{kind} module detail returned", module=module)
+
+    def cluster_config(name: str, kind: str) -> ClusterConfig:
+        state = coordinator.clusters.get(name)
+        if state is None:
+            raise HTTPException(404, f"{kind} module not found")
+        return state.config
+
+    @app.get("/v3/config/storage", tags=["burrow"])
+    def burrow_config_storage(request: Request) -> dict[str, Any]:
+        return module_list(request, "storage", ["default"])
+
+    @app.get("/v3/config/storage/{name}", tags=["burrow"], responses=not_found)
+    def burrow_config_storage_module(name: str, request: Request) -> dict[str, Any]:
+        """The window store: ``intervals`` commits per partition, ``min-distance`` and
+        ``expire-group`` in seconds, as Burrow's in-memory storage has them."""
+        if name != "default":
+            raise HTTPException(404, "storage module not found")
+        window = coordinator.rules.window
+        return module_detail(request, "storage", {
+            "class-name": "inmemory", "intervals": window.intervals,
+            "min-distance": window.min_distance, "group-whitelist": "",
+            "expire-group": window.expire_group,
+        })  # fmt: skip
+
+    @app.get("/v3/config/evaluator", tags=["burrow"])
+    def burrow_config_evaluator(request: Request) -> dict[str, Any]:
+        return module_list(request, "evaluator", ["default"])
+
+    @app.get("/v3/config/evaluator/{name}", tags=["burrow"], responses=not_found)
+    def burrow_config_evaluator_module(name: str, request: Request) -> dict[str, Any]:
+        """Verdicts are worked out once per scan: a cached one lives as long as the shortest
+        scan interval."""
+        if name != "default":
+            raise HTTPException(404, "evaluator module not found")
+        intervals = [s.config.scan_interval for s in coordinator.clusters.values()]
+        return module_detail(request, "evaluator", {
+            "class-name": "caching", "expire-cache": min(intervals, default=0),
+            "minimum-complete": coordinator.rules.burrow.minimum_complete,
+        })  # fmt: skip
+
+    @app.get("/v3/config/cluster", tags=["burrow"])
+    def burrow_config_clusters(request: Request) -> dict[str, Any]:
+        return module_list(request, "cluster", sorted(coordinator.clusters))
+
+    @app.get("/v3/config/cluster/{cluster}", tags=["burrow"], responses=not_found)
+    def burrow_config_cluster(cluster: str, request: Request) -> dict[str, Any]:
+        config = cluster_config(cluster, "cluster")
+        return module_detail(request, "cluster", {
+            "class-name": "kafka", "servers": config.bootstrap_servers,
+            "client-profile": client_profile(config),
+            "topic-refresh": config.metadata_max_age, "offset-refresh": config.scan_interval,
+        })  # fmt: skip
+
+    @app.get("/v3/config/consumer", tags=["burrow"])
+    def burrow_config_consumers(request: Request) -> dict[str, Any]:
+        return module_list(request, "consumer", sorted(coordinator.clusters))
+
+    @app.get("/v3/config/consumer/{name}", tags=["burrow"], responses=not_found)
+    def burrow_config_consumer(name: str, request: Request) -> dict[str, Any]:
+        """How a cluster's groups are read: from the group coordinators (not the offsets
+        topic), filtered by the allow and deny regexes."""
+        config = cluster_config(name, "consumer")
+        return module_detail(request, "consumer", {
+            "class-name": "kafka", "cluster": config.name, "servers": config.bootstrap_servers,
+            "group-whitelist": "|".join(config.group_allow),
+            "group-blacklist": "|".join(config.group_deny),
+            "zookeeper-path": "", "zookeeper-timeout": 0,
+            "client-profile": client_profile(config), "offsets-topic": "",
+            "start-latest": False,
+        })  # fmt: skip
+
+    @app.get("/v3/config/notifier", tags=["burrow"])
+    def burrow_config_notifiers(request: Request) -> dict[str, Any]:
+        """One module per channel of each receiver (``oncall.slack_webhook``; a receiver
+        with several channels of one kind numbers them: ``oncall.webhook.1``)."""
+        names = sorted(channel_modules(notifier.config)) if notifier is not None else []
+        return module_list(request, "notifier", names)
+
+    @app.get("/v3/config/notifier/{name}", tags=["burrow"], responses=not_found)
+    def burrow_config_notifier(name: str, request: Request) -> dict[str, Any]:
+        found = channel_modules(notifier.config).get(name) if notifier is not None else None
+        if notifier is None or found is None:
+            raise HTTPException(404, "notifier module not found")
+        receiver, entry = found
+        module = channel_module(notifier.config, receiver, entry)
+        return module_detail(request, "notifier", module)
+
+
+def client_profile(config: ClusterConfig) -> dict[str, Any]:
+    """Burrow's client profile of a cluster, its TLS and SASL profiles included: file names
+    and the SASL user name, never a password."""
+    security = config.security
+    tls = None
+    if security.protocol in ("SSL", "SASL_SSL"):
+        tls = {
+            "name": config.name, "noverify": False, "certfile": security.ssl_certfile or "",
+            "keyfile": security.ssl_keyfile or "", "cafile": security.ssl_cafile or "",
+        }  # fmt: skip
+    sasl = None
+    if security.protocol.startswith("SASL_"):
+        sasl = {"name": config.name, "handshake-first": True, "mechanism": security.sasl_mechanism,
+                "username": security.sasl_username or ""}  # fmt: skip
+    return {"name": config.name, "client-id": config.client_id, "kafka-version": "",
+            "tls": tls, "sasl": sasl}  # fmt: skip
+
+
+def channel_modules(config: NotifyConfig) -> dict[str, tuple[str, ChannelEntry]]:
+    """Every channel of every receiver by its module name."""
+    modules: dict[str, tuple[str, ChannelEntry]] = {}
+    for receiver, entries in config.receivers.items():
+        kinds = Counter(entry.kind for entry in entries)
+        seen: Counter[str] = Counter()
+        for entry in entries:
+            kind = entry.kind
+            name = f"{receiver}.{kind}" + (f".{seen[kind]}" if kinds[kind] > 1 else "")
+            seen[kind] += 1
+            modules[name] = (receiver, entry)
+    return modules
+
+
+def channel_module(config: NotifyConfig, receiver: str, entry: ChannelEntry) -> dict[str, Any]:
+    """One channel in the shape of the Burrow notifier class closest to it. Left out: every
+    password, token, routing key and header value; a webhook URL keeps its scheme, host and
+    port (its path is the credential of a Slack webhook)."""
+    kind = entry.kind
+    channel: Any = getattr(entry, kind)
+    module: dict[str, Any] = {
+        "class-name": _CHANNEL_CLASS[kind], "kind": kind, "receiver": receiver,
+        "group-whitelist": "", "timeout": channel.timeout, "extra": dict(config.extras),
+    }  # fmt: skip
+    if kind in ("slack_webhook", "webhook"):
+        module["url-open"] = redact_url(channel.url.reveal())
+    if kind == "webhook":
+        auth: Literal["basic", "bearer", "none"] = (
+            "basic" if channel.basic_auth else "bearer" if channel.bearer_token else "none"
+        )
+        module.update({"method-open": channel.method, "auth-type": auth,
+                       "headers": sorted(channel.headers),
+                       "template-open": channel.body_template or ""})  # fmt: skip
+    elif kind == "slack_bot":
+        module.update({"channel": channel.channel, "api-url": channel.api_url})
+    elif kind == "email":
+        module.update({"server": channel.host, "port": channel.port or 0,
+                       "auth-type": "plain" if channel.username else "",
+                       "username": channel.username or "", "from": channel.sender,
+                       "to": ",".join(channel.recipients), "tls": channel.tls})  # fmt: skip
+    elif kind == "pagerduty":
+        module["url-open"] = channel.url
+    return module

@@ -1,0 +1,419 @@
+"""What operators deploy: the Grafana dashboards in examples/grafana (valid JSON, every query on
+a family /metrics exports, with labels it has), the Helm chart in examples/helm (rendered and
+parsed; probes, config, rules, Secret references, Service and ServiceMonitor agree with each
+other and with the service's config), and the image's HEALTHCHECK run against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from notifier.api import ApiServer, create_app
+from notifier.api.metrics import BY_NAME
+from notifier.config import RulesConfig, parse_rules, parse_service_config
+
+from .scripted import service
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAFANA = ROOT / "examples" / "grafana"
+CHART = ROOT / "examples" / "helm" / "notifier"
+
+# ---------------------------------------------------------------------------------- Grafana
+
+_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and",
+             "or", "unless", "offset", "vector", "inf", "nan"}  # fmt: skip
+_IDENT = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def promql_selectors(expr: str) -> list[tuple[str, set[str]]]:
+    """Each metric a PromQL expression selects, with the label names it matches on or groups
+    by. Enough of PromQL for dashboards: selectors, functions, aggregations, ranges."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    expr = re.sub(r"\[[^\]]*\]", "", expr)
+    found: list[tuple[str, set[str]]] = []
+    grouping = {m.group(2) for m in re.finditer(r"\b(by|without|on|ignoring)\s*\(([^)]*)\)", expr)}
+    grouped = {label.strip() for labels in grouping for label in labels.split(",") if label}
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
+    position = 0
+    while match := _IDENT.search(expr, position):
+        name, position = match.group(), match.end()
+        rest = expr[position:].lstrip()
+        if rest.startswith("(") or name in _KEYWORDS or name.startswith("$"):
+            continue
+        if expr[match.start() - 1 : match.start()] == "$":
+            continue
+        labels: set[str] = set()
+        if rest.startswith("{"):
+            body = rest[1 : rest.index("}")]
+            labels = {m.group(1) for m in re.finditer(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*[=!]", body)}
+            position = expr.index("}", position) + 1
+        found.append((name, labels | grouped))
+    return found
+
+
+def test_the_promql_reader_finds_metrics_and_labels():
+    assert promql_selectors('topk(10, sum by (topic) (a_b{x="1",y=~"$v"}[5m])) or vector(0)') == [
+        ("a_b", {"x", "y", "topic"})
+    ]
+    assert promql_selectors("rate(c_total[$__rate_interval]) * 60") == [("c_total", set())]
+
+
+def _expressions(dashboard: dict) -> list[str]:
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs += [a["expr"] for a in dashboard["annotations"]["list"] if "expr" in a]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            inner = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", variable["query"]["query"])
+            assert inner, variable
+            exprs.append(inner.group(1))
+            assert inner.group(2) in BY_NAME[promql_selectors(inner.group(1))[0][0]].labels
+    return exprs
+
+
+@pytest.mark.parametrize("path", sorted(GRAFANA.glob("*.json")), ids=lambda p: p.name)
+def test_every_dashboard_query_reads_a_family_the_service_exports(path):
+    dashboard = json.loads(path.read_text())
+    assert dashboard["uid"] and dashboard["title"] and dashboard["schemaVersion"] >= 36
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    names = {v["name"] for v in dashboard["templating"]["list"]}
+    assert "datasource" in names
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+    for expr in _expressions(dashboard):
+        selectors = promql_selectors(expr)
+        assert selectors, expr
+        for metric, labels in selectors:
+            assert metric in BY_NAME, f"{path.name}: {metric} is not exported ({expr})"
+            assert labels <= set(BY_NAME[metric].labels), f"{path.name}: {expr}"
+        for variable in re.findall(r"\$(\w+)", expr):
+            assert variable in names or variable.startswith("__"), expr
+
+
+def test_the_group_dashboard_shows_lag_lag_seconds_status_and_incidents():
+    dashboard = json.loads((GRAFANA / "consumer-group.json").read_text())
+    titles = {p["title"] for p in dashboard["panels"]}
+    assert {"Status", "Lag", "Lag in seconds", "Lag per partition"} <= titles
+    (incidents,) = [a for a in dashboard["annotations"]["list"] if a["name"] == "Incidents"]
+    assert incidents["expr"].startswith("notifier_incident_open{")
+    fleet = json.loads((GRAFANA / "fleet-overview.json").read_text())
+    links = json.dumps(fleet["panels"])
+    assert f"/d/{dashboard['uid']}/" in links  # a group in the fleet table opens its dashboard
+
+
+# ------------------------------------------------------------------------------------ Helm
+
+
+class GoTemplate:
+    """The part of Go templates and Helm's functions the chart uses: ``{{ pipeline }}`` with
+    ``-`` trimming, ``if``/``else``/``with``/``range``/``end``, ``$``, paths from dot, and
+    toYaml, nindent, indent, quote, default, print, sha256sum."""
+
+    def __init__(self, text: str):
+        self.parts: list[tuple[str, str]] = []
+        position = 0
+        for match in re.finditer(r"\{\{(-?)\s*(.*?)\s*(-?)\}\}", text, re.S):
+            before = text[position : match.start()]
+            if match.group(1):
+                before = before.rstrip()
+            if self.parts and self.parts[-1][0] == "trim":
+                before = before.lstrip()
+                self.parts.pop()
+            self.parts.append(("text", before))
+            self.parts.append(("action", match.group(2)))
+            if match.group(3):
+                self.parts.append(("trim", ""))
+            position = match.end()
+        after = text[position:]
+        if self.parts and self.parts[-1][0] == "trim":
+            after = after.lstrip()
+            self.parts.pop()
+        self.parts.append(("text", after))
+
+    def render(self, root: dict) -> str:
+        out, index = self._block(0, root, root)
+        assert index == len(self.parts), "unbalanced {{ end }}"
+        return out
+
+    def _block(self, index: int, dot: Any, root: dict, skip: bool = False) -> tuple[str, int]:
+        out: list[str] = []
+        while index < len(self.parts):
+            kind, body = self.parts[index]
+            index += 1
+            if kind == "text":
+                out.append("" if skip else body)
+                continue
+            word = body.split(None, 1)[0]
+            if word in ("end", "else"):
+                return "".join(out), index - 1
+            if word in ("if", "with", "range"):
+                value = None if skip else self._pipeline(body.split(None, 1)[1], dot, root)
+                items: list[Any] = [None]
+                if word == "range":
+                    items = list(value or [None])
+                outs = []
+                end = index
+                for item in items:
+                    inner_dot = {"if": dot, "with": value, "range": item}[word]
+                    taken = not skip and bool(value)
+                    text, end = self._block(index, inner_dot, root, skip=not taken)
+                    outs.append(text)
+                if self.parts[end][1] == "else":
+                    text, end = self._block(end + 1, dot, root, skip=skip or bool(value))
+                    outs.append(text)
+                assert self.parts[end][1] == "end", body
+                out.append("".join(outs))
+                index = end + 1
+                continue
+            if not skip:
+                out.append(_text(self._pipeline(body, dot, root)))
+        return "".join(out), index
+
+    def _pipeline(self, text: str, dot: Any, root: dict) -> Any:
+        value: Any = _MISSING
+        for command in _split(text, "|"):
+            args = _split(command, " ")
+            extra = [] if value is _MISSING else [value]
+            if args[0] in _FUNCTIONS:
+                value = _FUNCTIONS[args[0]](*[self._operand(a, dot, root) for a in args[1:]],
+                                            *extra)  # fmt: skip
+            else:
+                assert len(args) == 1 and not extra, command
+                value = self._operand(args[0], dot, root)
+        return value
+
+    def _operand(self, token: str, dot: Any, root: dict) -> Any:
+        if token.startswith("("):
+            return self._pipeline(token[1:-1], dot, root)
+        if token.startswith('"'):
+            return json.loads(token)
+        if re.fullmatch(r"-?\d+", token):
+            return int(token)
+        value = root if token.startswith("$") else dot
+        for key in token.lstrip("$").split("."):
+            if key:
+                value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+
+_MISSING = object()
+
+
+def _split(text: str, separator: str) -> list[str]:
+    parts, depth, quoted, current = [], 0, False, ""
+    for char in text:
+        if char == '"':
+            quoted = not quoted
+        elif not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+        if char == separator and depth == 0 and not quoted:
+            if current.strip():
+                parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _to_yaml(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=False, sort_keys=False).rstrip("\n")
+
+
+_FUNCTIONS = {
+    "toYaml": _to_yaml,
+    "nindent": lambda n, s: "\n" + "\n".join(" " * n + line for line in _text(s).split("\n")),
+    "indent": lambda n, s: "\n".join(" " * n + line for line in _text(s).split("\n")),
+    "quote": lambda s: json.dumps(_text(s)),
+    "default": lambda fallback, value: value if value else fallback,
+    "print": lambda *parts: "".join(_text(p) for p in parts),
+    "sha256sum": lambda s: hashlib.sha256(_text(s).encode()).hexdigest(),
+}
+
+
+def render_chart(**overrides: Any) -> dict[str, dict]:
+    """The chart's manifests by kind, rendered as `helm template` would with ``overrides``
+    merged into values.yaml."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values.update(overrides)
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    root = {"Values": values, "Release": {"Name": "lag", "Namespace": "monitoring"},
+            "Chart": {"Name": chart["name"], "AppVersion": chart["appVersion"]}}  # fmt: skip
+    manifests: dict[str, dict] = {}
+    for template in sorted((CHART / "templates").glob("*.yaml")):
+        text = GoTemplate(template.read_text()).render(root)
+        for document in yaml.safe_load_all(text):
+            if document:
+                assert document["kind"] not in manifests
+                manifests[document["kind"]] = document
+    return manifests
+
+
+def test_the_go_template_subset_renders_like_helm():
+    text = (
+        "{{- if .a }}a: {{ .a | quote }}{{ else }}none{{ end }}\n{{- range .l }} {{ .n }}{{- end }}"
+    )
+    assert GoTemplate(text).render({"a": "x", "l": [{"n": 1}, {"n": 2}]}) == 'a: "x" 1 2'
+    assert GoTemplate(text).render({"a": "", "l": []}) == "none"
+    assert GoTemplate("{{ toYaml .m | nindent 2 }}").render({"m": {"k": [1]}}) == "\n  k:\n  - 1"
+
+
+def test_the_chart_runs_the_image_with_its_config_probes_and_secret_references():
+    manifests = render_chart()
+    assert set(manifests) == {"ConfigMap", "Deployment", "Service", "ServiceMonitor",
+                              "PersistentVolumeClaim"}  # fmt: skip
+    deployment = manifests["Deployment"]
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["args"] == ["--config", "/etc/notifier/config.yaml"]
+    assert container["image"] == "notifier:0.1.0"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["startupProbe"]["httpGet"]["path"] == "/healthz"
+    assert pod["spec"]["securityContext"]["runAsUser"] == 10001  # the image's user
+    assert (
+        deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    )
+
+    config_text = manifests["ConfigMap"]["data"]["config.yaml"]
+    secret_env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    assert secret_env["SLACK_WEBHOOK_URL"] == {
+        "name": "notifier-secrets",
+        "key": "slack-webhook-url",
+        "optional": False,
+    }
+    assert secret_env["NOTIFIER_API_TOKEN"]["optional"] is True
+    assert "hooks.slack.com" not in json.dumps(manifests)  # credentials only by reference
+    used = set(re.findall(r"\$\{(\w+)", config_text))
+    assert used <= set(secret_env), used - set(secret_env)
+    environ = {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/x"}
+    config = parse_service_config(yaml.safe_load(config_text), "config.yaml", environ)
+    assert config.api.host == "0.0.0.0" and config.data_dir == "/data"
+    assert config.metrics.families == ["kafka_exporter", "kafka_lag_exporter"]
+    (port,) = container["ports"]
+    assert port == {"name": "http", "containerPort": config.api.port}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/notifier/config.yaml"]["subPath"] == "config.yaml"
+    assert "/etc/notifier/rules.yaml" not in mounts  # the image's default rules
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == manifests["ConfigMap"]["metadata"]["name"]
+    claim = manifests["PersistentVolumeClaim"]["metadata"]["name"]
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == claim
+    assert mounts["/data"]["name"] == "data"
+
+
+def test_the_service_and_servicemonitor_reach_the_pods_metrics():
+    manifests = render_chart()
+    labels = manifests["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    svc = manifests["Service"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert svc["spec"]["publishNotReadyAddresses"] is True  # the status page during an outage
+    (port,) = svc["spec"]["ports"]
+    assert port["targetPort"] == "http"
+    monitor = manifests["ServiceMonitor"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"]) == (port["name"], "/metrics")
+
+
+def test_rules_given_to_the_chart_are_mounted_and_roll_the_pod():
+    rules = (ROOT / "rules.yaml").read_text()
+    plain, custom = render_chart(), render_chart(rules=rules)
+    assert parse_rules(yaml.safe_load(custom["ConfigMap"]["data"]["rules.yaml"]), "rules.yaml")
+    (container,) = custom["Deployment"]["spec"]["template"]["spec"]["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/notifier/rules.yaml"]["subPath"] == "rules.yaml"
+
+    def checksum(manifests: dict) -> str:
+        return manifests["Deployment"]["spec"]["template"]["metadata"]["annotations"][
+            "checksum/config"
+        ]
+
+    assert checksum(plain) != checksum(custom)
+
+
+def test_without_the_operator_or_a_volume_the_chart_leaves_them_out():
+    manifests = render_chart(serviceMonitor={"enabled": False},
+                             persistence={"enabled": False, "size": "1Gi"})  # fmt: skip
+    assert "ServiceMonitor" not in manifests and "PersistentVolumeClaim" not in manifests
+    volumes = {v["name"]: v for v in manifests["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["data"] == {"name": "data", "emptyDir": {}}
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm is not installed")
+def test_helm_lints_the_chart():
+    linted = subprocess.run(["helm", "lint", str(CHART)], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+# ------------------------------------------------------------------------------ HEALTHCHECK
+
+
+def _healthcheck() -> tuple[list[str], dict[str, str]]:
+    """The Dockerfile's HEALTHCHECK command (exec form) and the ENV it relies on."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    (line,) = [row for row in text.splitlines() if row.startswith("HEALTHCHECK")]
+    command = json.loads(line[line.index("CMD") + 3 :])
+    env = dict(re.findall(r"^ENV (\w+)=(\S+)$", text, re.M))
+    return command, env
+
+
+def test_the_image_healthcheck_needs_only_python_and_asks_healthz():
+    command, env = _healthcheck()
+    assert command[0] == "python"  # in python:3.11-slim; curl and wget are not
+    assert env["NOTIFIER_HEALTHCHECK_URL"] == "http://127.0.0.1:8000/healthz"
+    docker = yaml.safe_load((ROOT / "examples" / "docker.yaml").read_text())
+    assert docker["api"]["port"] == 8000
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def test_the_healthcheck_passes_on_a_serving_api_and_fails_without_one(tmp_path):
+    command, _ = _healthcheck()
+    coord, _ = service(tmp_path, [], RulesConfig())
+    server = ApiServer(create_app(coord), "127.0.0.1", 0)
+    await server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/healthz"
+        ok = await _run([sys.executable, *command[1:]], url)
+        down = await _run([sys.executable, *command[1:]], f"http://127.0.0.1:{_free_port()}/")
+        missing = await _run([sys.executable, *command[1:]], f"{url}/nope")
+    finally:
+        await server.stop()
+    assert ok == 0
+    assert down != 0 and missing != 0
+
+
+async def _run(command: list[str], url: str) -> int:
+    process = await asyncio.create_subprocess_exec(
+        *command, env={**os.environ, "NOTIFIER_HEALTHCHECK_URL": url},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    return await asyncio.wait_for(process.wait(), 30)
