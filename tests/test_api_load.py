@@ -148,6 +148,30 @@ async def test_the_notifier_hands_out_one_mapping_of_open_incidents_until_they_c
     assert started is not pending and started[("c", "orders")].silenced
 
 
+async def test_a_silence_a_reload_brings_shows_at_once(tmp_path):
+    coord = await scripted_service(tmp_path, 12, stuck_from=6)
+    await drive(coord, 12)
+    state = coord.clusters["c"]
+    notifier = webhook_notifier(tmp_path, lambda: state.metrics.last_success_ms)
+    result = state.evaluation.result("c", "orders")
+    notifier.handle([Transition("c", "orders", GroupStatus.OK, GroupStatus.ERR, T0, result)])
+    async with client(coord, lambda: state.metrics.last_success_ms, notifier) as http:
+        before = (await http.get("/api/groups")).json()["groups"][0]
+        await notifier.reconfigure(
+            parse_notify({
+                "receivers": {"r": {"webhook": {"url": "http://127.0.0.1:9/"}}},
+                "route": {"receiver": "r"},
+                "silences": [{"matchers": ["group=orders"], "ends_at": "2099-01-01T00:00:00Z",
+                              "author": "ops", "comment": "moving it"}],
+            })
+        )  # fmt: skip
+        after = (await http.get("/api/groups")).json()["groups"][0]
+    await notifier.stop()
+
+    assert not before["silenced"]
+    assert after["silenced"] and after["incident"]["silenced"]
+
+
 async def test_cached_answers_are_the_ones_worked_out_afresh_as_time_goes_by(tmp_path):
     """An incident's age, silences starting and ending, the data going stale: at each moment,
     /api/groups and a group's detail from the cache equal what is worked out from scratch."""
