@@ -12,14 +12,19 @@ Phases, each with a fresh database: *burst* (all transitions at once: the pipeli
 in deliveries/s); *paced* at the target rate (``--rate``, default 1,000/s: p50/p99 latency);
 *light* at half the measured capacity (latency when not saturated); *failing*, paced, with
 the receiver answering 30% of requests with 500 (retries with backoff; delivered must equal
-planned, with no duplicates). Baselines in the same run, with the bodies pre-built and nothing
+planned, with no duplicates); *storm*, the same number of transitions grouped the default
+way (``group_by: [cluster]``, ``group_wait`` 2 s): 1,000 groups in each of n/1,000 clusters
+fail together, a cluster's transitions handed over at once as a scan would, 100 ms apart;
+every cluster must become one message with all its alerts, delivered within ``group_wait`` +
+1 s of its first transition. Baselines in the same run, with the bodies pre-built and nothing
 stored: the naive way, a sequential ``httpx.AsyncClient`` POST loop, and the same client with 4
 requests in flight.
 
     python benchmarks/notify.py            # 2,000 transitions per phase (well under a minute)
     python benchmarks/notify.py --full     # 10,000 (the issue's size)
 
-Targets: >= 1,000 deliveries/s to a healthy local receiver, p99 <= 250 ms.
+Targets: >= 3,000 deliveries/s to a healthy local receiver, p99 <= 250 ms at 1,000/s, a storm
+delivered within group_wait + 1 s.
 Ends with one JSON line: name, figures, baseline, targets and whether each is met.
 """
 
@@ -40,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+import orjson  # noqa: E402
 
 from notifier.config import parse_notify  # noqa: E402
 from notifier.notify import Notifier  # noqa: E402
@@ -54,8 +60,12 @@ from notifier.types import (  # noqa: E402
     Transition,
 )
 
-TARGET_DELIVERIES_PER_S = 1000
+TARGET_DELIVERIES_PER_S = 3000
 TARGET_P99_MS = 250.0
+TARGET_RATE = 1000
+STORM_GROUP_WAIT_S = 2.0
+STORM_SLACK_S = 1.0
+STORM_GROUPS_PER_CLUSTER = 1000
 
 # --------------------------------------------------------------------------------------------
 # The receiver (its own process)
@@ -71,20 +81,14 @@ class _Receiver:
         self.requests = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # As little work per request as HTTP/1.1 allows: on a shared machine the receiver's
+        # CPU is taken from the notifier it measures.
         try:
             while True:
-                line = await reader.readline()
-                if not line:
-                    break
-                method, target, _ = line.decode("latin-1").split(" ", 2)
-                length = 0
-                while True:
-                    header = await reader.readline()
-                    if header in (b"\r\n", b"\n", b""):
-                        break
-                    name, _, value = header.decode("latin-1").partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
+                head = await reader.readuntil(b"\r\n\r\n")
+                method, target, _ = head[: head.index(b"\r\n")].decode("latin-1").split(" ", 2)
+                at = head.lower().find(b"\r\ncontent-length:")
+                length = int(head[at + 17 : head.index(b"\r\n", at + 2)]) if at >= 0 else 0
                 body = await reader.readexactly(length) if length else b""
                 status, payload = self.answer(method, target, body)
                 writer.write(
@@ -110,7 +114,7 @@ class _Receiver:
         if self.rng.random() < self.fail_rate:
             return 500, b'{"status": "unavailable"}'
         now = time.monotonic()
-        data = json.loads(body)
+        data = orjson.loads(body)
         for alert in data["alerts"]:
             self.accepted.append((data["notification_id"], alert["incident"]["group"], now))
         return 200, b'{"status": "ok"}'
@@ -131,7 +135,7 @@ def _receiver_main(port_queue: Any, seed: int) -> None:
 # Inputs
 
 
-def transition(group: str, at: int) -> Transition:
+def transition(group: str, at: int, cluster: str = "prod") -> Transition:
     partitions = [
         PartitionResult(
             topic="orders",
@@ -150,7 +154,7 @@ def transition(group: str, at: int) -> Transition:
         for p in range(4)
     ]
     result = GroupResult(
-        cluster="prod",
+        cluster=cluster,
         group=group,
         status=GroupStatus.ERR,
         complete=1.0,
@@ -176,7 +180,7 @@ def transition(group: str, at: int) -> Transition:
         group_state="Stable",
         members=3,
     )
-    return Transition("prod", group, GroupStatus.OK, GroupStatus.ERR, at, result)
+    return Transition(cluster, group, GroupStatus.OK, GroupStatus.ERR, at, result)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -266,6 +270,69 @@ async def run_notifier(
     }
 
 
+async def run_storm(url: str, n: int, workdir: Path) -> dict[str, Any]:
+    """``n`` groups fail at once across ``n / 1,000`` clusters, routed the default way
+    (``group_by: [cluster]``): each cluster must become one message carrying all its alerts,
+    delivered within ``group_wait`` + 1 s of its first transition."""
+    async with httpx.AsyncClient() as control:
+        await control.post(f"{url}/__reset?fail=0")
+    config = parse_notify(
+        {
+            "receivers": {"bench": {"webhook": {"url": f"{url}/hook"}}},
+            "route": {
+                "receiver": "bench",
+                "group_by": ["cluster"],
+                "group_wait": f"{STORM_GROUP_WAIT_S:g}s",
+                "group_interval": "5m",
+                "repeat_interval": "never",
+            },
+        },
+        "benchmark",
+    )
+    clusters = max(1, n // STORM_GROUPS_PER_CLUSTER)
+    notifier = Notifier(config, workdir / "storm.sqlite")
+    await notifier.start()
+    handled: dict[str, float] = {}
+    start = time.monotonic()
+    for c in range(clusters):
+        if c:
+            await asyncio.sleep(0.1)  # the next cluster's scan
+        cluster = f"cluster-{c:02d}"
+        at = int(time.time() * 1000)
+        size = n // clusters + (1 if c < n % clusters else 0)
+        moves = [transition(f"storm-{c:02d}-{i:05d}", at, cluster) for i in range(size)]
+        now = time.monotonic()
+        for move in moves:
+            handled[move.group] = now
+        notifier.handle(moves)
+    deadline = start + STORM_GROUP_WAIT_S + 120
+    while notifier.core.counters.alerts < n and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    delivered_all = await notifier.wait_delivered(timeout=max(1.0, deadline - time.monotonic()))
+    messages_planned = notifier.core.counters.notifications
+    await notifier.stop()
+
+    async with httpx.AsyncClient() as control:
+        stats = (await control.get(f"{url}/__stats")).json()
+    accepted = stats["accepted"]
+    arrival = {group: at_s for _nid, group, at_s in accepted}
+    delays = [arrival[g] - handled[g] for g in handled if g in arrival]
+    messages = len({nid for nid, _g, _t in accepted})
+    worst = max(delays, default=float("nan"))
+    return {
+        "transitions": n,
+        "clusters": clusters,
+        "group_wait_s": STORM_GROUP_WAIT_S,
+        "messages": messages,
+        "messages_planned": messages_planned,
+        "alerts_delivered": len({g for _nid, g, _t in accepted}),
+        "duplicates": len(accepted) - len(arrival),
+        "all_delivered": delivered_all and len(arrival) == n,
+        "max_delay_s": round(worst, 3),
+        "max_over_group_wait_s": round(worst - STORM_GROUP_WAIT_S, 3),
+    }
+
+
 def sample_bodies(n: int) -> list[bytes]:
     """The webhook bodies the notifier would send for ``n`` transitions (for the baselines)."""
     from notifier.notify import Dispatcher
@@ -352,12 +419,21 @@ async def main_async(args: argparse.Namespace, url: str) -> dict[str, Any]:
             flush=True,
         )
         failing = await run_notifier(url, n, args.rate, 0.3, "failing", workdir)
+        storm = await run_storm(url, n, workdir)
         print(
             f"30% 500s  n={n:,} at {args.rate:,.0f}/s: {failing['deliveries_per_s']:,} "
             f"deliveries/s, p50 {failing['p50_ms']} ms, p99 {failing['p99_ms']} ms, "
             f"delivered {failing['delivered']:,}/{failing['planned']:,} "
             f"({failing['requests']:,} requests, {failing['retried']:,} retried, "
             f"{failing['duplicates']} duplicates)",
+            flush=True,
+        )
+        print(
+            f"storm     n={n:,} in {storm['clusters']} clusters, group_by [cluster], group_wait "
+            f"{STORM_GROUP_WAIT_S:g} s: {storm['messages']} messages carrying "
+            f"{storm['alerts_delivered']:,} alerts ({storm['duplicates']} duplicates); the "
+            f"last alert arrived {storm['max_delay_s']:.2f} s after its transition "
+            f"(group_wait + {storm['max_over_group_wait_s']:.2f} s; target + {STORM_SLACK_S:g} s)",
             flush=True,
         )
     bodies = sample_bodies(min(n, 2_000))
@@ -373,10 +449,19 @@ async def main_async(args: argparse.Namespace, url: str) -> dict[str, Any]:
         ),
         flush=True,
     )
-    targets = {"deliveries_per_s": TARGET_DELIVERIES_PER_S, "p99_ms": TARGET_P99_MS}
+    targets = {
+        "deliveries_per_s": TARGET_DELIVERIES_PER_S,
+        "p99_ms": TARGET_P99_MS,
+        "p99_at_rate": TARGET_RATE,
+        "storm_within_group_wait_plus_s": STORM_SLACK_S,
+    }
     met = {
         "deliveries_per_s": burst["deliveries_per_s"] >= TARGET_DELIVERIES_PER_S,
-        "p99_ms": paced["p99_ms"] <= TARGET_P99_MS,
+        "p99_ms": paced["p99_ms"] <= TARGET_P99_MS and args.rate >= TARGET_RATE,
+        "storm_grouped_in_time": storm["all_delivered"]
+        and storm["duplicates"] == 0
+        and storm["messages"] == storm["clusters"]
+        and storm["max_over_group_wait_s"] <= STORM_SLACK_S,
         "all_delivered_once": all(
             r["all_delivered"] and r["duplicates"] == 0 for r in (burst, paced, light)
         ),
@@ -409,6 +494,7 @@ async def main_async(args: argparse.Namespace, url: str) -> dict[str, Any]:
                 )
             },
         },
+        "storm": storm,
         "baseline": {
             **baseline,
             "httpx_client_4_in_flight_per_s": concurrent,
@@ -428,7 +514,7 @@ def main() -> None:
     parser.add_argument(
         "--rate",
         type=float,
-        default=TARGET_DELIVERIES_PER_S,
+        default=TARGET_RATE,
         help="transitions offered per second in the paced phases (10 ms batches)",
     )
     args = parser.parse_args()

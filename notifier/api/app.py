@@ -5,20 +5,26 @@ runs :class:`~notifier.api.auth.WriteGuard`: reads are open, writes need the tok
 Everything here reads what the coordinator already computed (the last evaluation of each
 cluster); no request ever triggers work on Kafka, so a scrape or a refreshing browser costs
 the clusters nothing. The bodies are built in :mod:`~notifier.api.burrow`,
-:mod:`~notifier.api.views` and :mod:`~notifier.api.metrics`.
+:mod:`~notifier.api.views` and :mod:`~notifier.api.metrics`. The read endpoints run on the
+service's event loop, beside the scans: what they return is worked out once per scan and
+encoded once (:mod:`~notifier.api.cache`), the status page's files are served from memory.
 """
 
 from __future__ import annotations
 
+import hashlib
+import mimetypes
 import time
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
+from email.utils import formatdate
 from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -27,20 +33,26 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from notifier.api.auth import WriteGuard
 from notifier.api.burrow import burrow_body, burrow_point, burrow_status, request_info
 from notifier.api.burrow_admin import add_burrow_admin_routes
+from notifier.api.cache import JSONBytes, ScanCache, encode, with_members
 from notifier.api.metrics import add_metrics_routes
+from notifier.api.overview import Overviews
 from notifier.api.page import add_page_routes
+from notifier.api.priority import ScanPriority
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import (
+    ActiveSilences,
     as_of,
     cluster_summaries,
     freshness,
     group_detail,
+    group_evidence,
+    group_live_members,
     group_result,
-    groups_overview,
     history_summary,
+    open_incidents,
 )
 from notifier.config import EXPORTER_FAMILIES, MAX_SILENCE_MATCHERS, ConfigError, Secret
-from notifier.types import GroupStatus
+from notifier.types import GroupResult, GroupStatus
 
 STATIC = Path(__file__).parent / "static"
 
@@ -190,6 +202,7 @@ def create_app(
     app.state.coordinator = coordinator
     app.state.notifier = notifier
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(ScanPriority, scanning=lambda: coordinator.scanning)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -207,14 +220,23 @@ def create_app(
                 "request": request_info(request)}  # fmt: skip
         return JSONResponse(body, status_code=422)
 
-    # ---- Burrow v3
+    # ---- Burrow v3 (each answer built from the cluster's last scan, once: see ScanCache)
+
+    scans = ScanCache()
+
+    def result_of(state: ClusterView, cluster: str, group: str) -> GroupResult:
+        """The group's last result, worked out once per scan for every endpoint showing it."""
+        return scans.get(
+            cluster, state, ("result", group), lambda: group_result(state, cluster, group)
+        )
 
     @app.get("/v3/kafka", tags=["burrow"])
-    def burrow_clusters(request: Request) -> dict[str, Any]:
-        return burrow_body(request, "cluster list returned", clusters=sorted(coordinator.clusters))
+    async def burrow_clusters(request: Request) -> JSONBytes:
+        clusters = sorted(coordinator.clusters)
+        return JSONBytes(burrow_body(request, "cluster list returned", clusters=clusters))
 
     @app.get("/v3/kafka/{cluster}", tags=["burrow"], responses=_NOT_FOUND)
-    def burrow_cluster(cluster: str, request: Request) -> dict[str, Any]:
+    async def burrow_cluster(cluster: str, request: Request) -> JSONBytes:
         state = _cluster(coordinator, cluster)
         config = state.config
         module = {
@@ -224,90 +246,143 @@ def create_app(
             "topic-refresh": config.metadata_max_age,
             "offset-refresh": config.scan_interval,
         }
-        return burrow_body(request, "cluster module detail returned", module=module)
+        return JSONBytes(burrow_body(request, "cluster module detail returned", module=module))
 
     @app.get("/v3/kafka/{cluster}/consumer", tags=["burrow"], responses=_NOT_FOUND)
-    def burrow_consumers(cluster: str, request: Request) -> dict[str, Any]:
+    async def burrow_consumers(cluster: str, request: Request) -> JSONBytes:
         state = _cluster(coordinator, cluster)
-        groups = set(state.groups) | {g for _, g in state.store.groups(cluster)}
-        return burrow_body(request, "consumer list returned", consumers=sorted(groups))
+
+        def consumers() -> orjson.Fragment:
+            groups = set(state.groups) | {g for _, g in state.store.groups(cluster)}
+            return orjson.Fragment(encode(sorted(groups)))
+
+        listed = scans.get(cluster, state, "consumers", consumers)
+        return JSONBytes(burrow_body(request, "consumer list returned", consumers=listed))
 
     @app.get("/v3/kafka/{cluster}/consumer/{group}", tags=["burrow"], responses=_NOT_FOUND)
-    def burrow_consumer(cluster: str, group: str, request: Request) -> dict[str, Any]:
+    async def burrow_consumer(cluster: str, group: str, request: Request) -> JSONBytes:
         state = _cluster(coordinator, cluster)
-        result = group_result(state, cluster, group)
-        if result.status is GroupStatus.NOTFOUND:
-            raise HTTPException(404, "cluster or consumer not found")
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for p in result.partitions:
-            row = state.store.row(cluster, group, p.topic, p.partition)
-            commits = state.store.ring(row) if row is not None else []
-            points = [burrow_point(c) for c in commits]
-            padded = [None] * (state.store.ring_size - len(commits)) + points
-            entries = topics.setdefault(p.topic, [])
-            while len(entries) <= p.partition:
-                entries.append({"offsets": [], "owner": "", "client_id": "", "current-lag": 0})
-            entries[p.partition] = {
-                "offsets": padded, "owner": p.owner, "client_id": p.client_id,
-                "current-lag": p.current_lag or 0,
-            }  # fmt: skip
-        return burrow_body(request, "consumer detail returned", topics=topics)
 
-    def _status(cluster: str, group: str, request: Request, show_all: bool) -> JSONResponse:
+        def offsets() -> orjson.Fragment:
+            result = result_of(state, cluster, group)
+            if result.status is GroupStatus.NOTFOUND:
+                raise HTTPException(404, "cluster or consumer not found")
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for p in result.partitions:
+                row = state.store.row(cluster, group, p.topic, p.partition)
+                commits = state.store.ring(row) if row is not None else []
+                points = [burrow_point(c) for c in commits]
+                padded = [None] * (state.store.ring_size - len(commits)) + points
+                entries = topics.setdefault(p.topic, [])
+                while len(entries) <= p.partition:
+                    entries.append({"offsets": [], "owner": "", "client_id": "", "current-lag": 0})
+                entries[p.partition] = {
+                    "offsets": padded, "owner": p.owner, "client_id": p.client_id,
+                    "current-lag": p.current_lag or 0,
+                }  # fmt: skip
+            return orjson.Fragment(encode(topics))
+
+        topics = scans.get(cluster, state, ("consumer", group), offsets)
+        return JSONBytes(burrow_body(request, "consumer detail returned", topics=topics))
+
+    def _status(cluster: str, group: str, request: Request, show_all: bool) -> JSONBytes:
         state = _cluster(coordinator, cluster)
         fresh = freshness(state, clock())
-        result = as_of(group_result(state, cluster, group), fresh)
-        status = burrow_status(result, show_all, fresh.fields())
+        if fresh.stale:  # as of now: the windows shrink with every scan missed
+            result = as_of(group_result(state, cluster, group), fresh)
+            found = result.status is not GroupStatus.NOTFOUND
+            status = orjson.Fragment(encode(burrow_status(result, show_all, fresh.fields())))
+        else:
+
+            def encoded() -> tuple[bool, bytes]:
+                result = result_of(state, cluster, group)
+                body = burrow_status(result, show_all)
+                return result.status is not GroupStatus.NOTFOUND, encode(body)
+
+            found, cached = scans.get(cluster, state, ("status", group, show_all), encoded)
+            status = orjson.Fragment(with_members(cached, fresh.fields()))
         body = burrow_body(request, "consumer status returned", status=status)
-        if result.status is GroupStatus.NOTFOUND:
+        if not found:
             body["error"] = True
             body["message"] = "cluster or consumer not found"
-            return JSONResponse(body, status_code=404)
-        return JSONResponse(body)
+            return JSONBytes(body, status_code=404)
+        return JSONBytes(body)
 
     @app.get("/v3/kafka/{cluster}/consumer/{group}/status", tags=["burrow"], responses=_NOT_FOUND)
-    def burrow_group_status(cluster: str, group: str, request: Request) -> JSONResponse:
+    async def burrow_group_status(cluster: str, group: str, request: Request) -> JSONBytes:
         return _status(cluster, group, request, show_all=False)
 
     @app.get("/v3/kafka/{cluster}/consumer/{group}/lag", tags=["burrow"], responses=_NOT_FOUND)
-    def burrow_group_lag(cluster: str, group: str, request: Request) -> JSONResponse:
+    async def burrow_group_lag(cluster: str, group: str, request: Request) -> JSONBytes:
         return _status(cluster, group, request, show_all=True)
 
     @app.get("/v3/kafka/{cluster}/topic", tags=["burrow"], responses=_NOT_FOUND)
-    def burrow_topics(cluster: str, request: Request) -> dict[str, Any]:
+    async def burrow_topics(cluster: str, request: Request) -> JSONBytes:
         state = _cluster(coordinator, cluster)
-        topics = sorted({t for (c, t, _p) in state.store._table_of if c == cluster})
-        return burrow_body(request, "topic list returned", topics=topics)
+
+        def topics() -> orjson.Fragment:
+            names = sorted({t for (c, t, _p) in state.store._table_of if c == cluster})
+            return orjson.Fragment(encode(names))
+
+        listed = scans.get(cluster, state, "topics", topics)
+        return JSONBytes(burrow_body(request, "topic list returned", topics=listed))
 
     @app.get("/v3/kafka/{cluster}/topic/{topic}", tags=["burrow"], responses=_NOT_FOUND)
-    def burrow_topic(cluster: str, topic: str, request: Request) -> dict[str, Any]:
+    async def burrow_topic(cluster: str, topic: str, request: Request) -> JSONBytes:
         state = _cluster(coordinator, cluster)
-        store = state.store
-        partitions = {
-            p: i for (c, t, p), i in store._table_of.items() if c == cluster and t == topic
-        }
-        if not partitions:
-            raise HTTPException(404, "cluster or topic not found")
-        offsets = []
-        for p in range(max(partitions) + 1):
-            table = partitions.get(p)
-            count = int(store.t_count[table]) if table is not None else 0
-            offsets.append(int(store.t_leo[table, -1]) if count else 0)
-        return burrow_body(request, "topic offsets returned", offsets=offsets)
+
+        def offsets() -> orjson.Fragment:
+            store = state.store
+            partitions = {
+                p: i for (c, t, p), i in store._table_of.items() if c == cluster and t == topic
+            }
+            if not partitions:
+                raise HTTPException(404, "cluster or topic not found")
+            leos = []
+            for p in range(max(partitions) + 1):
+                table = partitions.get(p)
+                count = int(store.t_count[table]) if table is not None else 0
+                leos.append(int(store.t_leo[table, -1]) if count else 0)
+            return orjson.Fragment(encode(leos))
+
+        leos = scans.get(cluster, state, ("topic", topic), offsets)
+        return JSONBytes(burrow_body(request, "topic offsets returned", offsets=leos))
 
     # ---- ours
 
+    overviews = Overviews(
+        lambda name, state, group: result_of(state, name, group), lambda: coordinator.scanning
+    )
+
     @app.get("/api/groups", tags=["notifier"])
-    def api_groups() -> dict[str, Any]:
+    async def api_groups() -> JSONBytes:
         now = clock()
-        groups = []
-        for name, state in coordinator.clusters.items():
-            groups += groups_overview(state, name, notifier, now)
-        return {"groups": groups, "clusters": cluster_summaries(coordinator, now)}
+        incidents = open_incidents(notifier)
+        silences = ActiveSilences(notifier)
+        parts = [
+            overviews.rows(name, s, incidents, silences, now)
+            for name, s in coordinator.clusters.items()
+        ]
+        groups = orjson.Fragment(b"[" + b",".join(p for p in parts if p) + b"]")
+        return JSONBytes({"groups": groups, "clusters": cluster_summaries(coordinator, now)})
 
     @app.get("/api/groups/{cluster}/{group}", tags=["notifier"], responses=_NOT_FOUND)
-    def api_group(cluster: str, group: str) -> dict[str, Any]:
-        return group_detail(_cluster(coordinator, cluster), cluster, group, notifier, clock())
+    async def api_group(cluster: str, group: str) -> JSONBytes:
+        state = _cluster(coordinator, cluster)
+        now = clock()
+        fresh = freshness(state, now)
+        if fresh.stale:  # as of now: the windows shrink with every scan missed
+            return JSONBytes(group_detail(state, cluster, group, notifier, now))
+        result = result_of(state, cluster, group)
+        evidence = scans.get(
+            cluster, state, ("detail", group),
+            lambda: encode(group_evidence(state, cluster, group, fresh, result)),
+        )  # fmt: skip
+        live = group_live_members(
+            cluster, group, result.findings, open_incidents(notifier), ActiveSilences(notifier),
+            fresh, now,
+        )  # fmt: skip
+        return JSONBytes(with_members(evidence, live))
 
     add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND)
     add_burrow_admin_routes(app, coordinator, notifier, clock, _NOT_FOUND)
@@ -394,26 +469,45 @@ def create_app(
 
     # ---- the status page
 
+    # Only the files shipped beside the app are served, from memory (they are small, and a
+    # file read per request costs the scans a thread hop or two): a name is looked up, never
+    # turned into a path, so traversal, NUL bytes and names too long for the filesystem are
+    # all a 404.
+    assets = {path.name: _StaticFile(path) for path in STATIC.iterdir() if path.is_file()}
+
     @app.get("/", include_in_schema=False)
-    def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html")
+    async def index() -> Response:
+        return assets["index.html"].response()
 
     @app.get("/groups/{cluster}/{group}", include_in_schema=False)
-    def group_page(cluster: str, group: str) -> FileResponse:
-        return FileResponse(STATIC / "group.html")
-
-    # Only the files shipped beside the app are served: a name is looked up, never turned into
-    # a path, so traversal, NUL bytes and names too long for the filesystem are all a 404.
-    assets = {path.name: path for path in STATIC.iterdir() if path.is_file()}
+    async def group_page(cluster: str, group: str) -> Response:
+        return assets["group.html"].response()
 
     @app.get("/static/{name}", include_in_schema=False)
-    def static(name: str) -> FileResponse:
-        path = assets.get(name)
-        if path is None:
+    async def static(name: str) -> Response:
+        asset = assets.get(name)
+        if asset is None:
             raise HTTPException(404, "not found")
-        return FileResponse(path)
+        return asset.response()
 
     return app
+
+
+class _StaticFile:
+    """A file of the status page, read once, with the headers ``FileResponse`` would send."""
+
+    def __init__(self, path: Path) -> None:
+        self.content = path.read_bytes()
+        stat = path.stat()
+        self.media_type = mimetypes.guess_type(path.name)[0] or "text/plain"
+        etag = hashlib.md5(f"{stat.st_mtime}-{stat.st_size}".encode(), usedforsecurity=False)
+        self.headers = {
+            "last-modified": formatdate(stat.st_mtime, usegmt=True),
+            "etag": f'"{etag.hexdigest()}"',
+        }
+
+    def response(self) -> Response:
+        return Response(self.content, media_type=self.media_type, headers=self.headers)
 
 
 def _cluster(coordinator: CoordinatorView, cluster: str) -> ClusterView:

@@ -32,7 +32,9 @@ class WriteGuard:
         self.refusal = write_refusal(host, self._token is not None)
         """Why every write is refused whatever it carries; None when writes can pass."""
 
-    def __call__(self, request: Request) -> None:
+    async def __call__(self, request: Request) -> None:
+        # A coroutine, so that FastAPI runs it on the event loop: a plain function would cost
+        # every request a trip to its thread pool and back.
         if request.method not in WRITING_METHODS:
             return
         if self.refusal is not None:

@@ -210,12 +210,20 @@ class CoordinatorView(Protocol):
     def history(self) -> HistoryView | None:
         """None when history is disabled (or before the service started)."""
 
+    @property
+    def scanning(self) -> bool:
+        """Whether a scan is under way (requests give way to it)."""
+
 
 class SilenceView(Protocol):
     """A silence as the API returns it."""
 
     @property
     def id(self) -> str: ...
+
+    @property
+    def ends_at(self) -> int:
+        """When it ends (epoch ms)."""
 
     def to_dict(self, now: int | None = None) -> dict[str, Any]: ...
 
@@ -248,6 +256,10 @@ class NotifierView(Protocol):
 
     def incidents(self, open_only: bool = True, limit: int = 1000) -> list[Incident]:
         """The open incidents, or (``open_only=False``) the latest ``limit``, newest first."""
+
+    def open_incidents(self) -> Mapping[tuple[str, str], Incident]:
+        """Open incidents by (cluster, group), ``silenced`` as of now; the same mapping object
+        as long as they stay the same."""
 
     def list_silences(self) -> Sequence[SilenceView]: ...
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -103,15 +105,50 @@ def groups_overview(
     """Every group of a cluster from the evaluation arrays (per-group results are built only
     for groups a rule fires for, to name their leading finding), with a lag sparkline (the
     group's total lag at each sample of the window), its open incident, whether a silence
-    holds its alerts back, and the data's age."""
-    evaluation: Evaluation | None = state.evaluation
-    out: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    incidents = _open_incidents(notifier)
-    silences = ActiveSilences(notifier)
+    holds its alerts back, and the data's age. The API serves the same rows from its cache
+    (:func:`overview_rows`, then :func:`overview_clock_members` per request)."""
     fresh = freshness(state, now_ms)
-    age = {"stale": fresh.stale, "data_age_seconds": fresh.age_seconds}
+    incidents = open_incidents(notifier)
+    rows = overview_rows(state, cluster, incidents, ActiveSilences(notifier), fresh.stale)
+    return [{**row, **overview_clock_members(incident, fresh, now_ms)} for row, incident in rows]
+
+
+def overview_rows(
+    state: ClusterView,
+    cluster: str,
+    incidents: Mapping[tuple[str, str], Incident],
+    silences: ActiveSilences,
+    stale: bool,
+) -> list[tuple[dict[str, Any], Incident | None]]:
+    """:func:`groups_overview`'s rows without what changes with the clock (the open
+    incident's summary and the data's age, :func:`overview_clock_members`), each with the
+    incident that summary is of: a function of the cluster's last scan, whether its data is
+    stale, the open incidents by (cluster, group) and the silences active now
+    (:attr:`ActiveSilences.key`)."""
+    return joined_rows(cluster, list(scan_rows(state, cluster, stale)), incidents, silences)
+
+
+ScanRow = tuple[dict[str, Any], list[Finding], bool]
+"""What an /api/groups row takes from a scan: its members, the group's findings (to match
+silences against), and whether the row shows the group's open incident (a group listed
+without partitions does not)."""
+
+
+def scan_rows(
+    state: ClusterView,
+    cluster: str,
+    stale: bool,
+    result_of: Callable[[int, str], GroupResult] | None = None,
+) -> Iterator[ScanRow]:
+    """:func:`overview_rows` before the open incidents and silences are joined in
+    (:func:`joined_rows`), one group at a time; ``result_of(gid, group)`` gives the result of
+    a group a rule fires for (to name its leading finding). The scan must stay the cluster's
+    last while the rows are read."""
+    evaluation: Evaluation | None = state.evaluation
+    seen: set[str] = set()
     if evaluation is not None and evaluation.rows.size:
+        if result_of is None:
+            result_of = lambda gid, _group: evaluation.result_for_gid(gid)  # noqa: E731
         store = state.store
         rows = evaluation.rows
         gids = evaluation.gids
@@ -132,40 +169,57 @@ def groups_overview(
             _, group = store.group_key_of(gid)
             seen.add(group)
             seconds = float(evaluation.group_max_lag_seconds[gid])
-            incident = incidents.get((cluster, group))
             fired = sorted(name for name, fired in firing.items() if fired[gid])
-            findings = evaluation.result_for_gid(gid).findings if fired else []
-            out.append(
+            findings = result_of(gid, group).findings if fired else []
+            yield (
                 {
                     "cluster": cluster,
                     "group": group,
                     "status": evaluation.status_of(gid).value,
                     # Stale: no window covers the present, so no group is complete.
-                    "complete": 0.0 if fresh.stale else float(evaluation.group_complete[gid]),
-                    "partial": fresh.stale or bool(evaluation.group_partial[gid]),
+                    "complete": 0.0 if stale else float(evaluation.group_complete[gid]),
+                    "partial": stale or bool(evaluation.group_partial[gid]),
                     "total_lag": int(evaluation.group_total_lag[gid]),
                     "max_lag_seconds": None if math.isnan(seconds) else round(seconds, 1),
                     "partitions": int(counts[gid]),
                     "rules": fired,
                     "finding": leading_finding(findings),
                     "lag_history": [int(v) for v in spark[gid]],
-                    "incident_id": incident.id if incident else None,
-                    "incident": incident_summary(incident, now_ms),
-                    **silences.of(cluster, group, incident, findings),
                     "group_state": state.groups.get(group, "Unknown"),
-                    **age,
-                }
+                },
+                findings,
+                True,
             )
     for group in sorted(set(state.groups) - seen):
-        out.append(
+        yield (
             {
                 "cluster": cluster, "group": group, "status": "OK", "complete": 0.0,
                 "partial": False, "total_lag": 0, "max_lag_seconds": None, "partitions": 0,
-                "rules": [], "finding": None, "lag_history": [], "incident_id": None,
-                "incident": None, **silences.of(cluster, group, None, []),
-                "group_state": state.groups[group], **age,
-            }
+                "rules": [], "finding": None, "lag_history": [],
+                "group_state": state.groups[group],
+            },
+            [],
+            False,
         )  # fmt: skip
+
+
+def joined_rows(
+    cluster: str,
+    rows: Iterable[ScanRow],
+    incidents: Mapping[tuple[str, str], Incident],
+    silences: ActiveSilences,
+) -> list[tuple[dict[str, Any], Incident | None]]:
+    """:func:`scan_rows` with each group's open incident and the silences holding its alerts
+    back, each row with the incident it shows."""
+    out: list[tuple[dict[str, Any], Incident | None]] = []
+    for row, findings, shows_incident in rows:
+        group = row["group"]
+        incident = incidents.get((cluster, group)) if shows_incident else None
+        members = {
+            "incident_id": incident.id if incident else None,
+            **silences.of(cluster, group, incident, findings),
+        }
+        out.append(({**row, **members}, incident))
     return out
 
 
@@ -197,11 +251,20 @@ def incident_summary(incident: Incident | None, now_ms: int) -> dict[str, Any] |
     """What the table's incident chip shows (delivery state comes from /api/incidents)."""
     if incident is None:
         return None
+    return {**incident_facts(incident), "duration_seconds": incident_duration(incident, now_ms)}
+
+
+def incident_facts(incident: Incident) -> dict[str, Any]:
+    """:func:`incident_summary` without what changes with the clock."""
     return {
         "id": incident.id, "opened_at": incident.opened_at, "status": incident.status.value,
         "peak_status": incident.peak_status.value, "silenced": incident.silenced,
-        "duration_seconds": round(max(0, now_ms - incident.opened_at) / 1000, 1),
     }  # fmt: skip
+
+
+def incident_duration(incident: Incident, now_ms: int) -> float:
+    """How long the incident has been open at ``now_ms``, in seconds (to a tenth)."""
+    return round(max(0, now_ms - incident.opened_at) / 1000, 1)
 
 
 class ActiveSilences:
@@ -210,35 +273,54 @@ class ActiveSilences:
     group with its current findings (so a silence made before a group fires shows at once)."""
 
     def __init__(self, notifier: NotifierView | None) -> None:
-        self.silences: list[tuple[SilenceView, dict[str, Any]]] = []
-        if notifier is None:
-            return
-        now = notifier.clock()
-        self.silences = [(s, s.to_dict(now)) for s in notifier.list_silences() if s.active(now)]
+        self.silences: list[SilenceView] = []
+        if notifier is not None:
+            now = notifier.clock()
+            self.silences = [s for s in notifier.list_silences() if s.active(now)]
+        self.key = tuple(s.id for s in self.silences)
+        """Which silences are active (a silence never changes once made): what :meth:`of`
+        answers from, besides its arguments."""
 
     def of(
         self, cluster: str, group: str, incident: Incident | None, findings: list[Finding]
     ) -> dict[str, Any]:
         """``silenced``, ``silenced_until`` (epoch ms) and ``silence_ids`` of one group."""
-        matching: list[dict[str, Any]] = []
+        matching: list[SilenceView] = []
         if self.silences:
             probe = incident or Incident(
                 id="", cluster=cluster, group=group, opened_at=0, status=GroupStatus.OK,
                 peak_status=GroupStatus.OK, findings=findings,
             )  # fmt: skip
-            matching = [body for silence, body in self.silences if silence.matches(probe)]
+            matching = [silence for silence in self.silences if silence.matches(probe)]
         silenced = bool(matching) or bool(incident is not None and incident.silenced)
         return {
             "silenced": silenced,
-            "silenced_until": max((b["ends_at"] for b in matching), default=None),
-            "silence_ids": [b["id"] for b in matching],
+            "silenced_until": max((s.ends_at for s in matching), default=None),
+            "silence_ids": [s.id for s in matching],
         }
 
 
-def _open_incidents(notifier: NotifierView | None) -> dict[tuple[str, str], Incident]:
+def overview_clock_members(
+    incident: Incident | None, fresh: Freshness, now_ms: int
+) -> dict[str, Any]:
+    """What an /api/groups row shows as of ``now_ms``: its open incident's summary (how long
+    it has been open) and the data's age."""
+    return {
+        "incident": incident_summary(incident, now_ms),
+        "stale": fresh.stale,
+        "data_age_seconds": fresh.age_seconds,
+    }
+
+
+def open_incidents(notifier: NotifierView | None) -> Mapping[tuple[str, str], Incident]:
+    """The notifier's open incidents by (cluster, group), ``silenced`` as of now (the same
+    mapping object as long as they stay the same)."""
     if notifier is None:
-        return {}
-    return {(i.cluster, i.group): i for i in notifier.incidents(open_only=True)}
+        return _NO_INCIDENTS
+    return notifier.open_incidents()
+
+
+_NO_INCIDENTS: Mapping[tuple[str, str], Incident] = MappingProxyType({})
 
 
 def group_detail(
@@ -247,7 +329,49 @@ def group_detail(
     """One group with its evidence: each partition's sample window, commit ring and LEO
     table (and when its log-end offset last went backwards), and the findings."""
     fresh = freshness(state, now_ms)
-    result = as_of(group_result(state, cluster, group), fresh)
+    result = group_result(state, cluster, group)
+    return {
+        **group_evidence(state, cluster, group, fresh, result),
+        **group_live_members(
+            cluster, group, result.findings, open_incidents(notifier), ActiveSilences(notifier),
+            fresh, now_ms,
+        ),
+    }  # fmt: skip
+
+
+def group_live_members(
+    cluster: str,
+    group: str,
+    findings: list[Finding],
+    incidents: Mapping[tuple[str, str], Incident],
+    silences: ActiveSilences,
+    fresh: Freshness,
+    now_ms: int,
+) -> dict[str, Any]:
+    """What a group's detail shows besides its evidence, as of ``now_ms``: its open incident,
+    the silences holding its alerts back and the data's age."""
+    incident = incidents.get((cluster, group))
+    return {
+        "incident_id": incident.id if incident else None,
+        "incident": incident_summary(incident, now_ms),
+        **silences.of(cluster, group, incident, findings),
+        **fresh.fields(),
+    }
+
+
+def group_evidence(
+    state: ClusterView,
+    cluster: str,
+    group: str,
+    fresh: Freshness,
+    result: GroupResult | None = None,
+) -> dict[str, Any]:
+    """:func:`group_detail` without what :func:`group_live_members` adds (its incident,
+    silences and the data's age), from the group's last ``result`` (looked up when not
+    given); raises a 404 for a group the cluster does not list."""
+    if result is None:
+        result = group_result(state, cluster, group)
+    result = as_of(result, fresh)
     if result.status is GroupStatus.NOTFOUND:
         raise HTTPException(404, "cluster or consumer not found")
     store = state.store
@@ -267,8 +391,6 @@ def group_detail(
                 "leo_reset": _leo_reset(state, p.topic, p.partition),
             }
         )
-    incident = _open_incidents(notifier).get((cluster, group))
-    silenced = ActiveSilences(notifier).of(cluster, group, incident, list(result.findings))
     return {
         "cluster": cluster,
         "group": group,
@@ -283,13 +405,9 @@ def group_detail(
         "members": result.members,
         "findings": [_with_owner(jsonable(f.to_dict()), result, f) for f in result.findings],
         "partitions": partitions,
-        "incident_id": incident.id if incident else None,
-        "incident": incident_summary(incident, now_ms),
-        **silenced,
         "scan_interval_s": state.config.scan_interval,
         "intervals": store.width,
         "minimum_complete": _minimum_complete(state),
-        **fresh.fields(),
     }
 
 

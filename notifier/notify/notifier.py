@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from notifier.config import (
@@ -272,6 +274,9 @@ class Notifier:
         self._closed = False
         self._swapping = False
         """A reload is swapping the channels: nothing is planned until it is done."""
+        self._changes = 0
+        """Bumped by whatever may change which incidents are open or silenced."""
+        self._open: tuple[int, float, Mapping[tuple[str, str], Incident]] | None = None
 
     def _deliverer(
         self,
@@ -322,6 +327,7 @@ class Notifier:
             self.deliverer.metrics = old_deliverer.metrics
             self.deliverer.metrics.pending.clear()
             self.core.reconfigure(config, self.clock())
+            self._changes += 1  # config silences and inhibitions may have changed
             self._persist()
             if not self._closed:
                 await self.deliverer.start(self.store.pending())
@@ -390,6 +396,7 @@ class Notifier:
     def _housekeeping(self, now: int) -> None:
         """Forget finished outbox rows, closed incidents and API silences past retention."""
         before = now - round(self.config.delivery.outbox_retention * 1000)
+        self._changes += 1
         self.store.prune(before)
         for silence in list(self.core.silences.values()):
             if silence.source == "api" and silence.ends_at < before:
@@ -403,16 +410,19 @@ class Notifier:
         if not transitions:
             return
         self.core.handle(transitions, self.clock() if now is None else now)
+        self._changes += 1
         self._persist()
         self._wake.set()
 
     def cluster_down(self, cluster: str, now: int | None = None, reason: str = "") -> None:
         self.core.cluster_down(cluster, self.clock() if now is None else now, reason)
+        self._changes += 1
         self._persist()
         self._wake.set()
 
     def cluster_up(self, cluster: str, now: int | None = None) -> None:
         self.core.cluster_up(cluster, self.clock() if now is None else now)
+        self._changes += 1
         self._persist()
         self._wake.set()
 
@@ -420,6 +430,7 @@ class Notifier:
         """The cluster left the config while down: its alert resolves, saying so."""
         now = self.clock() if now is None else now
         self.core.cluster_up(cluster, now, reason="cluster removed from the config")
+        self._changes += 1
         self._persist()
         self._wake.set()
 
@@ -464,6 +475,27 @@ class Notifier:
         stored = self.store.incidents(limit=limit)
         return [live.get(i.id, i) for i in stored]
 
+    def open_incidents(self) -> Mapping[tuple[str, str], Incident]:
+        """Open incidents by (cluster, group), ``silenced`` as of now: the same mapping (read
+        only) until a transition, a cluster going down or up, a silence added, deleted,
+        starting or ending changes it, so that readers (the API, per request) can key their
+        own caches on it."""
+        now = self.clock()
+        cached = self._open
+        if cached is None or cached[0] != self._changes or now >= cached[1]:
+            by_group = {(i.cluster, i.group): i for i in self.core.incidents(now, open_only=True)}
+            next_change = min(
+                (
+                    t
+                    for s in self.core.silences.values()
+                    for t in (s.starts_at, s.ends_at)
+                    if t > now
+                ),
+                default=math.inf,
+            )
+            cached = self._open = (self._changes, next_change, MappingProxyType(by_group))
+        return cached[2]
+
     def add_silence(
         self,
         matchers: Any,
@@ -484,6 +516,7 @@ class Notifier:
         )
         self.store.save_silence(silence.id, silence.to_dict())
         self.core.add_silence(silence, self.clock())
+        self._changes += 1
         return silence
 
     def list_silences(self, *, include_expired: bool = True) -> list[Silence]:
@@ -500,6 +533,7 @@ class Notifier:
             raise SilenceError([("id", "defined in the config file; remove it there")])
         self.core.delete_silence(silence_id, self.clock())
         self.store.delete_silence(silence_id)
+        self._changes += 1
         self._wake.set()
         return silence
 

@@ -258,6 +258,7 @@ class Coordinator:
         self.started_at = time.time()
         self._stopping = asyncio.Event()
         self._scans_in_flight: set[asyncio.Task] = set()
+        self._scanning = 0
         self._scan_task: dict[str, asyncio.Task] = {}
         """The scan under way for each cluster (a reload waits for it before it swaps the
         cluster's collector or forgets the cluster)."""
@@ -596,17 +597,27 @@ class Coordinator:
                 if self._scan_task.get(cluster) is task:
                     del self._scan_task[cluster]
 
+    @property
+    def scanning(self) -> bool:
+        """Whether a scan (or what follows it: evaluation, transitions) is under way: the API,
+        on the same event loop, gives way to it."""
+        return self._scanning > 0
+
     async def scan_once(self, cluster: str) -> list[Transition]:
         """One scan of one cluster and everything downstream of it; returns the transitions."""
         state = self.clusters[cluster]
         if time.monotonic() < state.retry_at:
             return []  # backing off after failures
+        self._scanning += 1
         try:
-            result = await state.collector.scan()
-        except ScanError as exc:
-            self._scan_failed(state, str(exc))
-            return []
-        return self.process(state, result)
+            try:
+                result = await state.collector.scan()
+            except ScanError as exc:
+                self._scan_failed(state, str(exc))
+                return []
+            return self.process(state, result)
+        finally:
+            self._scanning -= 1
 
     def _scan_failed(self, state: ClusterState, error: str) -> None:
         m = state.metrics

@@ -91,11 +91,10 @@ def environment_proxy(scheme: str, host: str) -> str | None:
 class HttpChannel(Channel):
     """Shared HTTP plumbing: scrubbed and classified errors, straight on an httpx transport.
 
-    Requests go to a :class:`~notifier.notify.channels.transport.AsyncioTransport` (httpcore's
-    connection
-    pool on asyncio streams) rather than through ``httpx.AsyncClient``: the client's
-    per-request work (auth and redirect flows, cookies, URL merging, event hooks) is none of
-    what a notifier needs, and at a thousand deliveries a second it cost as much as the
+    Requests go to a :class:`~notifier.notify.channels.transport.AsyncioTransport` (HTTP/1.1
+    keep-alive connections on asyncio streams) rather than through ``httpx.AsyncClient``: the
+    client's per-request work (auth and redirect flows, cookies, URL merging, event hooks) is
+    none of what a notifier needs, and at a thousand deliveries a second it cost as much as the
     request itself. What the client gave that we do need is kept: the proxy from
     ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` unless ``NO_PROXY`` exempts the host,
     ``SSL_CERT_FILE``/``SSL_CERT_DIR``, timeouts, and failures as ``httpx`` exceptions.
@@ -159,14 +158,20 @@ class HttpChannel(Channel):
                 if len(self._urls) >= 1024:  # bounded: Slack API URLs are few, but be safe
                     self._urls.clear()
                 parsed = self._urls[url] = httpx.URL(url)
-            request = httpx.Request(
-                method,
-                parsed,
-                content=content,
-                headers=send_headers,
-                extensions={"timeout": self._timeouts},
-            )
-            response = await self._transport(request.url).handle_async_request(request)
+            transport = self._transport(parsed)
+            if isinstance(transport, AsyncioTransport):
+                response = await transport.send(
+                    method, parsed, send_headers, content or b"", self._timeouts
+                )
+            else:
+                request = httpx.Request(
+                    method,
+                    parsed,
+                    content=content,
+                    headers=send_headers,
+                    extensions={"timeout": self._timeouts},
+                )
+                response = await transport.handle_async_request(request)
             try:
                 await response.aread()
             finally:

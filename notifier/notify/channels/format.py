@@ -9,6 +9,7 @@ registers them as Jinja2 filters.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -131,6 +132,7 @@ def status_color(status: object) -> str:
     return _STATUS_COLOR.get(str(status).upper(), "#9e9e9e")
 
 
+@functools.lru_cache(maxsize=4096)  # a message repeats its times; a storm repeats them a lot
 def iso8601(ms: int | None) -> str | None:
     """Epoch milliseconds → ``2024-05-01T12:00:00Z`` (milliseconds kept when non-zero)."""
     if ms is None:
