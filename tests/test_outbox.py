@@ -41,3 +41,21 @@ def test_the_database_is_plain_sqlite_another_process_can_read(tmp_path):
         [(body,)] = other.execute("SELECT body FROM outbox").fetchall()
     assert notification_from_dict(json.loads(body)).id == "n1"
     store.close()
+
+
+def test_each_returned_row_names_the_outbox_row_written_for_it(tmp_path):
+    """A batch is written in one statement; the ids handed back must still be the rows'
+    own, after rows were delivered and deleted, so marking one sent marks the right one."""
+    store = NotifyStore(tmp_path / "n.sqlite")
+    n = full_notification()
+    first = store.save(outbox=[OutboxEntry(n, f"r/{i}", "l") for i in range(3)])
+    store.mark_sent(first[1].id, 1_000, 1)
+    rows = store.save(outbox=[OutboxEntry(n, f"s/{i}", "l") for i in range(5)])
+    written = dict(store.db.execute("SELECT id, channel FROM outbox").fetchall())
+    assert [written[r.id] for r in first + rows] == [
+        *(f"r/{i}" for i in range(3)),
+        *(f"s/{i}" for i in range(5)),
+    ]
+    assert len({r.id for r in first + rows}) == 8
+    assert [p.channel for p in store.pending()] == ["r/0", "r/2", *(f"s/{i}" for i in range(5))]
+    store.close()

@@ -408,27 +408,41 @@ class NotifyStore:
                 ],
             )
             db.executemany("DELETE FROM notify_log WHERE incident_id = ?", [(i,) for i in forget])
-            for entry in outbox:
+            entries = list(outbox)
+            values = []
+            for entry in entries:
                 n = entry.notification
                 body = bodies.get(n.id)
                 if body is None:
                     body = bodies[n.id] = jsonenc.dumps(notification_to_dict(n))
-                cursor = db.execute(
-                    "INSERT INTO outbox (notification_id, receiver, channel, lane, created_at,"
-                    " body) VALUES (?,?,?,?,?,?)",
-                    (n.id, n.receiver, entry.channel, entry.lane, n.created_at, body),
-                )
-                row_id = cursor.lastrowid
-                assert row_id is not None
-                rows.append(
+                values.append((n.id, n.receiver, entry.channel, entry.lane, n.created_at, body))
+            db.executemany(
+                "INSERT INTO outbox (notification_id, receiver, channel, lane, created_at,"
+                " body) VALUES (?,?,?,?,?,?)",
+                values,
+            )
+            if entries:
+                # One statement for the batch: inside this transaction, on the only writing
+                # connection, AUTOINCREMENT hands out consecutive ids ending at the last one.
+                last = db.execute("SELECT last_insert_rowid()").fetchone()[0]
+                first = last - len(entries) + 1
+                (count,) = db.execute(
+                    "SELECT count(*) FROM outbox WHERE id BETWEEN ? AND ?", (first, last)
+                ).fetchone()
+                if count != len(entries):
+                    raise sqlite3.DatabaseError(
+                        f"outbox ids {first}..{last} are not the {len(entries)} rows just written"
+                    )
+                rows.extend(
                     OutboxRow(
                         id=row_id,
                         channel=entry.channel,
                         lane=entry.lane,
-                        created_at=n.created_at,
-                        notification_id=n.id,
-                        _notification=n,
+                        created_at=entry.notification.created_at,
+                        notification_id=entry.notification.id,
+                        _notification=entry.notification,
                     )
+                    for row_id, entry in enumerate(entries, start=first)
                 )
             db.execute("COMMIT")
         except BaseException:
