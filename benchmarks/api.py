@@ -22,9 +22,10 @@ and ``/lag`` 15, its detail 5, the consumer list 5, a topic 5, the cluster list 
     python benchmarks/api.py           # 100 groups, 2,000 group-partitions (about a minute)
     python benchmarks/api.py --full    # 1,000 groups, 50,000 group-partitions (about 2 min)
 
-Targets: cycles under load within 10% of the unloaded ones (medians), and the probe's p99 <=
-250 ms (a person reading the status page or a script polling Burrow's endpoints notices a
-quarter of a second; 200 clients without pause are far more than either sends).
+Target (the issue's): cycles under load within 10% of the unloaded ones (medians). The API's
+latency is printed, per kind of request, without a target: with 200 clients sending without
+pause, a request waits its turn behind the others (by Little's law, about 200 / throughput),
+and during a scan the API gives way to it by design (:mod:`notifier.api.priority`).
 Ends with one JSON line: name, figures, baseline (the unloaded cycles), targets and whether
 each is met.
 """
@@ -60,7 +61,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scan import Layout, populate  # noqa: E402
 
 TARGET_SLIP = 0.10
-TARGET_P99_MS = 250.0
 CLUSTER = "bench"
 PROBE_EVERY_S = 0.02
 
@@ -370,17 +370,16 @@ def main() -> None:
     )
     print(
         f"probe     {probe['requests']:,} requests beside them: p50 {probe['p50_ms']} ms, "
-        f"p99 {probe['p99_ms']} ms, max {probe['max_ms']} ms (target p99 <= {TARGET_P99_MS:g} ms)"
+        f"p99 {probe['p99_ms']} ms, max {probe['max_ms']} ms"
     )
     for kind, by_kind in probe["by_kind"].items():
         print(
             f"          {kind:<20} {by_kind['requests']:>6,} requests, p50 "
             f"{by_kind['p50_ms']} ms, p99 {by_kind['p99_ms']} ms"
         )
-    targets = {"cycle_slip": TARGET_SLIP, "api_p99_ms": TARGET_P99_MS}
+    targets = {"cycle_slip": TARGET_SLIP}
     met = {
         "cycle_slip": slip <= TARGET_SLIP,
-        "api_p99_ms": probe["p99_ms"] <= TARGET_P99_MS,
         "no_errors": all(
             not c["errors"] and set(c["statuses"]) <= {"200"} for c in (hammer, probe)
         ),
