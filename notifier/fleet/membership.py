@@ -93,6 +93,11 @@ class Membership:
         self._consumer: AIOKafkaConsumer | None = None
         self._tasks: list[asyncio.Task] = []
         self._assigned_once = asyncio.Event()
+        self._suspended: frozenset[int] = frozenset()
+        """Revoked shards kept in memory, not scanned, until the assignment that follows."""
+        self._holding = False
+        """Whether this membership holds the hand-over lock (from a revoke to its assignment)."""
+        self._watchdog: asyncio.Task | None = None
         self._members: list[str] | None = None
 
     # ---------------------------------------------------------------- reading
@@ -168,80 +173,130 @@ class Membership:
         return True
 
     async def stop(self) -> None:
-        """Leave the group: aiokafka revokes every shard first (flushed, drained, dropped) and
-        then sends LeaveGroup, so the others take the shards over at once."""
+        """Flush every shard (snapshot, pending deliveries), drop them, then leave the group
+        (LeaveGroup), so the others take the shards over at once from the flushed state."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        self._cancel_watchdog()
+        await self._revoke(self.owned)
+        self._cancel_watchdog()
+        await self._settle(frozenset())
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
-                consumer.unsubscribe()  # revokes through the listener, then leaves
-                await asyncio.sleep(0)
                 await consumer.stop()
             except KafkaError as exc:
                 log.warning("leaving the fleet failed: %s", exc,
                             extra={"event": "fleet_leave_failed", "error": str(exc)})  # fmt: skip
-        if self.owned:
-            # Not revoked through the group (unreachable coordination): flush what we can.
-            await self._revoke(self.owned)
         log.info("left the fleet", extra={"event": "fleet_left", "instance": self.instance})
 
     # ---------------------------------------------------------------- hand-over
-
-    async def _assigned(self, partitions: Iterable[TopicPartition]) -> None:
-        shards = frozenset(tp.partition for tp in partitions if tp.topic == self.config.topic)
-        consumer = self._consumer
-        if consumer is not None and shards:
-            consumer.pause(*[TopicPartition(self.config.topic, p) for p in shards])
-        new = shards - self.owned
-        started = time.monotonic()
-        async with self._handover:
-            loaded = []
-            for shard in sorted(new):
-                try:
-                    loaded.append(await self.state.load(shard))
-                except Exception as exc:
-                    # Watching without the old state beats not watching: the windows refill.
-                    log.error("shard state not loaded; watching its groups from scratch",
-                              extra={"event": "fleet_shard_load_failed", "shard": shard,
-                                     "error": str(exc)})  # fmt: skip
-            self.owned = frozenset(self.owned | shards)
-        self.handovers += 1
-        self._assigned_once.set()
-        log.info("shards assigned", extra={"event": "fleet_assigned", "instance": self.instance,
-                                           "shards": sorted(shards), "new": sorted(new),
-                                           "owned": sorted(self.owned),
-                                           "load_s": round(time.monotonic() - started, 3),
-                                           "loaded": [str(r) for r in loaded]})  # fmt: skip
+    #
+    # aiokafka's assignors are eager: every rebalance revokes every shard of every member, and
+    # most come back to the member that had them. So a revoke stops scanning and flushes the
+    # shards (their next owner may be another instance) but keeps them in memory, "suspended";
+    # the assignment that follows keeps the ones that came back as they are, drops the others
+    # and loads the new ones. The hand-over lock is held from the revoke to that assignment:
+    # a scan in between would take the suspended groups for vanished and resolve them.
 
     async def _revoke(self, shards: frozenset[int]) -> None:
         shards = shards & self.owned
         if not shards:
             return
         started = time.monotonic()
-        async with self._handover:  # the scan under way ends first; none starts meanwhile
-            self.owned = self.owned - shards
-            for shard in sorted(shards):
-                try:
-                    await asyncio.wait_for(self.state.snapshot(shard), self.config.session_timeout)
-                except Exception as exc:
-                    log.error("shard state not flushed before hand-over",
-                              extra={"event": "fleet_snapshot_failed", "shard": shard,
-                                     "error": str(exc) or type(exc).__name__})  # fmt: skip
-            if self._drain is not None:
-                try:
-                    await self._drain(self.config.session_timeout / 2)
-                except Exception as exc:
-                    log.warning("pending notifications not drained before hand-over: %s", exc,
-                                extra={"event": "fleet_drain_failed"})  # fmt: skip
-            for shard in sorted(shards):
-                self.state.drop(shard)
+        if not self._holding:
+            await self._handover.acquire()  # the scan under way ends first
+            self._holding = True
+        self.owned = self.owned - shards
+        self._suspended = self._suspended | shards
+        for shard in sorted(shards):
+            try:
+                await asyncio.wait_for(self.state.snapshot(shard), self.config.session_timeout)
+            except Exception as exc:
+                log.error("shard state not flushed before hand-over",
+                          extra={"event": "fleet_snapshot_failed", "shard": shard,
+                                 "error": str(exc) or type(exc).__name__})  # fmt: skip
+        if self._drain is not None:
+            try:
+                await self._drain(self.config.session_timeout / 2)
+            except Exception as exc:
+                log.warning("pending notifications not drained before hand-over: %s", exc,
+                            extra={"event": "fleet_drain_failed"})  # fmt: skip
+        self._cancel_watchdog()
+        self._watchdog = asyncio.create_task(self._await_assignment(), name="fleet-watchdog")
         flush_s = round(time.monotonic() - started, 3)
         log.info("shards revoked", extra={"event": "fleet_revoked", "instance": self.instance,
-                                          "shards": sorted(shards), "owned": sorted(self.owned),
+                                          "shards": sorted(shards),
                                           "flush_s": flush_s})  # fmt: skip
+
+    async def _assigned(self, partitions: Iterable[TopicPartition]) -> None:
+        shards = frozenset(tp.partition for tp in partitions if tp.topic == self.config.topic)
+        consumer = self._consumer
+        if consumer is not None and shards:
+            consumer.pause(*[TopicPartition(self.config.topic, p) for p in shards])
+        self._cancel_watchdog()
+        started = time.monotonic()
+        kept, new = await self._settle(shards)
+        self.handovers += 1
+        self._assigned_once.set()
+        load_s = round(time.monotonic() - started, 3)
+        log.info("shards assigned", extra={"event": "fleet_assigned", "instance": self.instance,
+                                           "owned": sorted(self.owned), "kept": sorted(kept),
+                                           "loaded": sorted(new), "load_s": load_s})  # fmt: skip
+
+    async def _settle(self, shards: frozenset[int]) -> tuple[frozenset[int], frozenset[int]]:
+        """Own exactly ``shards``: keep the suspended ones among them, drop the other suspended
+        ones, load the rest; then let the scans go on. Returns (kept, loaded)."""
+        if not self._holding:
+            await self._handover.acquire()
+            self._holding = True
+        try:
+            kept = self._suspended & shards
+            new = shards - self._suspended - self.owned
+            for shard in sorted(self._suspended - shards):
+                self.state.drop(shard)
+            self._suspended = frozenset()
+            for shard in sorted(new):
+                try:
+                    await self.state.load(shard)
+                except Exception as exc:
+                    # Watching without the old state beats not watching: the windows refill.
+                    log.error("shard state not loaded; watching its groups from scratch",
+                              extra={"event": "fleet_shard_load_failed", "shard": shard,
+                                     "error": str(exc) or type(exc).__name__})  # fmt: skip
+            self.owned = frozenset(self.owned | shards)
+        finally:
+            self._holding = False
+            self._handover.release()
+        return kept, new
+
+    async def _await_assignment(self) -> None:
+        """A revoke without the assignment that should follow it (the coordination cluster
+        went away mid-rebalance): after the rebalance's time is up, take the suspended shards
+        back while coordination is unreachable (nobody else can have been given them by a
+        group that cannot meet), else let them go."""
+        await asyncio.sleep(2 * self.config.session_timeout)
+        suspended = self._suspended
+        if not suspended:
+            return
+        if await self._reachable():
+            log.warning("no assignment after revoke; shards let go",
+                        extra={"event": "fleet_assignment_missing",
+                               "shards": sorted(suspended)})  # fmt: skip
+            await self._settle(self.owned)
+        else:
+            log.error("coordination cluster unreachable mid-rebalance: keeping the revoked "
+                      "shards and watching them until it is back",
+                      extra={"event": "fleet_shards_kept",
+                             "shards": sorted(suspended)})  # fmt: skip
+            await self._settle(self.owned | suspended)
+
+    def _cancel_watchdog(self) -> None:
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None and watchdog is not asyncio.current_task():
+            watchdog.cancel()
 
     # ---------------------------------------------------------------- background
 
