@@ -211,13 +211,7 @@ class Membership:
             self._holding = True
         self.owned = self.owned - shards
         self._suspended = self._suspended | shards
-        for shard in sorted(shards):
-            try:
-                await asyncio.wait_for(self.state.snapshot(shard), self.config.session_timeout)
-            except Exception as exc:
-                log.error("shard state not flushed before hand-over",
-                          extra={"event": "fleet_snapshot_failed", "shard": shard,
-                                 "error": str(exc) or type(exc).__name__})  # fmt: skip
+        await self._flush(shards)
         if self._drain is not None:
             try:
                 await self._drain(self.config.session_timeout / 2)
@@ -230,6 +224,24 @@ class Membership:
         log.info("shards revoked", extra={"event": "fleet_revoked", "instance": self.instance,
                                           "shards": sorted(shards),
                                           "flush_s": flush_s})  # fmt: skip
+
+    async def _flush(self, shards: frozenset[int]) -> None:
+        """Snapshot ``shards`` to the state topic, all within one session timeout (a
+        coordination cluster that does not answer cannot hold a hand-over or a shutdown)."""
+        if not self.coordination_ok:
+            log.error("coordination cluster unreachable: shard state not flushed",
+                      extra={"event": "fleet_snapshot_skipped",
+                             "shards": sorted(shards)})  # fmt: skip
+            return
+        shard = None
+        try:
+            async with asyncio.timeout(self.config.session_timeout):
+                for shard in sorted(shards):
+                    await self.state.snapshot(shard)
+        except Exception as exc:
+            log.error("shard state not flushed before hand-over",
+                      extra={"event": "fleet_snapshot_failed", "shard": shard,
+                             "error": str(exc) or type(exc).__name__})  # fmt: skip
 
     async def _assigned(self, partitions: Iterable[TopicPartition]) -> None:
         shards = frozenset(tp.partition for tp in partitions if tp.topic == self.config.topic)

@@ -102,6 +102,7 @@ class FleetShards(Protocol):
 
     partitions: int
     owned: frozenset[int]
+    coordination_ok: bool
 
     def owns(self, cluster: str, group: str) -> bool: ...
 
@@ -119,8 +120,8 @@ class ShardPublisher(Protocol):
 
 
 PUBLISH_TIMEOUT_S = 10.0
-"""How long a scan waits for its changes to reach the state topic: a coordination cluster that
-does not answer must not stop the watching (its outage is reported by the membership)."""
+"""How long a scan waits at most (and never more than a scan interval) for its changes to reach
+the state topic: a coordination cluster that does not answer must not stop the watching."""
 
 
 class LogSink:
@@ -696,11 +697,15 @@ class Coordinator:
             transitions = self.process(state, result)
         finally:
             self._scanning -= 1
+        if not fleet.coordination_ok:
+            # Nobody can take these shards over meanwhile; the snapshot of the revoke that
+            # follows the outage carries what these scans changed.
+            return transitions
         groups: dict[int, list[str]] = {shard: [] for shard in sorted(fleet.owned)}
         for shard, names in by_shard(name, result.group_states, fleet.partitions).items():
             groups.setdefault(shard, []).extend(names)
         try:
-            async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+            async with asyncio.timeout(min(PUBLISH_TIMEOUT_S, state.config.scan_interval)):
                 await publisher.publish_scan(name, groups, self, self.sink)
         except Exception as exc:  # the watching goes on; the next owner loads older state
             log.warning("scan not published to the state topic",
