@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import KafkaError
 
 from notifier.config import CoordinationConfig, CoordinationKafka
@@ -144,6 +145,8 @@ class Membership:
             client_id=f"{kafka.client_id}-{self.instance}",
             group_id=self.config.group_id,
             enable_auto_commit=False,
+            # Only the shards that must move do: the others stay where their state is warm.
+            partition_assignment_strategy=(StickyPartitionAssignor,),
             auto_offset_reset="latest",
             session_timeout_ms=session_ms,
             heartbeat_interval_ms=round(self.config.heartbeat_interval * 1000),
