@@ -190,6 +190,12 @@ class Membership:
         if consumer is not None:
             try:
                 await consumer.stop()
+            except asyncio.CancelledError:
+                # aiokafka re-raises its own fetch task's cancellation when its cluster is
+                # gone; only a cancellation of this task itself goes on.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
             except KafkaError as exc:
                 log.warning("leaving the fleet failed: %s", exc,
                             extra={"event": "fleet_leave_failed", "error": str(exc)})  # fmt: skip
