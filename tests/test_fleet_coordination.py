@@ -290,8 +290,9 @@ def test_a_group_belongs_to_the_same_shard_everywhere():
 
 
 async def test_three_instances_split_the_groups_and_a_fourth_takes_shards_without_a_gap(
-    kafka_broker, tmp_path
+    kafka_broker, tmp_path, caplog
 ):
+    caplog.set_level(logging.INFO, logger="notifier.fleet")
     prefix = f"fleet-{uuid.uuid4().hex[:6]}"
     groups = await populate(kafka_broker.bootstrap_servers, prefix, 300)
     service = service_config(kafka_broker.bootstrap_servers, prefix, {"cluster": "prod"})
@@ -325,6 +326,10 @@ async def test_three_instances_split_the_groups_and_a_fourth_takes_shards_withou
         round_two = last_scans(instances)
         assert_each_group_scanned_once(round_two, groups)
         assert round_two["i3"], "the new instance scans groups"
+        # Warm: the shards it took came with their groups' state from the state topic.
+        taken = [r for r in caplog.records
+                 if getattr(r, "event", "") == "fleet_assigned" and r.instance == "i3"]  # fmt: skip
+        assert taken and sum(r.loaded_groups for r in taken) > 0, [r.__dict__ for r in taken]
         assert all(len(instances[n].owned) < len(before[f"i{n}"]) for n in range(3)), (
             "each instance handed shards over",
             before,

@@ -289,39 +289,46 @@ class Membership:
             consumer.pause(*[TopicPartition(self.config.topic, p) for p in shards])
         self._cancel_watchdog()
         started = time.monotonic()
-        kept, new = await self._settle(shards)
+        kept, new, groups = await self._settle(shards)
         self.handovers += 1
         self._assigned_once.set()
         load_s = round(time.monotonic() - started, 3)
         log.info("shards assigned", extra={"event": "fleet_assigned", "instance": self.instance,
                                            "owned": sorted(self.owned), "kept": sorted(kept),
-                                           "loaded": sorted(new), "load_s": load_s})  # fmt: skip
+                                           "loaded": sorted(new), "loaded_groups": groups,
+                                           "load_s": load_s})  # fmt: skip
 
-    async def _settle(self, shards: frozenset[int]) -> tuple[frozenset[int], frozenset[int]]:
-        """Own exactly ``shards``: keep the suspended ones among them, drop the other suspended
-        ones, load the rest; then let the scans go on. Returns (kept, loaded)."""
+    async def _settle(self, shards: frozenset[int]) -> tuple[frozenset[int], frozenset[int], int]:
+        """Own exactly ``shards``: keep those held here (suspended, or still owned when an
+        outage kept them), flush and drop the others, load the rest; then let the scans go
+        on. Returns (kept, loaded, groups loaded)."""
         if not self._holding:
             await self._handover.acquire()
             self._holding = True
+        loaded_groups = 0
         try:
-            kept = self._suspended & shards
-            new = shards - self._suspended - self.owned
-            for shard in sorted(self._suspended - shards):
+            held = self._suspended | self.owned
+            kept, new = held & shards, shards - held
+            # Owned, not suspended: kept through an outage, and not flushed yet.
+            await self._flush(self.owned - shards)
+            for shard in sorted(held - shards):
                 self.state.drop(shard)
             self._suspended = frozenset()
+            self.owned = kept
             for shard in sorted(new):
                 try:
-                    await self.state.load(shard)
+                    report = await self.state.load(shard)
+                    loaded_groups += int(getattr(report, "groups", 0) or 0)
                 except Exception as exc:
                     # Watching without the old state beats not watching: the windows refill.
                     log.error("shard state not loaded; watching its groups from scratch",
                               extra={"event": "fleet_shard_load_failed", "shard": shard,
                                      "error": str(exc) or type(exc).__name__})  # fmt: skip
-            self.owned = frozenset(self.owned | shards)
+            self.owned = shards
         finally:
             self._holding = False
             self._handover.release()
-        return kept, new
+        return kept, new, loaded_groups
 
     async def _await_assignment(self) -> None:
         """A revoke without the assignment that should follow it (the coordination cluster
