@@ -280,6 +280,16 @@ def test_a_bad_coordination_section_names_the_field(section, field, expected):
     ), caught.value.problems
 
 
+def test_a_reload_cannot_change_the_fleet(tmp_path):
+    alone = yaml.safe_load(CLUSTERS)
+    fleet = yaml.safe_load(CLUSTERS + "coordination: {name: eu, cluster: prod}\n")
+    rules = load_rules(rules_or_default(None))
+    coordinator = Coordinator(parse_service_config(alone, "s.yaml"), rules, tmp_path, LogSink())
+    problems = coordinator.check_reload(parse_service_config(fleet, "s.yaml"), rules)
+    assert [field for field, _ in problems] == ["coordination"]
+    assert "on restart only" in problems[0][1]
+
+
 def test_a_group_belongs_to_the_same_shard_everywhere():
     # Fixed values: every instance, whatever its Python or machine, must agree.
     assert shard_of("prod", "billing", 32) == 1

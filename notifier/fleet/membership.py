@@ -135,8 +135,8 @@ class Membership:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Create the state topic if missing, then join the group. Returns once joined (the
-        first assignment may still be empty: more instances than shards)."""
+        """Create the state topic if missing, then join the group; the shards come with the
+        first assignment, in the background (:meth:`wait_assigned`)."""
         await self._ensure_topic()
         kafka = self.kafka
         session_ms = round(self.config.session_timeout * 1000)
@@ -153,7 +153,8 @@ class Membership:
             # Revoking flushes state and waits for deliveries (bounded by the session timeout):
             # the broker must wait that long for the member to rejoin.
             rebalance_timeout_ms=2 * session_ms,
-            request_timeout_ms=max(round(kafka.request_timeout * 1000), session_ms + 5000),
+            # A JoinGroup may wait the whole rebalance timeout for the other members.
+            request_timeout_ms=max(round(kafka.request_timeout * 1000), 2 * session_ms + 5000),
             **self._security,
         )
         await self._consumer.start()
@@ -267,7 +268,9 @@ class Membership:
     async def _flush(self, shards: frozenset[int]) -> None:
         """Snapshot ``shards`` to the state topic, all within one session timeout (a
         coordination cluster that does not answer cannot hold a hand-over or a shutdown)."""
-        if not self.coordination_ok:
+        if not shards:
+            return
+        if not self.coordination_ok and not await self._reachable():
             log.error("coordination cluster unreachable: shard state not flushed",
                       extra={"event": "fleet_snapshot_skipped",
                              "shards": sorted(shards)})  # fmt: skip
@@ -393,6 +396,10 @@ class Membership:
                                "shards": sorted(self.owned),
                                "unreachable_s": round(down_for, 1)},
                     )  # fmt: skip
+                    # The scans of the outage were not published: a snapshot carries them to
+                    # whoever takes these shards next.
+                    async with self._handover:
+                        await self._flush(self.owned)
                 continue
             failing_since = failing_since or now
             # One missed probe is noise; a heartbeat interval of them is an outage.
