@@ -40,7 +40,7 @@ from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import StateReader, StateRecord, StateWriter
 from notifier.rules import GroupRows, ScanColumns
 from notifier.rules.store import PORTABLE_ROW_COLUMNS, TABLE_COLUMN_NAMES
-from notifier.service.checkpoint import pack_arrays, unpack_arrays
+from notifier.service.checkpoint import PackedArrays, pack_arrays, unpack_arrays
 from notifier.service.coordinator import GroupHandover
 from notifier.types import GroupStatus
 
@@ -90,7 +90,7 @@ class LoadReport:
 class _Decoded:
     record: StateRecord
     meta: dict[str, Any]
-    arrays: dict[str, np.ndarray]
+    arrays: PackedArrays
 
 
 def snap_key(cluster: str, group: str) -> str:
