@@ -5,8 +5,9 @@ Per group, keyed so that compaction keeps what a new owner needs:
 
 * ``snap/<cluster>/<group>``: the group's whole state: its windows, commit rings and evidence,
   the LEO tables of its partitions, its rules' ``for`` state and its tracker status. Written on
-  the group's first scan here, every ``snapshot_every`` scans after, and when the shard is
-  revoked (:meth:`ShardState.snapshot`).
+  the group's first scan here, every ``snapshot_every`` scans after (each group at its own
+  point of the cycle, so snapshots spread over the scans), and when the shard is revoked
+  (:meth:`ShardState.snapshot`).
 * ``chg/<cluster>/<group>/<slot>``: one scan's samples of the group with its rules' state and
   status after that scan, numbered (``seq``) from the snapshot; ``slot`` cycles over
   ``snapshot_every``, so the changes since the latest snapshot are never overwritten before
@@ -26,6 +27,7 @@ Records use the checkpoint's array format (:func:`notifier.service.checkpoint.pa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -91,6 +93,13 @@ class _Decoded:
     record: StateRecord
     meta: dict[str, Any]
     arrays: PackedArrays
+
+
+def _phase(key: GroupKey, every: int) -> int:
+    """Where in the cycle of ``every`` scans a group's snapshot falls: spread over the cycle,
+    so that no scan carries the snapshots of every group; the same on every instance."""
+    digest = hashlib.blake2b(f"{key[0]}\0{key[1]}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % every
 
 
 def snap_key(cluster: str, group: str) -> str:
@@ -186,7 +195,7 @@ class ShardState:
                 present.add(key)
                 seq = self._seq.get(key, -1) + 1
                 self._seq[key] = seq
-                if seq % self.snapshot_every == 0:
+                if seq == 0 or (seq + _phase(key, self.snapshot_every)) % self.snapshot_every == 0:
                     value = self._snapshot_value(coordinator, cluster, group, seq, ts)
                     if value is not None:
                         records.append((snap_key(cluster, group), value))
@@ -265,7 +274,7 @@ class ShardState:
         }
         arrays = {f"row:{name}": values for name, values in rows.columns.items()}
         arrays |= {f"table:{name}": values for name, values in rows.tables.items()}
-        return pack_arrays(meta, arrays)
+        return pack_arrays(meta, arrays, compress=True)
 
     def _change_value(
         self, coordinator: Coordinator, scan: ScanColumns, group: str, seq: int
@@ -284,7 +293,9 @@ class ShardState:
             "rules": {} if gid is None else state.evaluator.export_group(gid),
             "status": state.tracker.statuses.get((cluster, group), GroupStatus.OK).value,
         }
-        return pack_arrays(meta, {name: getattr(scan, name) for name in _SCAN_FIELDS})
+        return pack_arrays(
+            meta, {name: getattr(scan, name) for name in _SCAN_FIELDS}, compress=True
+        )
 
     def _incident_records(
         self, notifier: Notifier | None, key: GroupKey, report: PublishReport
@@ -311,7 +322,7 @@ class ShardState:
         self._incidents.pop(key, None)
         return [
             (snap_key(*key), None),
-            *((change_key(*key, slot), None) for slot in range(1, self.snapshot_every)),
+            *((change_key(*key, slot), None) for slot in range(self.snapshot_every)),
             (incident_key(*key), None),
         ]
 

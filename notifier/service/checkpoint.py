@@ -22,6 +22,7 @@ import logging
 import math
 import sqlite3
 import time
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -89,17 +90,25 @@ def _digest(blobs: list[tuple[str, bytes]]) -> str:
 
 
 _RECORD_MAGIC = b"NFA1"
+_DEFLATED_MAGIC = b"NFZ1"
 
 
-def pack_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+def pack_arrays(
+    meta: dict[str, Any], arrays: Mapping[str, np.ndarray], *, compress: bool = False
+) -> bytes:
     """``meta`` (JSON-able) and named arrays as one self-checking record, in the checkpoint's
-    array format: what the fleet's state topic carries (:mod:`notifier.fleet.state`)."""
+    array format: what the fleet's state topic carries (:mod:`notifier.fleet.state`).
+    ``compress``: deflated at zlib's fastest level (offsets and times close to each other
+    shrink about tenfold for a quarter millisecond per 100 kB)."""
     blobs = [(name, _blob(np.ascontiguousarray(a))) for name, a in arrays.items()]
     header = json.dumps(
         {"meta": meta, "arrays": [[n, len(b)] for n, b in blobs], "digest": _digest(blobs)},
         separators=(",", ":"),
     ).encode()
-    return b"".join([_RECORD_MAGIC, len(header).to_bytes(4, "big"), header, *(b for _, b in blobs)])
+    body = b"".join([len(header).to_bytes(4, "big"), header, *(b for _, b in blobs)])
+    if compress:
+        return _DEFLATED_MAGIC + zlib.compress(body, 1)
+    return _RECORD_MAGIC + body
 
 
 class PackedArrays(Mapping[str, np.ndarray]):
@@ -126,6 +135,11 @@ def unpack_arrays(record: bytes) -> tuple[dict[str, Any], PackedArrays]:
     """What :func:`pack_arrays` packed (the digest checked; each array decoded when read: a
     damaged array raises ValueError then); ValueError naming what is wrong with a damaged or
     foreign record."""
+    if record[:4] == _DEFLATED_MAGIC:
+        try:
+            record = _RECORD_MAGIC + zlib.decompress(record[4:])
+        except zlib.error as exc:
+            raise ValueError(f"it cannot be inflated: {exc}") from None
     if record[:4] != _RECORD_MAGIC:
         raise ValueError(f"not an array record (starts with {record[:4]!r})")
     size = int.from_bytes(record[4:8], "big")
