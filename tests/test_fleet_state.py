@@ -270,10 +270,20 @@ async def test_a_loaded_shard_evaluates_as_its_old_owner_would(kafka_broker, ins
     for group in groups:
         _same_windows(a, b, group)
 
-    # A hands the shard over for good: it forgets the groups and their incident.
+    # A hands the shard over for good (a revoke): a snapshot of each group, then it forgets
+    # the groups and their incident, also in its database (a restart does not bring it back).
+    assert a.notifier.open_incidents() != {}
+    assert (await a.shard_state.snapshot(SHARD)).snapshots == 2
     a.shard_state.drop(SHARD)
     assert a.cluster.store.groups("it") == [] and a.cluster.tracker.statuses == {}
     assert a.notifier.open_incidents() == {}
+    assert a.notifier.store.incidents(open_only=True) == []
+
+    c = await instances("c", prefix)  # the next owner reads one snapshot per group
+    report = await c.shard_state.load(SHARD)
+    assert (report.groups, report.changes, report.incidents) == (2, 0, 1)
+    for group in groups:
+        _same_windows(b, c, group)
 
 
 async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instances, http):
@@ -291,9 +301,9 @@ async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instanc
         await _paced(SCAN_S)
     (opened,) = a.notifier.open_incidents().values()
     await _wait(lambda: _events(http) == [("open", opened.id)], "the open to be delivered")
-    await a.scan()
-    await a.publish(groups)  # carries the notification log: the open was sent
-    # A dies here (kill -9): no snapshot, no revoke.
+    # The open's notification log went out as it was planned, not with the next scan.
+    await a.shard_state.flush()
+    # A dies here (kill -9): no further scan, no snapshot, no revoke.
 
     b = await instances("b", prefix)
     report = await b.shard_state.load(SHARD)
@@ -314,7 +324,8 @@ async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instanc
         await _paced(SCAN_S)
         await b.scan()
         await b.publish(groups)
-    await _wait(lambda: len(_events(http)) == 2, "the resolve to be delivered")
+    await _wait(lambda: ("resolve", opened.id) in _events(http), "the resolve to be delivered")
+    await b.notifier.wait_delivered(10)
     assert _events(http) == [("open", opened.id), ("resolve", opened.id)]
 
     # The closed incident's key is a tombstone: a later owner finds no incident to continue.

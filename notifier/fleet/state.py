@@ -27,6 +27,7 @@ Records use the checkpoint's array format (:func:`notifier.service.checkpoint.pa
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -102,6 +103,12 @@ def _phase(key: GroupKey, every: int) -> int:
     return int.from_bytes(digest, "big") % every
 
 
+def _key_of(record_key: str) -> GroupKey:
+    """(cluster, group) of an ``inc/<cluster>/<group>`` key (a cluster name has no ``/``)."""
+    cluster, _, group = record_key.partition("/")[2].partition("/")
+    return cluster, group
+
+
 def snap_key(cluster: str, group: str) -> str:
     return f"snap/{cluster}/{group}"
 
@@ -145,14 +152,55 @@ class ShardState:
         """The groups published (or loaded) in each shard."""
         self._incidents: dict[GroupKey, str] = {}
         """What was last published of each group's open incident (its JSON)."""
+        self._shard_of: dict[GroupKey, int] = {}
+        self._sending: set[asyncio.Task[None]] = set()
+        if notifier is not None:
+            notifier.on_logged = self._logged
 
     async def start(self) -> None:
         await self._writer.start()
         await self._reader.start()
 
     async def stop(self) -> None:
+        await self.flush()
+        if self.notifier is not None and self.notifier.on_logged == self._logged:
+            self.notifier.on_logged = None
         await self._reader.stop()
         await self._writer.stop()
+
+    async def flush(self) -> None:
+        """Wait until the incident records published as notifications were planned are
+        acknowledged."""
+        while self._sending:
+            await asyncio.gather(*self._sending, return_exceptions=True)
+
+    def _logged(self, keys: list[GroupKey]) -> None:
+        """The notifier planned notifications for these groups' incidents: publish their
+        notification log now, not at the next scan (a new owner must not send them again)."""
+        by_shard: dict[int, list[tuple[str, bytes | None]]] = defaultdict(list)
+        report = PublishReport()
+        for key in keys:
+            shard = self._shard_of.get(key)
+            if shard is not None:
+                by_shard[shard] += self._incident_records(self.notifier, key, report)
+        for shard, records in by_shard.items():
+            if records:
+                task = asyncio.get_running_loop().create_task(self._send_logged(shard, records))
+                self._sending.add(task)
+                task.add_done_callback(self._sending.discard)
+
+    async def _send_logged(self, shard: int, records: list[tuple[str, bytes | None]]) -> None:
+        try:
+            await self._writer.send_many(shard, records)
+        except Exception as exc:  # the next scan's publish carries it again
+            for key in {_key_of(k) for k, _ in records}:
+                self._incidents.pop(key, None)
+            log.warning(
+                "shard %d: the notification log of %d incidents could not be published (%s); "
+                "the next scan publishes it",
+                shard, len(records), exc,
+                extra={"event": "state_publish_failed", "shard": shard},
+            )  # fmt: skip
 
     async def __aenter__(self) -> ShardState:
         await self.start()
@@ -193,6 +241,7 @@ class ShardState:
                     continue
                 key = (cluster, group)
                 present.add(key)
+                self._shard_of[key] = shard
                 seq = self._seq.get(key, -1) + 1
                 self._seq[key] = seq
                 if seq == 0 or (seq + _phase(key, self.snapshot_every)) % self.snapshot_every == 0:
@@ -320,6 +369,7 @@ class ShardState:
         """Every key a group may have written: it is gone from its cluster."""
         self._seq.pop(key, None)
         self._incidents.pop(key, None)
+        self._shard_of.pop(key, None)
         return [
             (snap_key(*key), None),
             *((change_key(*key, slot), None) for slot in range(self.snapshot_every)),
@@ -373,6 +423,7 @@ class ShardState:
                 )  # fmt: skip
             self._seq[key] = seq
             self._groups[shard].add(key)
+            self._shard_of[key] = shard
             report.groups += 1
         for cluster, ts in sorted(batches, key=lambda b: (b[1], b[0])):
             self._replay(cluster, ts, batches[(cluster, ts)])
@@ -491,6 +542,7 @@ class ShardState:
             by_cluster[key[0]].append(key[1])
             self._seq.pop(key, None)
             self._incidents.pop(key, None)
+            self._shard_of.pop(key, None)
         for cluster, groups in by_cluster.items():
             self.coordinator.drop_groups(cluster, set(groups))
         if self.notifier is not None and keys:
