@@ -360,6 +360,24 @@ async def test_a_damaged_record_is_skipped_and_named(kafka_broker, instances, ca
     )
 
 
+async def test_a_group_that_left_its_cluster_leaves_the_shard(kafka_broker, instances):
+    prefix = _name("gone") + "-"
+    ok, behind = await _groups(kafka_broker.bootstrap_servers, prefix)
+    a = await instances("a", prefix, snapshot_every=3)
+    for _ in range(4):
+        await a.scan()
+        await a.publish([ok, behind])
+    await a.scan()
+    report = await a.publish([ok])  # the scan no longer lists the other group
+    assert report.tombstones == 1
+    assert a.shard_state.groups(SHARD) == {("it", ok)}
+
+    b = await instances("b", prefix)
+    loaded = await b.shard_state.load(SHARD)
+    assert (loaded.groups, loaded.skipped) == (1, [])
+    assert b.cluster.store.groups("it") == [("it", ok)]
+
+
 def _events(http: HttpReceiver) -> list[tuple[str, str]]:
     return [
         (alert["event"], alert["incident"]["id"])

@@ -125,7 +125,9 @@ class ShardState:
     """Publishes the state of the groups of owned shards after every scan, and loads a shard's
     state when it is assigned here; :meth:`drop` forgets a shard's groups after revoke.
 
-    One instance per process and state topic; call it from the event loop's thread."""
+    One instance per process and state topic, made and called in the event loop's thread (its
+    Kafka clients need the running loop). With a notifier, it publishes an incident's
+    notification log as soon as a notification is planned (:attr:`Notifier.on_logged`)."""
 
     def __init__(
         self,
@@ -232,7 +234,10 @@ class ShardState:
         store = coordinator.clusters[cluster].store
         ts = store.last_scan_ts.get(cluster)
         by_group = store.rows_by_group(cluster)
-        for shard, groups in groups_by_shard.items():
+        # Shards whose groups of this cluster all left it get their tombstones too.
+        emptied = {s for s, keys in self._groups.items() if any(k[0] == cluster for k in keys)}
+        for shard in sorted(set(groups_by_shard) | emptied):
+            groups = groups_by_shard.get(shard, ())
             records: list[tuple[str, bytes | None]] = []
             present: set[GroupKey] = set()
             for group in groups:
