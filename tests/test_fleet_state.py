@@ -378,6 +378,28 @@ async def test_a_group_that_left_its_cluster_leaves_the_shard(kafka_broker, inst
     assert b.cluster.store.groups("it") == [("it", ok)]
 
 
+async def test_after_a_scan_that_was_not_published_the_next_publish_is_a_snapshot(
+    kafka_broker, instances
+):
+    prefix = _name("unpublished") + "-"
+    groups = list(await _groups(kafka_broker.bootstrap_servers, prefix))
+    a = await instances("a", prefix, snapshot_every=50)
+    for _ in range(2):
+        await a.scan()
+        await a.publish(groups)
+        await _paced(SCAN_S)
+    await a.scan()  # e.g. the coordination cluster was unreachable: not published
+    await _paced(SCAN_S)
+    await a.scan()
+    report = await a.publish(groups)
+    assert (report.snapshots, report.changes) == (2, 0)
+
+    b = await instances("b", prefix)
+    await b.shard_state.load(SHARD)
+    for group in groups:
+        _same_windows(a, b, group)
+
+
 def _events(http: HttpReceiver) -> list[tuple[str, str]]:
     return [
         (alert["event"], alert["incident"]["id"])

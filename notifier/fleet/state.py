@@ -41,7 +41,7 @@ import numpy as np
 
 from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import StateReader, StateRecord, StateWriter
-from notifier.rules import GroupRows, ScanColumns
+from notifier.rules import GroupRows, ScanColumns, WindowStore
 from notifier.rules.store import PORTABLE_ROW_COLUMNS, TABLE_COLUMN_NAMES
 from notifier.service.checkpoint import PackedArrays, pack_arrays, unpack_arrays
 from notifier.service.coordinator import GroupHandover
@@ -56,6 +56,10 @@ log = logging.getLogger("notifier.fleet.state")
 FORMAT = 1
 _SCAN_FIELDS = ("committed", "log_end", "log_start", "state", "members", "member_hash")
 GroupKey = tuple[str, str]
+
+
+class StatePublishError(Exception):
+    """Some shards' records were not acknowledged (the broker is unreachable or refused)."""
 
 
 class RecordError(ValueError):
@@ -101,6 +105,15 @@ def _phase(key: GroupKey, every: int) -> int:
     so that no scan carries the snapshots of every group; the same on every instance."""
     digest = hashlib.blake2b(f"{key[0]}\0{key[1]}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") % every
+
+
+def _previous_ts(store: WindowStore, rows: np.ndarray, ts: int) -> int | None:
+    """The scan before ``ts`` in a group's windows (None: ``ts`` is its first)."""
+    seen = rows[store.s_ts[rows, -1] == ts]
+    if seen.size == 0:
+        return None
+    before = store.s_ts[seen, -2][store.s_count[seen] >= 2]
+    return int(before.max()) if before.size else None
 
 
 def _key_of(record_key: str) -> GroupKey:
@@ -155,6 +168,8 @@ class ShardState:
         self._incidents: dict[GroupKey, str] = {}
         """What was last published of each group's open incident (its JSON)."""
         self._shard_of: dict[GroupKey, int] = {}
+        self._published_ts: dict[GroupKey, int] = {}
+        """The scan time of each group's latest state published (or loaded)."""
         self._sending: set[asyncio.Task[None]] = set()
         if notifier is not None:
             notifier.on_logged = self._logged
@@ -236,6 +251,7 @@ class ShardState:
         by_group = store.rows_by_group(cluster)
         # Shards whose groups of this cluster all left it get their tombstones too.
         emptied = {s for s, keys in self._groups.items() if any(k[0] == cluster for k in keys)}
+        batches: list[tuple[int, list[tuple[str, bytes | None]], set[GroupKey]]] = []
         for shard in sorted(set(groups_by_shard) | emptied):
             groups = groups_by_shard.get(shard, ())
             records: list[tuple[str, bytes | None]] = []
@@ -249,7 +265,12 @@ class ShardState:
                 self._shard_of[key] = shard
                 seq = self._seq.get(key, -1) + 1
                 self._seq[key] = seq
-                if seq == 0 or (seq + _phase(key, self.snapshot_every)) % self.snapshot_every == 0:
+                due = (seq + _phase(key, self.snapshot_every)) % self.snapshot_every == 0
+                # A change only continues the scan published before it: after a scan that was
+                # not published (a failed send, a skipped publish) the next is a snapshot.
+                follows = self._published_ts.get(key) == _previous_ts(store, rows, ts)
+                self._published_ts[key] = ts
+                if seq == 0 or due or not follows:
                     value = self._snapshot_value(coordinator, cluster, group, seq, ts)
                     if value is not None:
                         records.append((snap_key(cluster, group), value))
@@ -270,8 +291,24 @@ class ShardState:
                 report.tombstones += 1
             known -= {k for k in known if k[0] == cluster}
             known |= present
-            await self._send(shard, records, report)
+            batches.append((shard, records, present))
+        # Shards in parallel: their partitions may lead on different brokers.
+        sent = await asyncio.gather(
+            *(self._send(shard, records, report) for shard, records, _ in batches),
+            return_exceptions=True,
+        )
+        failed = [(b, e) for b, e in zip(batches, sent, strict=True) if e is not None]
+        for (_, _, present), _ in failed:
+            for key in present:  # their next publish is a snapshot
+                self._published_ts.pop(key, None)
+                self._incidents.pop(key, None)
         report.seconds = time.perf_counter() - started
+        if failed:
+            (shard, _, _), error = failed[0]
+            raise StatePublishError(
+                f"{len(failed)} of {len(batches)} shards not published (shard {shard}: "
+                f"{error}); their groups' next publish is a snapshot"
+            ) from error
         return report
 
     async def snapshot(self, shard: int) -> PublishReport:
@@ -375,6 +412,7 @@ class ShardState:
         self._seq.pop(key, None)
         self._incidents.pop(key, None)
         self._shard_of.pop(key, None)
+        self._published_ts.pop(key, None)
         return [
             (snap_key(*key), None),
             *((change_key(*key, slot), None) for slot in range(self.snapshot_every)),
@@ -410,10 +448,10 @@ class ShardState:
         for key, snap in sorted(snaps.items()):
             if not self._install_snapshot(snap, report):
                 continue
-            seq = int(snap.meta["seq"])
+            seq, last_ts = int(snap.meta["seq"]), int(snap.meta["ts"])
             while (change := changes.get(key, {}).get(seq + 1)) is not None:
-                seq += 1
-                batches[(key[0], int(change.meta["ts"]))].append(change)
+                seq, last_ts = seq + 1, int(change.meta["ts"])
+                batches[(key[0], last_ts)].append(change)
             later = [s for s in changes.get(key, {}) if s > seq]
             if later:
                 report.skipped.append(
@@ -429,6 +467,7 @@ class ShardState:
             self._seq[key] = seq
             self._groups[shard].add(key)
             self._shard_of[key] = shard
+            self._published_ts[key] = last_ts
             report.groups += 1
         for cluster, ts in sorted(batches, key=lambda b: (b[1], b[0])):
             self._replay(cluster, ts, batches[(cluster, ts)])
@@ -548,6 +587,7 @@ class ShardState:
             self._seq.pop(key, None)
             self._incidents.pop(key, None)
             self._shard_of.pop(key, None)
+            self._published_ts.pop(key, None)
         for cluster, groups in by_cluster.items():
             self.coordinator.drop_groups(cluster, set(groups))
         if self.notifier is not None and keys:
