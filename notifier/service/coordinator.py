@@ -36,7 +36,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,6 +47,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
+from notifier.fleet.shards import by_shard
 from notifier.history import (
     HistoryEmptyError,
     HistoryError,
@@ -58,6 +59,7 @@ from notifier.rules import (
     ClusterPipeline,
     Evaluation,
     Evaluator,
+    GroupRows,
     LeoReset,
     ScanColumns,
     TransitionTracker,
@@ -94,6 +96,33 @@ class TransitionSink(Protocol):
     def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
         """The status of each group of ``cluster`` the sink holds open (None: it keeps no
         state, trust the checkpoint). Read once at start, to resume where the sink is."""
+
+
+class FleetShards(Protocol):
+    """This instance's share of a fleet (:class:`notifier.fleet.Membership`)."""
+
+    partitions: int
+    owned: frozenset[int]
+    coordination_ok: bool
+
+    def owns(self, cluster: str, group: str) -> bool: ...
+
+
+class ShardPublisher(Protocol):
+    """Where each scan's changes go, shard by shard (:class:`notifier.fleet.state.ShardState`)."""
+
+    async def publish_scan(
+        self,
+        cluster: str,
+        groups_by_shard: Mapping[int, list[str]],
+        coordinator: Coordinator,
+        notifier: Any,
+    ) -> Any: ...
+
+
+PUBLISH_TIMEOUT_S = 10.0
+"""How long a scan waits at most (and never more than a scan interval) for its changes to reach
+the state topic: a coordination cluster that does not answer must not stop the watching."""
 
 
 class LogSink:
@@ -262,6 +291,23 @@ class Coordinator:
         self._scan_task: dict[str, asyncio.Task] = {}
         """The scan under way for each cluster (a reload waits for it before it swaps the
         cluster's collector or forgets the cluster)."""
+        self.fleet: FleetShards | None = None
+        self.shard_state: ShardPublisher | None = None
+        self._fleet_notifier: Any = None
+        self.handover = asyncio.Lock()
+        """Held around each scan of a fleet instance and by each hand-over of shards, so a scan
+        never sees a shard half loaded or half dropped."""
+
+    def join_fleet(
+        self, fleet: FleetShards, shard_state: ShardPublisher, notifier: Any = None
+    ) -> None:
+        """Watch only the groups of the shards ``fleet`` owns, and publish each scan's changes
+        to ``shard_state`` (with ``notifier``'s incidents, when notifications are configured).
+        Before :meth:`start`: the SQLite checkpoint is then not used (each
+        shard's state lives on the state topic), the outbox stays per instance."""
+        self.fleet = fleet
+        self.shard_state = shard_state
+        self._fleet_notifier = notifier
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -282,10 +328,11 @@ class Coordinator:
         self.scheduler = AsyncIOScheduler(timezone="UTC")
         for name in self.clusters:
             self._schedule_scans(name)
-        self.scheduler.add_job(
-            self.save_checkpoints, "interval", seconds=self.config.checkpoint_interval,
-            id="checkpoint", max_instances=1, coalesce=True,
-        )  # fmt: skip
+        if self.fleet is None:  # a fleet's state lives on the state topic
+            self.scheduler.add_job(
+                self.save_checkpoints, "interval", seconds=self.config.checkpoint_interval,
+                id="checkpoint", max_instances=1, coalesce=True,
+            )  # fmt: skip
         if self.history is not None:
             self.scheduler.add_job(
                 self.history.prune, "interval", hours=1, id="history-retention", coalesce=True
@@ -295,7 +342,7 @@ class Coordinator:
     def _begin_watching(self, state: ClusterState) -> None:
         """Restore the cluster's windows and open its collector (at start, or when a reload
         adds it)."""
-        restored, replayed = self._restore(state)
+        restored, replayed = (False, 0) if self.fleet is not None else self._restore(state)
         # Not "ready" yet: that is said once a scan has succeeded (see process).
         log.info("watching cluster", extra={"event": "cluster_starting",
                                             "cluster": state.config.name,
@@ -303,6 +350,14 @@ class Coordinator:
                                             "warm_restart": restored,
                                             "replayed_scans": replayed})  # fmt: skip
         state.collector = self._make_collector(state.config)
+        self._share(state)
+
+    def _share(self, state: ClusterState) -> None:
+        """A fleet instance's collector lists every group and scans only its own."""
+        fleet = self.fleet
+        if fleet is not None and state.collector is not None:
+            name = state.config.name
+            state.collector.group_filter = lambda group: fleet.owns(name, group)
 
     def _schedule_scans(self, name: str) -> None:
         assert self.scheduler is not None
@@ -441,7 +496,16 @@ class Coordinator:
 
     def check_reload(self, config: ServiceConfig, rules: RulesConfig) -> list[tuple[str, str]]:
         """``(field, problem)`` for each change a running coordinator cannot take (the
-        window settings size every stored window: they change on restart)."""
+        window settings size every stored window: they change on restart; so does the fleet
+        this instance belongs to)."""
+        if config.coordination != self.config.coordination:
+            return [
+                (
+                    "coordination",
+                    "changed: the fleet an instance belongs to (and whether it belongs to one) "
+                    "changes on restart only; put the running section back to reload the rest",
+                )
+            ]
         if rules.window != self.rules.window:
             changed = sorted(
                 name
@@ -486,7 +550,11 @@ class Coordinator:
             if cluster != state.config:
                 await self._change_cluster(state, cluster)
                 changes.append(f"cluster {name} changed")
-        if config.checkpoint_interval != self.config.checkpoint_interval and self.scheduler:
+        if (
+            config.checkpoint_interval != self.config.checkpoint_interval
+            and self.scheduler
+            and self.scheduler.get_job("checkpoint")
+        ):
             self.scheduler.reschedule_job(
                 "checkpoint", trigger="interval", seconds=config.checkpoint_interval
             )
@@ -520,7 +588,10 @@ class Coordinator:
         del self.clusters[name]
         now = _now_ms()
         try:
-            checkpoint.save(self.checkpoint_path(name), state.store, state.evaluator, state.tracker)
+            if self.fleet is None:
+                checkpoint.save(
+                    self.checkpoint_path(name), state.store, state.evaluator, state.tracker
+                )
         except Exception:
             log.exception("checkpoint failed", extra={"event": "checkpoint_failed",
                                                       "cluster": name})  # fmt: skip
@@ -548,6 +619,7 @@ class Coordinator:
             if state.collector is not None:
                 await state.collector.close()
             state.collector = self._make_collector(cluster)
+            self._share(state)
             state.retry_at = 0.0
         state.config = cluster
         if cluster.scan_interval != old.scan_interval:
@@ -570,6 +642,8 @@ class Coordinator:
         )
 
     def save_checkpoints(self) -> None:
+        if self.fleet is not None:
+            return  # each shard's state is on the state topic, not in a local checkpoint
         for name, state in self.clusters.items():
             try:
                 seconds = checkpoint.save(
@@ -608,6 +682,9 @@ class Coordinator:
         state = self.clusters[cluster]
         if time.monotonic() < state.retry_at:
             return []  # backing off after failures
+        if self.fleet is not None:
+            async with self.handover:
+                return await self._scan_shared(state)
         self._scanning += 1
         try:
             try:
@@ -618,6 +695,38 @@ class Coordinator:
             return self.process(state, result)
         finally:
             self._scanning -= 1
+
+    async def _scan_shared(self, state: ClusterState) -> list[Transition]:
+        """A fleet instance's scan: its own groups only, then their changes to the state
+        topic, shard by shard (every owned shard, so groups that vanished are said too)."""
+        fleet, publisher = self.fleet, self.shard_state
+        assert fleet is not None and publisher is not None
+        name = state.config.name
+        self._scanning += 1
+        try:
+            try:
+                result = await state.collector.scan()
+            except ScanError as exc:
+                self._scan_failed(state, str(exc))
+                return []
+            transitions = self.process(state, result)
+        finally:
+            self._scanning -= 1
+        if not fleet.coordination_ok:
+            # Nobody can take these shards over meanwhile; the snapshot of the revoke that
+            # follows the outage carries what these scans changed.
+            return transitions
+        groups: dict[int, list[str]] = {shard: [] for shard in sorted(fleet.owned)}
+        for shard, names in by_shard(name, result.group_states, fleet.partitions).items():
+            groups.setdefault(shard, []).extend(names)
+        try:
+            async with asyncio.timeout(min(PUBLISH_TIMEOUT_S, state.config.scan_interval)):
+                await publisher.publish_scan(name, groups, self, self._fleet_notifier)
+        except Exception as exc:  # the watching goes on; the next owner loads older state
+            log.warning("scan not published to the state topic",
+                        extra={"event": "fleet_publish_failed", "cluster": name,
+                               "error": str(exc) or type(exc).__name__})  # fmt: skip
+        return transitions
 
     def _scan_failed(self, state: ClusterState, error: str) -> None:
         m = state.metrics
@@ -733,7 +842,10 @@ class Coordinator:
         )  # fmt: skip
         if transitions:
             self.sink.handle(transitions, _now_ms())
-        checkpoint.save(self.checkpoint_path(cluster), state.store, state.evaluator, state.tracker)
+        if self.fleet is None:
+            checkpoint.save(
+                self.checkpoint_path(cluster), state.store, state.evaluator, state.tracker
+            )
         return True
 
     # ---------------------------------------------------------------- reading (API, demo)
@@ -742,6 +854,78 @@ class Coordinator:
         """Every cluster scanned successfully within the last three intervals (none stale)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         return not any(s.stale(now_ms) for s in self.clusters.values())
+
+    # ---------------------------------------------------------------- shards moving (fleet)
+
+    def export_group(self, cluster: str, group: str) -> GroupHandover | None:
+        """What the next owner of a group needs of this coordinator's state (None: nothing
+        kept): its windows and LEO tables, its rules' ``for`` state, its tracker status."""
+        state = self.clusters[cluster]
+        rows = state.store.export_group(cluster, group)
+        gid = state.store.group_id(cluster, group)
+        if rows is None or gid is None:
+            return None
+        status = state.tracker.statuses.get((cluster, group), GroupStatus.OK)
+        return GroupHandover(rows, state.evaluator.export_group(gid), status)
+
+    def import_group(self, handover: GroupHandover) -> None:
+        """Take over a group another instance exported, in place of what was kept of it."""
+        state = self.clusters[handover.rows.cluster]
+        gid = state.store.import_group(handover.rows)
+        self._adopt(state, handover.rows.group, gid, handover.rule_state, handover.status)
+
+    def replay_group_scan(
+        self,
+        scan: ScanColumns,
+        rule_state: Mapping[str, Mapping[str, Sequence[int]]],
+        statuses: Mapping[str, GroupStatus],
+    ) -> None:
+        """Ingest a scan another instance made of groups taken over (no evaluation: their
+        rules' state and status after that scan are given, by group)."""
+        state = self.clusters[scan.cluster]
+        state.store.replay_scan(scan)
+        for group, status in statuses.items():
+            gid = state.store.group_id(scan.cluster, group)
+            if gid is not None:
+                self._adopt(state, group, gid, rule_state.get(group, {}), status)
+
+    @staticmethod
+    def _adopt(
+        state: ClusterState,
+        group: str,
+        gid: int,
+        rule_state: Mapping[str, Sequence[int]],
+        status: GroupStatus,
+    ) -> None:
+        state.evaluator.import_group(gid, rule_state)
+        key = (state.config.name, group)
+        if status in (GroupStatus.OK, GroupStatus.NOTFOUND):
+            state.tracker.statuses.pop(key, None)
+        else:
+            state.tracker.statuses[key] = status
+
+    def drop_groups(self, cluster: str, groups: Collection[str]) -> None:
+        """Forget groups handed to another instance: no transition (they did not change,
+        another instance watches them now)."""
+        state = self.clusters.get(cluster)
+        if state is None or not groups:
+            return
+        state.store.remove_groups((cluster, group) for group in groups)
+        for group in groups:
+            state.tracker.statuses.pop((cluster, group), None)
+        # The API reads these: they are replaced, never changed in place.
+        state.groups = {g: s for g, s in state.groups.items() if g not in groups}
+        state.owners = {g: o for g, o in state.owners.items() if g not in groups}
+        state.group_members = {g: n for g, n in state.group_members.items() if g not in groups}
+
+
+@dataclass(frozen=True)
+class GroupHandover:
+    """One group's coordinator state as it moves between instances."""
+
+    rows: GroupRows
+    rule_state: Mapping[str, Sequence[int]]
+    status: GroupStatus
 
 
 def make_collector(cluster: ClusterConfig) -> ClusterCollector:
