@@ -505,7 +505,10 @@ class FleetView:
 
     async def stop(self) -> None:
         """Stop; the member record is withdrawn, so others answer this instance's groups as
-        stale until their new owners publish them."""
+        stale until their new owners publish them. A second call does nothing."""
+        if self._loop is None:
+            return
+        self._loop = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
