@@ -47,7 +47,9 @@ from notifier.api.views import (
     open_incidents,
     scan_rows,
 )
-from notifier.fleet.topics import KeyedProducer, ensure_topic
+from notifier.collect.security import client_security
+from notifier.config.kafka_security import SecurityConfig
+from notifier.fleet.statetopic import CLIENT_ID, StateWriter, ensure_topic
 from notifier.notify.silences import Silence
 
 log = logging.getLogger(__name__)
@@ -361,8 +363,8 @@ class _Published:
 class FleetView:
     """Publishes this instance's part of the view and tails the whole of it.
 
-    ``client_kwargs`` are passed to every aiokafka client (security settings). ``api_url`` is
-    where this instance's API answers (shown by ``/api/fleet``)."""
+    ``security``: the coordination cluster's login (as the collector makes it). ``api_url``
+    is where this instance's API answers (shown by ``/api/fleet``)."""
 
     def __init__(
         self,
@@ -374,7 +376,7 @@ class FleetView:
         *,
         api_url: str | None = None,
         clock: Callable[[], int] = _wall_ms,
-        client_kwargs: Mapping[str, Any] | None = None,
+        security: SecurityConfig | None = None,
         refresh_every: int = 6,
         member_interval_s: float = 3.0,
         stale_after_s: float = 30.0,
@@ -389,14 +391,14 @@ class FleetView:
         self.notifier = notifier
         self.api_url = api_url
         self.clock = clock
-        self.client_kwargs = dict(client_kwargs or {})
+        self.security = security
         self.refresh_every = refresh_every
         self.member_interval_s = member_interval_s
         self.stale_after_ms = int(stale_after_s * 1000)
         self.poll_interval_s = poll_interval_s
         self.table = ViewTable()
         self.bad_records = 0
-        self._producer = KeyedProducer(bootstrap_servers, self.client_kwargs)
+        self._producer = StateWriter(bootstrap_servers, topic, security=security)
         self._consumer: AIOKafkaConsumer | None = None
         self._published: dict[str, _Published] = {}
         self._joined_key: tuple[object, tuple[str, ...], frozenset[int]] | None = None
@@ -479,14 +481,15 @@ class FleetView:
         """Create the topic if missing, start publishing and tailing; returns once the view
         written before the start has been read."""
         self._loop = asyncio.get_running_loop()
-        await ensure_topic(self.bootstrap_servers, self.topic, 1, True, self.client_kwargs)
+        await ensure_topic(self.bootstrap_servers, self.topic, 1, security=self.security)
         await self._producer.start()
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap_servers,
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            **self.client_kwargs,
+            client_id=CLIENT_ID,
+            **client_security(self.security or SecurityConfig()),
         )
         await consumer.start()
         self._consumer = consumer
@@ -516,7 +519,7 @@ class FleetView:
                 await task
         self._tasks = []
         with contextlib.suppress(Exception):
-            await self._producer.send(self.topic, VIEW_PARTITION, f"m/{self.instance}", None)
+            await self._producer.send(VIEW_PARTITION, f"m/{self.instance}", None)
         await self._producer.stop()
         if self._consumer is not None:
             await self._consumer.stop()
@@ -590,7 +593,7 @@ class FleetView:
             if s.source == "api" and s.ends_at > now and s.id not in self.table.silences
         ]
         if records:
-            await self._producer.send_many(self.topic, VIEW_PARTITION, records)
+            await self._producer.send_many(VIEW_PARTITION, records)
 
     async def _send_outgoing(self) -> None:
         while True:
@@ -599,7 +602,7 @@ class FleetView:
             while not self._outgoing.empty():
                 records.append(self._outgoing.get_nowait())
             try:
-                await self._producer.send_many(self.topic, VIEW_PARTITION, records)
+                await self._producer.send_many(VIEW_PARTITION, records)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -632,7 +635,7 @@ class FleetView:
         """This instance's member record, now."""
         shards = self.ownership.owned
         record = MemberRecord(self.instance, tuple(sorted(shards)), self.api_url, self.clock())
-        await self._producer.send(self.topic, VIEW_PARTITION, f"m/{self.instance}", record.encode())
+        await self._producer.send(VIEW_PARTITION, f"m/{self.instance}", record.encode())
         self._member_sent_at = time.monotonic()
         self._member_shards = shards
 
@@ -656,7 +659,7 @@ class FleetView:
             if records is None:
                 return sent  # a scan landed meanwhile: the next round starts on it
             if records:
-                await self._producer.send_many(self.topic, VIEW_PARTITION, records)
+                await self._producer.send_many(VIEW_PARTITION, records)
                 sent += len(records)
         self._joined_key = joined_key
         return sent
