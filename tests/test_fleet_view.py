@@ -93,9 +93,12 @@ async def until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> A
 
 
 @pytest.fixture
-async def fleet(kafka_broker, tmp_path, notifiers) -> AsyncIterator[dict[str, Instance]]:
+async def fleet(request, kafka_broker, tmp_path, notifiers) -> AsyncIterator[dict[str, Instance]]:
     """Instances "a" (owns group "orders") and "b" (owns "billing") over cluster "c", sharing
-    one view topic; time is the scans' time, shared by both."""
+    one view topic; time is the scans' time, shared by both. Parametrized (indirect) with
+    ``{instance: (group, scans)}``, that instance also owns ``group``, listed in its first
+    ``scans`` scans only."""
+    extra: dict[str, tuple[str, int]] = getattr(request, "param", {})
     scans = {"a": 0, "b": 0}
 
     def clock() -> int:
@@ -109,9 +112,14 @@ async def fleet(kafka_broker, tmp_path, notifiers) -> AsyncIterator[dict[str, In
         directory = tmp_path / name
         directory.mkdir()
         notifier = await notifiers(notify, directory / "notify.sqlite", clock=clock)
-        script = [scan_result(commits(group, i), "c", T0 + i * 10_000) for i in range(40)]
+        other, until_scan = extra.get(name, ("", 0))
+        script = [
+            scan_result(commits(group, i) + (commits(other, i) if i < until_scan else []), "c",
+                        T0 + i * 10_000)
+            for i in range(40)
+        ]  # fmt: skip
         coord, _ = service(directory, script, load_rules(ROOT / "rules.yaml"), sink=notifier)
-        ownership = FixedOwnership(name, frozenset({group}))
+        ownership = FixedOwnership(name, frozenset({group, other} - {""}))
         view = FleetView(kafka_broker.bootstrap_servers, topic, ownership, coord, notifier,
                          clock=clock, poll_interval_s=0.05, member_interval_s=0.5)  # fmt: skip
         app = create_app(coord, notifier, clock=clock, fleet=view)
@@ -305,3 +313,25 @@ def test_the_table_keeps_the_latest_value_per_key_and_forgets_tombstones():
     assert (table.groups, table.silences, table.members) == ({}, {}, {})
     with pytest.raises(ValueError, match="unknown key"):
         table.apply("x/1", b"{}")
+
+
+@pytest.mark.parametrize("fleet", [{"b": ("retired", 3)}], indirect=True)
+async def test_a_group_that_leaves_its_cluster_leaves_every_instances_answers(fleet):
+    a, scan = fleet["a"], fleet["scan"]
+    await scan("b", 2)
+
+    async def listed_on_a():
+        return "retired" in (await a.get("/v3/kafka/c/consumer"))["consumers"]
+
+    await until("retired listed on a", listed_on_a)
+    assert (await a.get("/api/groups/c/retired"))["instance"] == "b"
+    await scan("b", 3)  # its owner's scans no longer list it
+
+    async def gone_from_a():
+        groups = rows_by_group(await a.get("/api/groups"))
+        return "retired" not in groups and "billing" in groups
+
+    await until("retired gone from a", gone_from_a)
+    assert "retired" not in (await a.get("/v3/kafka/c/consumer"))["consumers"]
+    assert (await a.http.get("/api/groups/c/retired")).status_code == 404
+    assert (await a.http.get("/v3/kafka/c/consumer/retired/lag")).status_code == 404

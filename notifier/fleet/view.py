@@ -408,6 +408,8 @@ class FleetView:
         self._caught_up = asyncio.Event()
         self._member_sent_at = 0.0
         self._member_shards: frozenset[int] | None = None
+        self._publishing = asyncio.Lock()
+        """One pass over the groups at a time (a pass gives way to the loop between steps)."""
 
     # ---- the API's side (see notifier.api.sources.FleetSource)
 
@@ -643,6 +645,10 @@ class FleetView:
         """Bulletins of this instance's groups that changed (or are due for a refresh) since
         the last call, and tombstones of its groups that vanished; returns how many records
         were published."""
+        async with self._publishing:
+            return await self._publish_groups()
+
+    async def _publish_groups(self) -> int:
         incidents = open_incidents(self.notifier)
         silences = ActiveSilences(self.notifier)
         joined_key = (incidents, silences.key, self.ownership.owned)
