@@ -184,6 +184,11 @@ async def test_each_instance_answers_for_every_group_of_the_fleet(fleet):
     assert remote["partitions"] == local["partitions"]
     assert remote["findings"] == local["findings"] and remote["status"] == "ERR"
     assert (await a.http.get("/api/groups/c/nobody")).status_code == 404
+    # The status page's chart of it: the owner's history, asked of the owner.
+    history_there = await b.get("/api/groups/c/billing/history?hours=1")
+    history_here = await a.get("/api/groups/c/billing/history?hours=1")
+    assert history_here == history_there and history_here["instance"] == "b"
+    assert (await a.http.get("/groups/c/billing")).status_code == 200
 
     # Burrow's v3: the consumer list, status and lag of the other's group.
     listed = await a.get("/v3/kafka/c/consumer")

@@ -432,7 +432,7 @@ def create_app(
             raise HTTPException(404, "this instance runs alone (no coordination: in the config)")
         return JSONBytes(fleet.fleet(clock()))
 
-    add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND)
+    add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND, fleet)
     add_burrow_admin_routes(app, coordinator, notifier, clock, _NOT_FOUND)
 
     @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))

@@ -327,6 +327,10 @@ class FleetSource(Protocol):
     def fleet(self, now: int) -> dict[str, Any]:
         """``/api/fleet``: the instances, their shards and when each was last seen."""
 
+    def owner_api(self, cluster: str, group: str) -> tuple[str, str | None] | None:
+        """The instance the view says owns a group this instance does not, with the base URL
+        of its API (None: it gave none); None when the view has no such group."""
+
     def publish_silence(self, silence: SilenceView) -> None: ...
 
     def retract_silence(self, silence_id: str) -> None: ...

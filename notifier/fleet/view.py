@@ -439,6 +439,13 @@ class FleetView:
             if c == cluster and not self.owns(c, g)
         ]
 
+    def owner_api(self, cluster: str, group: str) -> tuple[str, str | None] | None:
+        bulletin = self.table.groups.get((cluster, group))
+        if bulletin is None or self.owns(cluster, group):
+            return None
+        record = self.table.members.get(bulletin.instance)
+        return bulletin.instance, None if record is None else record.api
+
     def _remote(self, bulletin: Bulletin, now: int) -> RemoteGroup:
         seen = self.table.owner_seen_at(bulletin.instance)
         if bulletin.instance == self.instance:
