@@ -298,7 +298,7 @@ async def test_the_groups_of_an_instance_that_left_are_answered_as_stale(fleet):
     row = await until("billing stale on a", stale_on_a)
     assert row["owner_gone"] and row["complete"] == 0.0 and row["partial"]
     detail = await a.get("/api/groups/c/billing")
-    assert detail["stale"] and detail["instance"] == "b"
+    assert detail["stale"] and detail["partial"] and detail["instance"] == "b"
     lag = (await a.get("/v3/kafka/c/consumer/billing/lag"))["status"]
     assert lag["stale"] and lag["owner_gone"]
     assert [m["instance"] for m in (await a.get("/api/fleet"))["instances"]] == ["a"]

@@ -268,9 +268,10 @@ class RemoteGroup:
         }
 
     def detail(self) -> dict[str, Any]:
-        """The group detail (``/api/groups/{cluster}/{group}``)."""
+        """The group detail (``/api/groups/{cluster}/{group}``); partial when stale."""
         return {
             **self.bulletin.detail,
+            **({"partial": True} if self.stale else {}),
             "incident": self._incident(),
             **self.freshness(),
             **self._fleet_members(),
