@@ -62,6 +62,9 @@ class GroupHistory(BaseModel):
         description="the group's incidents and its cluster's outages overlapping the range"
     )
     scan_interval_s: float
+    instance: str | None = Field(
+        default=None, description="in a fleet, the instance that owns the group and answered"
+    )
 
 
 class ChannelDelivery(BaseModel):

@@ -14,7 +14,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+import httpx
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse
 
@@ -34,11 +36,13 @@ from notifier.api.series import (
     read_group_rows,
     thresholds,
 )
-from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
+from notifier.api.sources import ClusterView, CoordinatorView, FleetSource, NotifierView
 from notifier.api.views import group_result, jsonable
 from notifier.types import SAMPLE_SCHEMA, GroupStatus, Incident
 
 SLOW_READS = 2
+OWNER_TIMEOUT_S = 5.0
+"""How long a fleet instance waits for the owner of a group to answer for its history."""
 """History and outbox reads running at once; more requests wait their turn."""
 CLUSTER_GROUP = "*"
 """The group of a cluster-down incident (:data:`notifier.notify.incidents.CLUSTER_GROUP`)."""
@@ -59,8 +63,11 @@ def add_page_routes(
     clock: Callable[[], int],
     static: Path,
     not_found: dict[int | str, dict[str, Any]],
+    fleet: FleetSource | None = None,
 ) -> None:
-    """Register the page's read-only endpoints and HTML pages on ``app``."""
+    """Register the page's read-only endpoints and HTML pages on ``app``. In a ``fleet``, the
+    history of a group another instance owns is that instance's answer (its Parquet history
+    and its incidents are where it runs)."""
     slow = asyncio.Semaphore(SLOW_READS)
 
     async def in_thread(function: Callable[..., Any], *args: Any) -> Any:
@@ -84,6 +91,8 @@ def add_page_routes(
         state = coordinator.clusters.get(cluster)
         if state is None:
             raise HTTPException(404, "cluster not found")
+        if fleet is not None and not fleet.owns(cluster, group):
+            return await _owners_history(fleet, cluster, group, hours)
         result = group_result(state, cluster, group)
         if result.status is GroupStatus.NOTFOUND:
             raise HTTPException(404, "cluster or consumer not found")
@@ -103,7 +112,32 @@ def add_page_routes(
             "gap_ms": round(2.5 * max(series.bucket_ms, interval_ms)),
             "points": series.points(), "thresholds": lines, "incidents": spans,
             "scan_interval_s": state.config.scan_interval,
+            "instance": fleet.instance if fleet is not None else None,
         }  # fmt: skip
+
+    async def _owners_history(
+        fleet: FleetSource, cluster: str, group: str, hours: float
+    ) -> dict[str, Any]:
+        owner = fleet.owner_api(cluster, group)
+        if owner is None:
+            raise HTTPException(404, "cluster or consumer not found")
+        instance, base = owner
+        if base is None:
+            raise HTTPException(503, f"instance {instance} owns the group and gives no API address")
+        path = f"/api/groups/{quote(cluster, safe='')}/{quote(group, safe='')}/history"
+        url = base.rstrip("/") + path
+        try:
+            async with httpx.AsyncClient(timeout=OWNER_TIMEOUT_S) as client:
+                answer = await client.get(url, params={"hours": hours})
+        except httpx.HTTPError as exc:
+            message = f"instance {instance} owns the group; its API at {base} did not answer"
+            raise HTTPException(502, f"{message}: {exc!r}") from None
+        if answer.status_code != 200:
+            raise HTTPException(
+                502, f"instance {instance} owns the group; its API at {base} answered "
+                f"{answer.status_code}",
+            )  # fmt: skip
+        return {**answer.json(), "instance": instance}
 
     async def _incident_spans(cluster: str, group: str, start: int, end: int) -> list[Any]:
         if notifier is None:
