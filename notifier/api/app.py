@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from email.utils import formatdate
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -36,6 +37,7 @@ from notifier.api.burrow_admin import add_burrow_admin_routes
 from notifier.api.cache import JSONBytes, ScanCache, encode, with_members
 from notifier.api.metrics import add_metrics_routes
 from notifier.api.overview import Overviews
+from notifier.api.owner import ask_owner, not_in_view
 from notifier.api.page import add_page_routes
 from notifier.api.priority import ScanPriority
 from notifier.api.sources import ClusterView, CoordinatorView, FleetSource, NotifierView
@@ -278,6 +280,15 @@ def create_app(
     @app.get("/v3/kafka/{cluster}/consumer/{group}", tags=["burrow"], responses=_NOT_FOUND)
     async def burrow_consumer(cluster: str, group: str, request: Request) -> JSONBytes:
         state = _cluster(coordinator, cluster)
+        if fleet is not None and not fleet.owns(cluster, group):
+            # The offsets' rings are the owner's alone: it is asked (bounded, 503 naming it).
+            path = f"/v3/kafka/{quote(cluster, safe='')}/consumer/{quote(group, safe='')}"
+            answer = await ask_owner(fleet, cluster, group, path, request)
+            owner = fleet.owner_api(cluster, group)
+            return JSONBytes(
+                {**answer, "instance": owner[0] if owner else None,
+                 "request": request_info(request)}
+            )  # fmt: skip
 
         def offsets() -> orjson.Fragment:
             result = result_of(state, cluster, group)
@@ -331,6 +342,8 @@ def create_app(
     def _remote_status(cluster: str, group: str, request: Request, show_all: bool) -> JSONBytes:
         assert fleet is not None
         remote = fleet.remote_group(cluster, group, clock())
+        if remote is None and not fleet.available:
+            raise not_in_view(fleet, "cluster or consumer")
         if remote is None:
             missing = burrow_status(not_found(cluster, group, clock()), show_all)
             body = burrow_body(request, "cluster or consumer not found", status=missing)
@@ -401,7 +414,13 @@ def create_app(
                 for name in coordinator.clusters
             )
         groups = orjson.Fragment(b"[" + b",".join(p for p in parts if p) + b"]")
-        return JSONBytes({"groups": groups, "clusters": cluster_summaries(coordinator, now)})
+        body = {"groups": groups, "clusters": cluster_summaries(coordinator, now)}
+        if fleet is not None and not fleet.available:  # only ours: say so
+            body["fleet_view"] = (
+                f"not available yet ({fleet.unavailable_reason}): only the groups of instance "
+                f"{fleet.instance} are listed"
+            )
+        return JSONBytes(body)
 
     @app.get("/api/groups/{cluster}/{group}", tags=["notifier"], responses=_NOT_FOUND)
     async def api_group(cluster: str, group: str) -> JSONBytes:
@@ -410,7 +429,7 @@ def create_app(
         if fleet is not None and not fleet.owns(cluster, group):
             remote = fleet.remote_group(cluster, group, now)
             if remote is None:
-                raise HTTPException(404, "cluster or consumer not found")
+                raise not_in_view(fleet, "cluster or consumer")
             return JSONBytes(remote.detail())
         fresh = freshness(state, now)
         if fresh.stale:  # as of now: the windows shrink with every scan missed
@@ -426,10 +445,18 @@ def create_app(
         )  # fmt: skip
         return JSONBytes(with_members(evidence, {**live, **mine}))
 
-    @app.get("/api/fleet", tags=["notifier"], responses=_errors(e404="not part of a fleet"))
+    @app.get(
+        "/api/fleet",
+        tags=["notifier"],
+        responses=_errors(e404="not part of a fleet", e503="the fleet view is not read yet"),
+    )
     async def api_fleet() -> JSONBytes:
         if fleet is None:
             raise HTTPException(404, "this instance runs alone (no coordination: in the config)")
+        if not fleet.available:
+            raise HTTPException(
+                503, f"the fleet view is not available yet ({fleet.unavailable_reason})"
+            )
         return JSONBytes(fleet.fleet(clock()))
 
     add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND, fleet)

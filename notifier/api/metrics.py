@@ -375,13 +375,14 @@ class MetricsExposition:
         fleet = getattr(self.coordinator, "fleet", None)
         if fleet is None:
             return
-        instance = f"instance={_quote(fleet.instance)}"
+        # With the fleet view, every line gets the instance label already (_labelled).
+        labels = "" if self.instance_label else f"{{instance={_quote(fleet.instance)}}}"
         up = 1 if fleet.coordination_ok else 0
         lines["notifier_fleet_coordination_up"].append(
-            f"notifier_fleet_coordination_up{{{instance}}} {up}\n"
+            f"notifier_fleet_coordination_up{labels} {up}\n"
         )
         lines["notifier_fleet_shards_owned"].append(
-            f"notifier_fleet_shards_owned{{{instance}}} {len(fleet.owned)}\n"
+            f"notifier_fleet_shards_owned{labels} {len(fleet.owned)}\n"
         )
 
     # ---- once per evaluation: every group-partition, group and partition of a cluster

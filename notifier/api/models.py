@@ -128,3 +128,6 @@ class IncidentDetail(BaseModel):
     incident: IncidentOut
     timeline: list[TimelineEntry]
     deliveries: list[DeliveryOut]
+    instance: str | None = Field(
+        default=None, description="in a fleet, the instance whose group it is and that answered"
+    )

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse
 
 from notifier.api.models import GroupHistory, IncidentDetail, IncidentList
@@ -28,6 +27,7 @@ from notifier.api.notifylog import (
     incidents_between,
     overall_state,
 )
+from notifier.api.owner import ask_instance, ask_owner, forwarded, not_in_view
 from notifier.api.series import (
     DEFAULT_HOURS,
     MAX_HOURS,
@@ -41,8 +41,6 @@ from notifier.api.views import group_result, jsonable
 from notifier.types import SAMPLE_SCHEMA, GroupStatus, Incident
 
 SLOW_READS = 2
-OWNER_TIMEOUT_S = 5.0
-"""How long a fleet instance waits for the owner of a group to answer for its history."""
 """History and outbox reads running at once; more requests wait their turn."""
 CLUSTER_GROUP = "*"
 """The group of a cluster-down incident (:data:`notifier.notify.incidents.CLUSTER_GROUP`)."""
@@ -83,6 +81,7 @@ def add_page_routes(
     async def api_group_history(
         cluster: str,
         group: str,
+        request: Request,
         hours: float = Query(DEFAULT_HOURS, gt=0, le=MAX_HOURS, description="how far back"),
     ) -> dict[str, Any]:
         """The group's lag, largest partition lag and lag in seconds per scan over the last
@@ -92,7 +91,10 @@ def add_page_routes(
         if state is None:
             raise HTTPException(404, "cluster not found")
         if fleet is not None and not fleet.owns(cluster, group):
-            return await _owners_history(fleet, cluster, group, hours)
+            path = f"/api/groups/{quote(cluster, safe='')}/{quote(group, safe='')}/history"
+            answer = await ask_owner(fleet, cluster, group, path, request, {"hours": hours})
+            owner = fleet.owner_api(cluster, group)
+            return {**answer, "instance": owner[0] if owner else answer.get("instance")}
         result = group_result(state, cluster, group)
         if result.status is GroupStatus.NOTFOUND:
             raise HTTPException(404, "cluster or consumer not found")
@@ -114,30 +116,6 @@ def add_page_routes(
             "scan_interval_s": state.config.scan_interval,
             "instance": fleet.instance if fleet is not None else None,
         }  # fmt: skip
-
-    async def _owners_history(
-        fleet: FleetSource, cluster: str, group: str, hours: float
-    ) -> dict[str, Any]:
-        owner = fleet.owner_api(cluster, group)
-        if owner is None:
-            raise HTTPException(404, "cluster or consumer not found")
-        instance, base = owner
-        if base is None:
-            raise HTTPException(503, f"instance {instance} owns the group and gives no API address")
-        path = f"/api/groups/{quote(cluster, safe='')}/{quote(group, safe='')}/history"
-        url = base.rstrip("/") + path
-        try:
-            async with httpx.AsyncClient(timeout=OWNER_TIMEOUT_S) as client:
-                answer = await client.get(url, params={"hours": hours})
-        except httpx.HTTPError as exc:
-            message = f"instance {instance} owns the group; its API at {base} did not answer"
-            raise HTTPException(502, f"{message}: {exc!r}") from None
-        if answer.status_code != 200:
-            raise HTTPException(
-                502, f"instance {instance} owns the group; its API at {base} answered "
-                f"{answer.status_code}",
-            )  # fmt: skip
-        return {**answer.json(), "instance": instance}
 
     async def _incident_spans(cluster: str, group: str, start: int, end: int) -> list[Any]:
         if notifier is None:
@@ -187,9 +165,10 @@ def add_page_routes(
         response_model=IncidentDetail,
         responses={404: not_found[404]},
     )
-    async def api_incident(incident_id: str) -> dict[str, Any]:
+    async def api_incident(incident_id: str, request: Request) -> dict[str, Any]:
         """One incident: its findings, what happened to it (opened, each notification planned,
-        closed) and every notification per channel with its delivery state."""
+        closed) and every notification per channel with its delivery state. In a fleet, an
+        incident of another instance's group is that instance's answer."""
         if notifier is None:
             raise HTTPException(404, "incidents need notifications to be configured (notify:)")
         incident = next((i for i in notifier.incidents(open_only=True) if i.id == incident_id),
@@ -198,6 +177,8 @@ def add_page_routes(
             incident = next(
                 (i for i in notifier.incidents(open_only=False) if i.id == incident_id), None
             )
+        if incident is None and fleet is not None and not forwarded(request):
+            return await _others_incident(fleet, incident_id)
         if incident is None:
             raise HTTPException(404, "no such incident")
         sent = (await _deliveries([incident]))[incident.id]
@@ -205,7 +186,38 @@ def add_page_routes(
             "incident": incident_out(incident, sent, clock()),
             "timeline": timeline(incident, sent),
             "deliveries": [d.to_dict() for d in sent],
+            "instance": fleet.instance if fleet is not None else None,
         }
+
+    async def _others_incident(fleet: FleetSource, incident_id: str) -> dict[str, Any]:
+        """The incident from the instance whose group has it open (the view says which), else
+        from whichever other instance has it (a closed one is only in its owner's outbox)."""
+        path = f"/api/incidents/{quote(incident_id, safe='')}"
+        owner = fleet.incident_owner(incident_id)
+        if owner is not None:
+            asked = [owner]
+        elif fleet.available:
+            asked = fleet.other_members()
+        else:
+            raise not_in_view(fleet, "the incident")
+        what = f"incident {incident_id}"
+        answers = await asyncio.gather(
+            *(ask_instance(fleet, name, base, path, None, what) for name, base in asked),
+            return_exceptions=True,
+        )
+        unreachable = []
+        for (name, _base), answer in zip(asked, answers, strict=True):
+            if isinstance(answer, HTTPException):
+                unreachable.append(str(answer.detail))
+            elif isinstance(answer, BaseException):
+                raise answer
+            elif answer.status_code == 200:
+                return {**answer.json(), "instance": name}
+        if unreachable:
+            raise HTTPException(
+                503, "no instance that answered has the incident; " + "; ".join(unreachable)
+            )
+        raise HTTPException(404, "no such incident (on any instance of the fleet)")
 
     for route, page in HTML_PAGES.items():
         _add_html(app, route, static / page)

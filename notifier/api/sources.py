@@ -331,6 +331,21 @@ class FleetSource(Protocol):
         """The instance the view says owns a group this instance does not, with the base URL
         of its API (None: it gave none); None when the view has no such group."""
 
+    @property
+    def available(self) -> bool:
+        """Whether the view has been read: until then only this instance's groups answer."""
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """Why the view is not available (None when it is)."""
+
+    def incident_owner(self, incident_id: str) -> tuple[str, str | None] | None:
+        """The other instance whose group has the open incident ``incident_id``, with the base
+        URL of its API; None when the view knows of none."""
+
+    def other_members(self) -> list[tuple[str, str | None]]:
+        """Every other instance of the fleet, with the base URL of its API."""
+
     def publish_silence(self, silence: SilenceView) -> None: ...
 
     def retract_silence(self, silence_id: str) -> None: ...

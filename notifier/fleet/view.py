@@ -60,6 +60,9 @@ STALE_AFTER_INTERVALS = 3
 stale (the same test a cluster's own readiness uses)."""
 STEP_S = 0.005
 """How long one step of working bulletins out may hold the event loop."""
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 30.0
+"""Back-off between attempts to join the view when its cluster is unreachable at start-up."""
 
 
 def view_topic(state_topic: str) -> str:
@@ -365,7 +368,11 @@ class FleetView:
     """Publishes this instance's part of the view and tails the whole of it.
 
     ``security``: the coordination cluster's login (as the collector makes it). ``api_url``
-    is where this instance's API answers (shown by ``/api/fleet``)."""
+    is where this instance's API answers (shown by ``/api/fleet``, used by the others to ask
+    for what only the owner of a group has). ``background_start``: :meth:`start` returns at
+    once and joins the view in the background, retrying until the coordination cluster
+    answers (``notifier run`` watches its shards meanwhile; :attr:`available` says when the
+    view can answer for the others' groups)."""
 
     def __init__(
         self,
@@ -382,6 +389,7 @@ class FleetView:
         member_interval_s: float = 3.0,
         stale_after_s: float = 30.0,
         poll_interval_s: float = 0.5,
+        background_start: bool = False,
     ) -> None:
         if refresh_every < 1:
             raise ValueError(f"refresh_every: expected >= 1, got {refresh_every}")
@@ -399,7 +407,9 @@ class FleetView:
         self.poll_interval_s = poll_interval_s
         self.table = ViewTable()
         self.bad_records = 0
-        self._producer = StateWriter(bootstrap_servers, topic, security=security)
+        self.background_start = background_start
+        self._writer: StateWriter | None = None
+        """Made on the running loop, as aiokafka wants (see :meth:`start`)."""
         self._consumer: AIOKafkaConsumer | None = None
         self._published: dict[str, _Published] = {}
         self._joined_key: tuple[object, tuple[str, ...], frozenset[int]] | None = None
@@ -411,8 +421,41 @@ class FleetView:
         self._member_shards: frozenset[int] | None = None
         self._publishing = asyncio.Lock()
         """One pass over the groups at a time (a pass gives way to the loop between steps)."""
+        self._available = False
+        self.unavailable_reason: str | None = "not started"
+
+    @property
+    def _producer(self) -> StateWriter:
+        assert self._writer is not None, "FleetView.start() first"
+        return self._writer
 
     # ---- the API's side (see notifier.api.sources.FleetSource)
+
+    @property
+    def available(self) -> bool:
+        """Whether the view has been read (so it can answer for the others' groups)."""
+        return self._available
+
+    def incident_owner(self, incident_id: str) -> tuple[str, str | None] | None:
+        """The instance whose bulletin carries the open incident ``incident_id`` (not this
+        one), with its API's base URL; None when no other instance's bulletin has it."""
+        for bulletin in self.table.groups.values():
+            incident = bulletin.incident
+            if incident is None or incident.get("id") != incident_id:
+                continue
+            if bulletin.instance == self.instance or self.owns(bulletin.cluster, bulletin.group):
+                return None
+            record = self.table.members.get(bulletin.instance)
+            return bulletin.instance, None if record is None else record.api
+        return None
+
+    def other_members(self) -> list[tuple[str, str | None]]:
+        """Every other instance the view has a member record of, with its API's base URL."""
+        return [
+            (r.instance, r.api)
+            for r in sorted(self.table.members.values(), key=lambda r: r.instance)
+            if r.instance != self.instance
+        ]
 
     @property
     def instance(self) -> str:
@@ -489,10 +532,74 @@ class FleetView:
 
     async def start(self) -> None:
         """Create the topic if missing, start publishing and tailing; returns once the view
-        written before the start has been read."""
+        written before the start has been read (with ``background_start``: at once, the view
+        is joined by a background task that retries until it succeeds)."""
         self._loop = asyncio.get_running_loop()
+        if self.background_start:
+            self.unavailable_reason = "joining the fleet view"
+            self._tasks = [asyncio.create_task(self._join_retrying(), name="fleet-view-join")]
+            return
+        await self._join()
+
+    async def _join_retrying(self) -> None:
+        delay = RETRY_FIRST_S
+        failures = 0
+        while True:
+            try:
+                await self._join()
+                if failures:
+                    log.info(
+                        "joined the fleet view after %d failed attempts",
+                        failures,
+                        extra={"event": "fleet_view_joined", "attempts": failures + 1},
+                    )
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                self.unavailable_reason = f"its cluster did not answer: {exc!r}"
+                await self._close_clients()
+                # Logged at the first failure and then at each doubling, not every attempt.
+                if failures & (failures - 1) == 0:
+                    log.warning(
+                        "the fleet view cannot be joined yet; retrying in the background "
+                        "(this instance answers for its own groups meanwhile)",
+                        extra={"event": "fleet_view_unavailable", "attempts": failures,
+                               "error": repr(exc), "retry_in_s": delay},
+                    )  # fmt: skip
+                await asyncio.sleep(delay)
+                delay = min(RETRY_MAX_S, delay * 2)
+
+    async def _close_clients(self) -> None:
+        writer, self._writer = self._writer, None
+        consumer, self._consumer = self._consumer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                await writer.stop()
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+    async def _join(self) -> None:
+        before = len(self._tasks)
+        try:
+            await self._open()
+        except BaseException:
+            # What this attempt started goes with it (the next one reads from the start).
+            started, self._tasks = self._tasks[before:], self._tasks[:before]
+            for task in started:
+                task.cancel()
+            for task in started:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await task
+            raise
+
+    async def _open(self) -> None:
+        self._caught_up = asyncio.Event()
         await ensure_topic(self.bootstrap_servers, self.topic, 1, security=self.security)
-        await self._producer.start()
+        self._writer = StateWriter(self.bootstrap_servers, self.topic, security=self.security)
+        await self._writer.start()
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap_servers,
             group_id=None,
@@ -507,14 +614,15 @@ class FleetView:
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
         end = (await consumer.end_offsets([tp]))[tp]
-        self._tasks = [
-            asyncio.create_task(self._tail(consumer, tp, end), name="fleet-view-tail"),
-            asyncio.create_task(self._send_outgoing(), name="fleet-view-send"),
-        ]
+        tail = asyncio.create_task(self._tail(consumer, tp, end), name="fleet-view-tail")
+        self._tasks.append(tail)
         await self._caught_up.wait()
         await self._share_local_silences()
         await self.publish_member()
+        self._tasks.append(asyncio.create_task(self._send_outgoing(), name="fleet-view-send"))
         self._tasks.append(asyncio.create_task(self._publish_loop(), name="fleet-view-publish"))
+        self._available = True
+        self.unavailable_reason = None
 
     async def stop(self) -> None:
         """Stop; the member record is withdrawn, so others answer this instance's groups as
@@ -522,18 +630,18 @@ class FleetView:
         if self._loop is None:
             return
         self._loop = None
-        for task in self._tasks:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._tasks = []
-        with contextlib.suppress(Exception):
-            await self._producer.send(VIEW_PARTITION, f"m/{self.instance}", None)
-        await self._producer.stop()
-        if self._consumer is not None:
-            await self._consumer.stop()
-            self._consumer = None
+        if self._available:
+            with contextlib.suppress(Exception):
+                await self._producer.send(VIEW_PARTITION, f"m/{self.instance}", None)
+        self._available = False
+        self.unavailable_reason = "stopped"
+        await self._close_clients()
 
     async def _tail(self, consumer: AIOKafkaConsumer, tp: TopicPartition, end: int) -> None:
         if end <= 0:
