@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,10 +24,15 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
+from notifier.api import ApiServer, create_app
+from notifier.config import load_rules, parse_notify
 from notifier.demo import HttpReceiver
+from notifier.fleet.view import FleetView, view_topic
+from tests.scripted import drive, scan_result, service
 from tests.service_process import ServiceProcess
 from tests.test_collect import _commit, _produce
-from tests.test_fleet_coordination import populate
+from tests.test_fleet_coordination import Outage, populate
+from tests.test_fleet_view import ROOT, T0, FixedOwnership, commits
 
 pytestmark = pytest.mark.broker
 
@@ -270,3 +276,140 @@ async def test_every_instance_answers_for_the_whole_fleet(kafka_broker, tmp_path
 
 async def _ready(value: T) -> T:
     return value
+
+
+# ------------------------------------------------------------------------------------------
+# In one process: the view joined late, and an owner that does not answer
+
+
+@dataclass
+class Member:
+    """One instance's coordinator, notifier, fleet view and API (real HTTP)."""
+
+    coord: Any
+    view: FleetView
+    server: ApiServer
+    http: httpx.AsyncClient
+    scans: list[int]
+    """How many scans it made (its clock is the scans' time)."""
+
+    async def scan(self, count: int) -> None:
+        for _ in range(count):
+            await drive(self.coord, 1)
+            self.scans[0] += 1
+
+
+@pytest.fixture
+async def members(tmp_path, notifiers) -> AsyncIterator[Callable[..., Awaitable[Member]]]:
+    """Start members over cluster "c": ``await members(name, group, bootstrap, topic, ...)``;
+    all stopped after."""
+    started: list[Member] = []
+    receivers = {"r": {"webhook": {"url": "http://127.0.0.1:9/"}}}  # never reached
+    notify = parse_notify({"receivers": receivers, "route": {"receiver": "r"}})
+
+    async def start(
+        name: str, group: str, bootstrap: str, topic: str, *, background: bool = False,
+        api_url: str | None = None,
+    ) -> Member:  # fmt: skip
+        directory = tmp_path / name
+        directory.mkdir()
+        scans = [0]
+
+        def clock() -> int:
+            return T0 + scans[0] * 10_000
+
+        notifier = await notifiers(notify, directory / "notify.sqlite", clock=clock)
+        script = [scan_result(commits(group, i), "c", T0 + i * 10_000) for i in range(40)]
+        coord, _ = service(directory, script, load_rules(ROOT / "rules.yaml"), sink=notifier)
+        view = FleetView(bootstrap, topic, FixedOwnership(name, frozenset({group})), coord,
+                         notifier, clock=clock, poll_interval_s=0.05, member_interval_s=0.5,
+                         background_start=background)  # fmt: skip
+        server = ApiServer(create_app(coord, notifier, clock=clock, fleet=view), "127.0.0.1", 0)
+        await server.start()
+        view.api_url = api_url or server.url
+        http = httpx.AsyncClient(base_url=server.url, timeout=30)
+        member = Member(coord, view, server, http, scans)
+        started.append(member)
+        await asyncio.wait_for(view.start(), 60)
+        return member
+
+    try:
+        yield start
+    finally:
+        for member in started:
+            await member.http.aclose()
+            await member.view.stop()
+            await member.server.stop()
+
+
+async def test_a_view_unreachable_at_start_up_is_joined_in_the_background(kafka_broker, members):
+    relay = Outage()  # the coordination cluster, unreachable when the instance starts
+    host, port = kafka_broker.bootstrap_servers.rsplit(":", 1)
+    relay.target = (host, int(port))
+    relay_port = await relay.start()
+    relay.cut()
+    topic = view_topic(f"notifier-fleet.t{uuid.uuid4().hex[:8]}.state")
+    try:
+        a = await members("a", "orders", f"127.0.0.1:{relay_port}", topic, background=True)
+        await a.scan(4)
+
+        # Its own groups answer; what only the view knows says it is not available yet.
+        groups = await a.http.get("/api/groups")
+        assert groups.status_code == 200
+        assert [r["group"] for r in groups.json()["groups"]] == ["orders"]
+        assert "not available yet" in groups.json()["fleet_view"]
+        assert (await a.http.get("/api/groups/c/orders")).status_code == 200
+        for path in ("/api/fleet", "/api/groups/c/billing", "/v3/kafka/c/consumer/billing/lag"):
+            answer = await a.http.get(path)
+            assert answer.status_code == 503, (path, answer.text)
+            assert "not available yet" in answer.json()["message"]
+        assert not a.view.available
+
+        relay.restore()
+
+        async def joined() -> Any:
+            answer = await a.http.get("/api/fleet")
+            return answer.json() if answer.status_code == 200 else None
+
+        fleet = await until_s("the view joined once its cluster answers", joined, 90)
+        assert [m["instance"] for m in fleet["instances"]] == ["a"]
+        assert "fleet_view" not in (await a.http.get("/api/groups")).json()
+    finally:
+        await relay.close()
+
+
+async def test_an_owner_that_does_not_answer_is_a_503_naming_it(kafka_broker, members):
+    topic = view_topic(f"notifier-fleet.t{uuid.uuid4().hex[:8]}.state")
+    bootstrap = kafka_broker.bootstrap_servers
+    a = await members("a", "orders", bootstrap, topic)
+    b = await members("b", "billing", bootstrap, topic, api_url="http://127.0.0.1:9/")
+    await b.scan(4)
+    await a.scan(4)
+
+    async def billing_on_a() -> Any:
+        answer = await a.http.get("/api/groups/c/billing")
+        return answer.status_code == 200
+
+    await until_s("billing in a's view", billing_on_a, 60)
+    for path in ("/v3/kafka/c/consumer/billing", "/api/groups/c/billing/history"):
+        answer = await a.http.get(path)
+        assert answer.status_code == 503, (path, answer.text)
+        message = answer.json()["message"]
+        assert "instance b" in message and "http://127.0.0.1:9/" in message, message
+    # What the view has still answers.
+    assert (await a.http.get("/v3/kafka/c/consumer/billing/lag")).status_code == 200
+    # A request another instance forwarded is never forwarded on (no loop in a hand-over).
+    forwarded = await a.http.get(
+        "/v3/kafka/c/consumer/billing", headers={"x-notifier-forwarded-by": "b"}
+    )
+    assert forwarded.status_code == 503 and "ask again" in forwarded.json()["message"]
+
+
+async def until_s(what: str, check: Callable[[], Awaitable[Any]], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"not within {timeout:g}s: {what}"
+        await asyncio.sleep(0.2)

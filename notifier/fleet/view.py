@@ -754,6 +754,7 @@ class FleetView:
         shards = self.ownership.owned
         record = MemberRecord(self.instance, tuple(sorted(shards)), self.api_url, self.clock())
         await self._producer.send(VIEW_PARTITION, f"m/{self.instance}", record.encode())
+        self.table.members[self.instance] = record  # known here at once, not a poll later
         self._member_sent_at = time.monotonic()
         self._member_shards = shards
 
