@@ -10,8 +10,9 @@ half a shard:
 
 - revoked (aiokafka calls it before the partitions are given up): the shards stop being
   scanned, their state is snapshotted to the state topic, their pending notifications get a
-  bounded time to be delivered, then they are dropped locally;
-- assigned: each shard's state is loaded from the state topic, then its groups are scanned.
+  bounded time to be delivered;
+- assigned: revoked shards that came back are kept as they are, the others dropped locally;
+  each new shard's state is loaded from the state topic; then the scans go on.
 
 When the coordination cluster becomes unreachable, aiokafka marks the group coordinator dead
 and looks it up again and again; it does not rejoin (so it does not revoke) until a coordinator
