@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -148,14 +149,20 @@ def run(config_path: Path) -> None:
 
     coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
     reloader = Reloader(config_path, coordinator, notifier, service)
-    companions = [notifier] if notifier is not None else []
+    companions: list[Any] = [notifier] if notifier is not None else []
+    fleet_instance = view = None
+    if service.coordination is not None:
+        fleet_instance, view = _fleet(service, coordinator, notifier)
+        # Before the API: silences posted to it are published through the view. It joins
+        # the view in the background, so an unreachable coordination cluster delays nothing.
+        companions.append(view)
     if service.api.enabled:
         from notifier.api import ApiServer, ApiServerError, create_app
         from notifier.api.reload import add_reload_routes
 
         api = service.api
         app = create_app(coordinator, notifier, api.token, host=api.host,
-                         metric_families=service.metrics.families)  # fmt: skip
+                         metric_families=service.metrics.families, fleet=view)  # fmt: skip
         add_reload_routes(app, reloader)
         server = ApiServer(app, api.host, api.port, tls=api.tls)
         try:
@@ -163,18 +170,35 @@ def run(config_path: Path) -> None:
         except ApiServerError as exc:
             click.echo(f"{config_path}: api: {exc}", err=True)
             sys.exit(2)
+        if view is not None:
+            view.api_url = server.url  # known once bound (port 0 picks one)
         companions.append(server)
-    if service.coordination is not None:
-        from notifier.fleet.instance import FleetInstance
-
+    if fleet_instance is not None:
         # Last to start, first to stop (after the last scan): it flushes every shard and
         # leaves the fleet while the notifier still delivers.
-        companions.append(FleetInstance(service, coordinator, notifier))
+        companions.append(fleet_instance)
     if notifier is None:
         sink.warn_nobody_notified(str(config_path))
     asyncio.run(
         coordinator.run_until_signalled(companions, on_reload=lambda: reloader.reload("sighup"))
     )
+
+
+def _fleet(service, coordinator, notifier) -> tuple[Any, Any]:
+    """The fleet instance (membership and shard state) and the fleet-wide view over it. The
+    view is made before the membership exists (the API is built on it first): it asks the
+    instance, which answers "no shards" until it has joined."""
+    from notifier.fleet.instance import FleetInstance
+    from notifier.fleet.view import FleetView, view_topic
+
+    config, kafka = service.coordination, service.coordination_kafka()
+    instance = FleetInstance(service, coordinator, notifier)
+    view = FleetView(
+        kafka.bootstrap_servers, view_topic(config.topic), instance, coordinator, notifier,
+        security=kafka.security, stale_after_s=3 * config.session_timeout,
+        member_interval_s=config.heartbeat_interval, background_start=True,
+    )  # fmt: skip
+    return instance, view
 
 
 def _check_labels(service, rules, config_path: Path) -> None:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from email.utils import formatdate
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -36,9 +37,10 @@ from notifier.api.burrow_admin import add_burrow_admin_routes
 from notifier.api.cache import JSONBytes, ScanCache, encode, with_members
 from notifier.api.metrics import add_metrics_routes
 from notifier.api.overview import Overviews
+from notifier.api.owner import ask_owner, not_in_view
 from notifier.api.page import add_page_routes
 from notifier.api.priority import ScanPriority
-from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
+from notifier.api.sources import ClusterView, CoordinatorView, FleetSource, NotifierView
 from notifier.api.views import (
     ActiveSilences,
     as_of,
@@ -52,6 +54,7 @@ from notifier.api.views import (
     open_incidents,
 )
 from notifier.config import EXPORTER_FAMILIES, MAX_SILENCE_MATCHERS, ConfigError, Secret
+from notifier.rules import not_found
 from notifier.types import GroupResult, GroupStatus
 
 STATIC = Path(__file__).parent / "static"
@@ -183,11 +186,17 @@ def create_app(
     clock: Callable[[], int] = _wall_ms,
     host: str = "127.0.0.1",
     metric_families: Collection[str] = EXPORTER_FAMILIES,
+    fleet: FleetSource | None = None,
 ) -> FastAPI:
     """The app over a running coordinator (and notifier); ``clock`` (epoch ms) is what the age
     of the data is measured against. ``token`` and ``host`` (where the app will listen) decide
     who may write (:class:`~notifier.api.auth.WriteGuard`). ``metric_families``: the exporters
-    whose families /metrics offers beside notifier's own (the config's ``metrics.families``)."""
+    whose families /metrics offers beside notifier's own (the config's ``metrics.families``).
+
+    ``fleet``: the fleet-wide view when instances share the clusters (``coordination:``): the
+    groups this instance owns are answered from its own state, every other group of the fleet
+    from the view, each answer naming its ``instance``; silences made here are published to
+    every instance; ``/metrics`` labels every series with this ``instance``."""
     guard = WriteGuard(token, host)
     app = FastAPI(
         title="notifier",
@@ -201,6 +210,7 @@ def create_app(
     app.state.write_guard = guard
     app.state.coordinator = coordinator
     app.state.notifier = notifier
+    app.state.fleet = fleet
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(ScanPriority, scanning=lambda: coordinator.scanning)
 
@@ -223,6 +233,8 @@ def create_app(
     # ---- Burrow v3 (each answer built from the cluster's last scan, once: see ScanCache)
 
     scans = ScanCache()
+    mine: dict[str, Any] = {} if fleet is None else {"instance": fleet.instance}
+    """What answers about this instance's own groups add in a fleet: who answered them."""
 
     def result_of(state: ClusterView, cluster: str, group: str) -> GroupResult:
         """The group's last result, worked out once per scan for every endpoint showing it."""
@@ -256,12 +268,27 @@ def create_app(
             groups = set(state.groups) | {g for _, g in state.store.groups(cluster)}
             return orjson.Fragment(encode(sorted(groups)))
 
-        listed = scans.get(cluster, state, "consumers", consumers)
+        if fleet is not None:  # ours and the others', as the view has them
+            local = set(state.groups) | {g for _, g in state.store.groups(cluster)}
+            groups = {g for g in local if fleet.owns(cluster, g)}
+            groups.update(r.group for r in fleet.remote_groups(cluster, clock()))
+            listed = orjson.Fragment(encode(sorted(groups)))
+        else:
+            listed = scans.get(cluster, state, "consumers", consumers)
         return JSONBytes(burrow_body(request, "consumer list returned", consumers=listed))
 
     @app.get("/v3/kafka/{cluster}/consumer/{group}", tags=["burrow"], responses=_NOT_FOUND)
     async def burrow_consumer(cluster: str, group: str, request: Request) -> JSONBytes:
         state = _cluster(coordinator, cluster)
+        if fleet is not None and not fleet.owns(cluster, group):
+            # The offsets' rings are the owner's alone: it is asked (bounded, 503 naming it).
+            path = f"/v3/kafka/{quote(cluster, safe='')}/consumer/{quote(group, safe='')}"
+            answer = await ask_owner(fleet, cluster, group, path, request)
+            owner = fleet.owner_api(cluster, group)
+            return JSONBytes(
+                {**answer, "instance": owner[0] if owner else None,
+                 "request": request_info(request)}
+            )  # fmt: skip
 
         def offsets() -> orjson.Fragment:
             result = result_of(state, cluster, group)
@@ -287,11 +314,15 @@ def create_app(
 
     def _status(cluster: str, group: str, request: Request, show_all: bool) -> JSONBytes:
         state = _cluster(coordinator, cluster)
+        if fleet is not None and not fleet.owns(cluster, group):
+            return _remote_status(cluster, group, request, show_all)
         fresh = freshness(state, clock())
         if fresh.stale:  # as of now: the windows shrink with every scan missed
             result = as_of(group_result(state, cluster, group), fresh)
             found = result.status is not GroupStatus.NOTFOUND
-            status = orjson.Fragment(encode(burrow_status(result, show_all, fresh.fields())))
+            status = orjson.Fragment(
+                encode(burrow_status(result, show_all, {**fresh.fields(), **mine}))
+            )
         else:
 
             def encoded() -> tuple[bool, bytes]:
@@ -300,13 +331,27 @@ def create_app(
                 return result.status is not GroupStatus.NOTFOUND, encode(body)
 
             found, cached = scans.get(cluster, state, ("status", group, show_all), encoded)
-            status = orjson.Fragment(with_members(cached, fresh.fields()))
+            status = orjson.Fragment(with_members(cached, {**fresh.fields(), **mine}))
         body = burrow_body(request, "consumer status returned", status=status)
         if not found:
             body["error"] = True
             body["message"] = "cluster or consumer not found"
             return JSONBytes(body, status_code=404)
         return JSONBytes(body)
+
+    def _remote_status(cluster: str, group: str, request: Request, show_all: bool) -> JSONBytes:
+        assert fleet is not None
+        remote = fleet.remote_group(cluster, group, clock())
+        if remote is None and not fleet.available:
+            raise not_in_view(fleet, "cluster or consumer")
+        if remote is None:
+            missing = burrow_status(not_found(cluster, group, clock()), show_all)
+            body = burrow_body(request, "cluster or consumer not found", status=missing)
+            body["error"] = True
+            return JSONBytes(body, status_code=404)
+        return JSONBytes(
+            burrow_body(request, "consumer status returned", status=remote.burrow_status(show_all))
+        )
 
     @app.get("/v3/kafka/{cluster}/consumer/{group}/status", tags=["burrow"], responses=_NOT_FOUND)
     async def burrow_group_status(cluster: str, group: str, request: Request) -> JSONBytes:
@@ -360,19 +405,35 @@ def create_app(
         incidents = open_incidents(notifier)
         silences = ActiveSilences(notifier)
         parts = [
-            overviews.rows(name, s, incidents, silences, now)
+            overviews.rows(name, s, incidents, silences, now, fleet)
             for name, s in coordinator.clusters.items()
         ]
+        if fleet is not None:  # the other instances' groups, as the view has them
+            parts.extend(
+                b",".join(encode(remote.row()) for remote in fleet.remote_groups(name, now))
+                for name in coordinator.clusters
+            )
         groups = orjson.Fragment(b"[" + b",".join(p for p in parts if p) + b"]")
-        return JSONBytes({"groups": groups, "clusters": cluster_summaries(coordinator, now)})
+        body = {"groups": groups, "clusters": cluster_summaries(coordinator, now)}
+        if fleet is not None and not fleet.available:  # only ours: say so
+            body["fleet_view"] = (
+                f"not available yet ({fleet.unavailable_reason}): only the groups of instance "
+                f"{fleet.instance} are listed"
+            )
+        return JSONBytes(body)
 
     @app.get("/api/groups/{cluster}/{group}", tags=["notifier"], responses=_NOT_FOUND)
     async def api_group(cluster: str, group: str) -> JSONBytes:
         state = _cluster(coordinator, cluster)
         now = clock()
+        if fleet is not None and not fleet.owns(cluster, group):
+            remote = fleet.remote_group(cluster, group, now)
+            if remote is None:
+                raise not_in_view(fleet, "cluster or consumer")
+            return JSONBytes(remote.detail())
         fresh = freshness(state, now)
         if fresh.stale:  # as of now: the windows shrink with every scan missed
-            return JSONBytes(group_detail(state, cluster, group, notifier, now))
+            return JSONBytes({**group_detail(state, cluster, group, notifier, now), **mine})
         result = result_of(state, cluster, group)
         evidence = scans.get(
             cluster, state, ("detail", group),
@@ -382,9 +443,23 @@ def create_app(
             cluster, group, result.findings, open_incidents(notifier), ActiveSilences(notifier),
             fresh, now,
         )  # fmt: skip
-        return JSONBytes(with_members(evidence, live))
+        return JSONBytes(with_members(evidence, {**live, **mine}))
 
-    add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND)
+    @app.get(
+        "/api/fleet",
+        tags=["notifier"],
+        responses=_errors(e404="not part of a fleet", e503="the fleet view is not read yet"),
+    )
+    async def api_fleet() -> JSONBytes:
+        if fleet is None:
+            raise HTTPException(404, "this instance runs alone (no coordination: in the config)")
+        if not fleet.available:
+            raise HTTPException(
+                503, f"the fleet view is not available yet ({fleet.unavailable_reason})"
+            )
+        return JSONBytes(fleet.fleet(clock()))
+
+    add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND, fleet)
     add_burrow_admin_routes(app, coordinator, notifier, clock, _NOT_FOUND)
 
     @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))
@@ -417,6 +492,8 @@ def create_app(
             )
         except ConfigError as exc:
             raise HTTPException(422, "; ".join(f"{w}: {m}" for w, m in exc.problems)) from None
+        if fleet is not None:
+            fleet.publish_silence(created)
         return {"silence": created.to_dict(n.clock())}
 
     @app.delete(
@@ -438,6 +515,8 @@ def create_app(
             n.delete_silence(silence_id)
         except ConfigError as exc:
             raise HTTPException(409, "; ".join(m for _, m in exc.problems)) from None
+        if fleet is not None:
+            fleet.retract_silence(silence_id)
         return {"deleted": silence_id}
 
     @app.get("/healthz", tags=["ops"])
@@ -470,7 +549,9 @@ def create_app(
             body["fleet"] = fleet.readiness()
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    add_metrics_routes(app, coordinator, notifier, clock, metric_families)
+    add_metrics_routes(
+        app, coordinator, notifier, clock, metric_families, fleet.instance if fleet else None
+    )
 
     # ---- the status page
 

@@ -245,8 +245,12 @@ class MetricsExposition:
         notifier: NotifierView | None,
         clock: Callable[[], int],
         families: Collection[str] = EXPORTER_FAMILIES,
+        instance: str | None = None,
     ):
+        """``instance``: in a fleet, this instance's name, a label on every series so that
+        Prometheus can sum the instances (each exports only the groups it owns)."""
         self.coordinator = coordinator
+        self.instance_label = None if instance is None else f"instance={_quote(instance)}"
         self.notifier = notifier
         self.clock = clock
         self.sources: frozenset[str] = frozenset(families) | {"notifier"}
@@ -267,7 +271,10 @@ class MetricsExposition:
             rendered = self._rendered.get(name)
             if rendered is None or rendered.evaluation is not evaluation:
                 grouped = self._group_lines(name, state, evaluation)
-                encoded = {family: "".join(text).encode() for family, text in grouped.items()}
+                encoded = {
+                    family: self._labelled("".join(text)).encode()
+                    for family, text in grouped.items()
+                }
                 rendered = _Rendered(evaluation, encoded)
             kept[name] = rendered
             for family_name, chunk in rendered.chunks.items():
@@ -280,10 +287,26 @@ class MetricsExposition:
         out: list[bytes] = []
         for family in self.families:
             head = [f"# HELP {family.name} {_escape_help(family.help)}\n",
-                    f"# TYPE {family.name} {family.type}\n", *lines[family.name]]  # fmt: skip
+                    f"# TYPE {family.name} {family.type}\n",
+                    self._labelled("".join(lines[family.name]))]  # fmt: skip
             out.append("".join(head).encode())
             out.extend(chunks[family.name])
         return b"".join(out)
+
+    def _labelled(self, text: str) -> str:
+        """``text`` (sample lines) with the instance label first on every line, in a fleet."""
+        label = self.instance_label
+        if label is None or not text:
+            return text
+        out = []
+        for line in text.splitlines(keepends=True):
+            # A metric name holds neither a brace nor a space: whichever comes first ends it.
+            brace, space = line.find("{"), line.find(" ")
+            if 0 <= brace < space:
+                out.append(f"{line[: brace + 1]}{label},{line[brace + 1 :]}")
+            else:
+                out.append(f"{line[:space]}{{{label}}}{line[space:]}")
+        return "".join(out)
 
     # ---- per scrape: a few series per cluster, the history and the notifier
 
@@ -352,13 +375,14 @@ class MetricsExposition:
         fleet = getattr(self.coordinator, "fleet", None)
         if fleet is None:
             return
-        instance = f"instance={_quote(fleet.instance)}"
+        # With the fleet view, every line gets the instance label already (_labelled).
+        labels = "" if self.instance_label else f"{{instance={_quote(fleet.instance)}}}"
         up = 1 if fleet.coordination_ok else 0
         lines["notifier_fleet_coordination_up"].append(
-            f"notifier_fleet_coordination_up{{{instance}}} {up}\n"
+            f"notifier_fleet_coordination_up{labels} {up}\n"
         )
         lines["notifier_fleet_shards_owned"].append(
-            f"notifier_fleet_shards_owned{{{instance}}} {len(fleet.owned)}\n"
+            f"notifier_fleet_shards_owned{labels} {len(fleet.owned)}\n"
         )
 
     # ---- once per evaluation: every group-partition, group and partition of a cluster
@@ -549,9 +573,11 @@ def add_metrics_routes(
     notifier: NotifierView | None,
     clock: Callable[[], int],
     families: Collection[str] = EXPORTER_FAMILIES,
+    instance: str | None = None,
 ) -> MetricsExposition:
-    """``GET /metrics`` on ``app``: notifier's families and the exporters' in ``families``."""
-    exposition = MetricsExposition(coordinator, notifier, clock, families)
+    """``GET /metrics`` on ``app``: notifier's families and the exporters' in ``families``,
+    each series labelled with ``instance`` when given (a fleet's instance)."""
+    exposition = MetricsExposition(coordinator, notifier, clock, families, instance)
 
     @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
     def metrics() -> Response:

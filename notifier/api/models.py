@@ -62,6 +62,9 @@ class GroupHistory(BaseModel):
         description="the group's incidents and its cluster's outages overlapping the range"
     )
     scan_interval_s: float
+    instance: str | None = Field(
+        default=None, description="in a fleet, the instance that owns the group and answered"
+    )
 
 
 class ChannelDelivery(BaseModel):
@@ -125,3 +128,6 @@ class IncidentDetail(BaseModel):
     incident: IncidentOut
     timeline: list[TimelineEntry]
     deliveries: list[DeliveryOut]
+    instance: str | None = Field(
+        default=None, description="in a fleet, the instance whose group it is and that answered"
+    )

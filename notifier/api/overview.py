@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from notifier.api.cache import encode, joined_with_members
-from notifier.api.sources import ClusterView
+from notifier.api.sources import ClusterView, FleetSource
 from notifier.api.views import (
     ActiveSilences,
     Freshness,
@@ -92,9 +92,10 @@ class Overviews:
         incidents: Mapping[tuple[str, str], Incident],
         silences: ActiveSilences,
         now: int,
+        fleet: FleetSource | None = None,
     ) -> bytes:
         """The cluster's rows as of ``now``, encoded and joined by commas (the inside of a
-        JSON array)."""
+        JSON array). With a ``fleet``, only the groups this instance owns, each naming it."""
         current = self._latest.get(name)
         stale = freshness(state, now).stale
         if current is None or current.stale != stale or (stale and not current.of(state)):
@@ -107,9 +108,19 @@ class Overviews:
             or joined.scan is not current
             or joined.incidents is not incidents
             or joined.silences != silences.key
+            or joined.owned != (fleet.owned if fleet else None)
         ):
-            rows = joined_rows(name, current.rows, incidents, silences)
+            scanned = current.rows
+            if fleet is not None:
+                mine = {"instance": fleet.instance}
+                scanned = [
+                    ({**row, **mine}, findings, shows)
+                    for row, findings, shows in scanned
+                    if fleet.owns(name, row["group"])
+                ]
+            rows = joined_rows(name, scanned, incidents, silences)
             joined = self._joined[name] = _Joined(current, incidents, silences.key, rows)
+            joined.owned = fleet.owned if fleet else None
         return joined.at(current.freshness(state, now), now)
 
     def _work_out_now(self, name: str, state: ClusterView, stale: bool) -> _ScanRows:
@@ -172,6 +183,8 @@ class _Joined:
         self.scan = scan
         self.incidents = incidents
         self.silences = silences
+        self.owned: frozenset[int] | None = None
+        """The shards this instance owned when the rows were joined (with a fleet)."""
         self._open: list[tuple[bytes, Incident]] = []
         """The rows with an open incident, in order, each encoded up to the value of its
         incident's ``duration_seconds`` (the last member of ``incident``)."""

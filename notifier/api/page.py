@@ -14,8 +14,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse
 
 from notifier.api.models import GroupHistory, IncidentDetail, IncidentList
@@ -26,6 +27,7 @@ from notifier.api.notifylog import (
     incidents_between,
     overall_state,
 )
+from notifier.api.owner import ask_instance, ask_owner, forwarded, not_in_view
 from notifier.api.series import (
     DEFAULT_HOURS,
     MAX_HOURS,
@@ -34,7 +36,7 @@ from notifier.api.series import (
     read_group_rows,
     thresholds,
 )
-from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
+from notifier.api.sources import ClusterView, CoordinatorView, FleetSource, NotifierView
 from notifier.api.views import group_result, jsonable
 from notifier.types import SAMPLE_SCHEMA, GroupStatus, Incident
 
@@ -59,8 +61,11 @@ def add_page_routes(
     clock: Callable[[], int],
     static: Path,
     not_found: dict[int | str, dict[str, Any]],
+    fleet: FleetSource | None = None,
 ) -> None:
-    """Register the page's read-only endpoints and HTML pages on ``app``."""
+    """Register the page's read-only endpoints and HTML pages on ``app``. In a ``fleet``, the
+    history of a group another instance owns is that instance's answer (its Parquet history
+    and its incidents are where it runs)."""
     slow = asyncio.Semaphore(SLOW_READS)
 
     async def in_thread(function: Callable[..., Any], *args: Any) -> Any:
@@ -76,6 +81,7 @@ def add_page_routes(
     async def api_group_history(
         cluster: str,
         group: str,
+        request: Request,
         hours: float = Query(DEFAULT_HOURS, gt=0, le=MAX_HOURS, description="how far back"),
     ) -> dict[str, Any]:
         """The group's lag, largest partition lag and lag in seconds per scan over the last
@@ -84,6 +90,11 @@ def add_page_routes(
         state = coordinator.clusters.get(cluster)
         if state is None:
             raise HTTPException(404, "cluster not found")
+        if fleet is not None and not fleet.owns(cluster, group):
+            path = f"/api/groups/{quote(cluster, safe='')}/{quote(group, safe='')}/history"
+            answer = await ask_owner(fleet, cluster, group, path, request, {"hours": hours})
+            owner = fleet.owner_api(cluster, group)
+            return {**answer, "instance": owner[0] if owner else answer.get("instance")}
         result = group_result(state, cluster, group)
         if result.status is GroupStatus.NOTFOUND:
             raise HTTPException(404, "cluster or consumer not found")
@@ -103,6 +114,7 @@ def add_page_routes(
             "gap_ms": round(2.5 * max(series.bucket_ms, interval_ms)),
             "points": series.points(), "thresholds": lines, "incidents": spans,
             "scan_interval_s": state.config.scan_interval,
+            "instance": fleet.instance if fleet is not None else None,
         }  # fmt: skip
 
     async def _incident_spans(cluster: str, group: str, start: int, end: int) -> list[Any]:
@@ -153,9 +165,10 @@ def add_page_routes(
         response_model=IncidentDetail,
         responses={404: not_found[404]},
     )
-    async def api_incident(incident_id: str) -> dict[str, Any]:
+    async def api_incident(incident_id: str, request: Request) -> dict[str, Any]:
         """One incident: its findings, what happened to it (opened, each notification planned,
-        closed) and every notification per channel with its delivery state."""
+        closed) and every notification per channel with its delivery state. In a fleet, an
+        incident of another instance's group is that instance's answer."""
         if notifier is None:
             raise HTTPException(404, "incidents need notifications to be configured (notify:)")
         incident = next((i for i in notifier.incidents(open_only=True) if i.id == incident_id),
@@ -164,6 +177,8 @@ def add_page_routes(
             incident = next(
                 (i for i in notifier.incidents(open_only=False) if i.id == incident_id), None
             )
+        if incident is None and fleet is not None and not forwarded(request):
+            return await _others_incident(fleet, incident_id)
         if incident is None:
             raise HTTPException(404, "no such incident")
         sent = (await _deliveries([incident]))[incident.id]
@@ -171,7 +186,38 @@ def add_page_routes(
             "incident": incident_out(incident, sent, clock()),
             "timeline": timeline(incident, sent),
             "deliveries": [d.to_dict() for d in sent],
+            "instance": fleet.instance if fleet is not None else None,
         }
+
+    async def _others_incident(fleet: FleetSource, incident_id: str) -> dict[str, Any]:
+        """The incident from the instance whose group has it open (the view says which), else
+        from whichever other instance has it (a closed one is only in its owner's outbox)."""
+        path = f"/api/incidents/{quote(incident_id, safe='')}"
+        owner = fleet.incident_owner(incident_id)
+        if owner is not None:
+            asked = [owner]
+        elif fleet.available:
+            asked = fleet.other_members()
+        else:
+            raise not_in_view(fleet, "the incident")
+        what = f"incident {incident_id}"
+        answers = await asyncio.gather(
+            *(ask_instance(fleet, name, base, path, None, what) for name, base in asked),
+            return_exceptions=True,
+        )
+        unreachable = []
+        for (name, _base), answer in zip(asked, answers, strict=True):
+            if isinstance(answer, HTTPException):
+                unreachable.append(str(answer.detail))
+            elif isinstance(answer, BaseException):
+                raise answer
+            elif answer.status_code == 200:
+                return {**answer.json(), "instance": name}
+        if unreachable:
+            raise HTTPException(
+                503, "no instance that answered has the incident; " + "; ".join(unreachable)
+            )
+        raise HTTPException(404, "no such incident (on any instance of the fleet)")
 
     for route, page in HTML_PAGES.items():
         _add_html(app, route, static / page)

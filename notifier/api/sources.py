@@ -285,3 +285,67 @@ class NotifierView(Protocol):
     def config(self) -> NotifyConfig:
         """The ``notify:`` section (Burrow's ``/v3/config/notifier`` shows it, secrets left
         out)."""
+
+
+class RemoteGroupView(Protocol):
+    """A group another instance of the fleet owns, as the fleet-wide view has it
+    (:class:`notifier.fleet.view.RemoteGroup`): the owner's answers as of now, each with
+    ``instance`` (the owner) and the data's age."""
+
+    @property
+    def group(self) -> str: ...
+
+    def row(self) -> dict[str, Any]:
+        """Its ``/api/groups`` row."""
+
+    def detail(self) -> dict[str, Any]:
+        """Its group detail."""
+
+    def burrow_status(self, show_all: bool) -> dict[str, Any]:
+        """Burrow's ``/lag`` (``show_all``) or ``/status`` body."""
+
+
+class FleetSource(Protocol):
+    """The fleet-wide view (:class:`notifier.fleet.view.FleetView`): which groups are this
+    instance's, the others' as their owners published them, and where silences go so that
+    every instance applies them. Optional: without ``coordination:`` there is none."""
+
+    @property
+    def instance(self) -> str:
+        """This instance's name (the ``instance`` label)."""
+
+    @property
+    def owned(self) -> frozenset[int]:
+        """The shards this instance owns (a new set whenever they change)."""
+
+    def owns(self, cluster: str, group: str) -> bool: ...
+
+    def remote_group(self, cluster: str, group: str, now: int) -> RemoteGroupView | None: ...
+
+    def remote_groups(self, cluster: str, now: int) -> Sequence[RemoteGroupView]: ...
+
+    def fleet(self, now: int) -> dict[str, Any]:
+        """``/api/fleet``: the instances, their shards and when each was last seen."""
+
+    def owner_api(self, cluster: str, group: str) -> tuple[str, str | None] | None:
+        """The instance the view says owns a group this instance does not, with the base URL
+        of its API (None: it gave none); None when the view has no such group."""
+
+    @property
+    def available(self) -> bool:
+        """Whether the view has been read: until then only this instance's groups answer."""
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """Why the view is not available (None when it is)."""
+
+    def incident_owner(self, incident_id: str) -> tuple[str, str | None] | None:
+        """The other instance whose group has the open incident ``incident_id``, with the base
+        URL of its API; None when the view knows of none."""
+
+    def other_members(self) -> list[tuple[str, str | None]]:
+        """Every other instance of the fleet, with the base URL of its API."""
+
+    def publish_silence(self, silence: SilenceView) -> None: ...
+
+    def retract_silence(self, silence_id: str) -> None: ...

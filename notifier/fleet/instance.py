@@ -56,6 +56,15 @@ class FleetInstance:
         return self._membership
 
     @property
+    def owned(self) -> frozenset[int]:
+        """The shards owned now (none before :meth:`start`): the fleet view, made before the
+        membership is, asks this instance rather than the membership."""
+        return frozenset() if self._membership is None else self._membership.owned
+
+    def owns(self, cluster: str, group: str) -> bool:
+        return self._membership is not None and self._membership.owns(cluster, group)
+
+    @property
     def shard_state(self) -> ShardState:
         assert self._shard_state is not None, "FleetInstance.start() first"
         return self._shard_state

@@ -551,6 +551,31 @@ class Notifier:
         self._wake.set()
         return silence
 
+    def apply_silence(self, silence: Silence) -> bool:
+        """Install a silence made through another instance of the fleet (the fleet-wide view):
+        idempotent, False when it is known already as it is. A config silence with the same id
+        stays: the config file is this instance's own."""
+        current = self.core.silences.get(silence.id)
+        if current is not None and (current.source == "config" or current == silence):
+            return False
+        self.store.save_silence(silence.id, silence.to_dict())
+        self.core.add_silence(silence, self.clock())
+        self._changes += 1
+        self._wake.set()
+        return True
+
+    def forget_silence(self, silence_id: str) -> bool:
+        """Remove a silence deleted through another instance of the fleet: idempotent, False
+        when there is no such API silence here."""
+        current = self.core.silences.get(silence_id)
+        if current is None or current.source == "config":
+            return False
+        self.core.delete_silence(silence_id, self.clock())
+        self.store.delete_silence(silence_id)
+        self._changes += 1
+        self._wake.set()
+        return True
+
     def config_problems(self, config: NotifyConfig) -> list[str]:
         """What would stop ``config`` from being run (a reload's check): each template that
         fails to render, as ``name:line: message``."""
