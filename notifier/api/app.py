@@ -463,6 +463,11 @@ def create_app(
             "clusters": cluster_summaries(coordinator, now),
             "history": history_summary(coordinator),
         }
+        fleet = getattr(coordinator, "fleet", None)
+        if fleet is not None:
+            # Which shards this instance watches; an unreachable coordination cluster is said
+            # here but keeps the instance ready: it keeps its shards and keeps watching.
+            body["fleet"] = fleet.readiness()
         return JSONResponse(body, status_code=200 if ready else 503)
 
     add_metrics_routes(app, coordinator, notifier, clock, metric_families)

@@ -161,6 +161,12 @@ FAMILIES: tuple[Family, ...] = (
     _family(_N, "gauge", "notifier_outbox_depth", "", "Notifications waiting in the outbox."),
     _family(_N, "gauge", "notifier_outbox_oldest_pending_seconds", "",
             "Age of the oldest pending notification."),
+    # notifier's own: this instance's share of a fleet (with coordination: only).
+    _family(_N, "gauge", "notifier_fleet_coordination_up", "instance",
+            "1 while the coordination cluster answers, 0 while it is unreachable (the instance "
+            "then keeps its shards and keeps watching them)."),
+    _family(_N, "gauge", "notifier_fleet_shards_owned", "instance",
+            "Shards (state topic partitions) this instance owns and watches."),
 )  # fmt: skip
 """Every family ``/metrics`` can write, in the order it writes them."""
 
@@ -270,6 +276,7 @@ class MetricsExposition:
         self._incident_lines(lines)
         self._history_lines(lines)
         self._notification_lines(lines)
+        self._fleet_lines(lines)
         out: list[bytes] = []
         for family in self.families:
             head = [f"# HELP {family.name} {_escape_help(family.help)}\n",
@@ -339,6 +346,19 @@ class MetricsExposition:
         lines["notifier_outbox_depth"].append(f"notifier_outbox_depth {_value(depth)}\n")
         lines["notifier_outbox_oldest_pending_seconds"].append(
             f"notifier_outbox_oldest_pending_seconds {_value(age)}\n"
+        )
+
+    def _fleet_lines(self, lines: dict[str, list[str]]) -> None:
+        fleet = getattr(self.coordinator, "fleet", None)
+        if fleet is None:
+            return
+        instance = f"instance={_quote(fleet.instance)}"
+        up = 1 if fleet.coordination_ok else 0
+        lines["notifier_fleet_coordination_up"].append(
+            f"notifier_fleet_coordination_up{{{instance}}} {up}\n"
+        )
+        lines["notifier_fleet_shards_owned"].append(
+            f"notifier_fleet_shards_owned{{{instance}}} {len(fleet.owned)}\n"
         )
 
     # ---- once per evaluation: every group-partition, group and partition of a cluster

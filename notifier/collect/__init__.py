@@ -24,6 +24,7 @@ from notifier.collect.security import (
     MskIamTokenProvider,
     OidcTokenProvider,
     RefreshingTokenProvider,
+    client_security,
     collector_security,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "ScanError",
     "ScanResult",
     "build_samples",
+    "client_security",
     "collector_security",
     "decode_member",
     "member_hash",

@@ -57,7 +57,7 @@ import re
 import ssl
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
@@ -269,6 +269,9 @@ class ClusterCollector:
         self._told_no_consumer_describe: set[int] = set()
         self._seen_groups: set[str] = set()
         self._scan_lock = asyncio.Lock()
+        self.group_filter: Callable[[str], bool] | None = None
+        """Set by a fleet instance: the groups it owns. The others are listed by ListGroups
+        (one request per broker) and left alone: not described, no offsets fetched."""
         self._requests: Counter[str] = Counter()
         self._connects = 0
         self._closed = False
@@ -338,7 +341,10 @@ class ClusterCollector:
     async def _scan(self, started: float) -> ScanResult:
         metadata, refreshed = await self._current_metadata()
         listed = await self._list_groups(metadata)
-        selected = {g: node for g, node in listed.items() if self.matches(g)}
+        owns = self.group_filter
+        selected = {
+            g: node for g, node in listed.items() if self.matches(g) and (owns is None or owns(g))
+        }
         unevaluated = self._unevaluated(selected)
         groups, skipped = await self._describe(
             {g: node for g, node in selected.items() if g not in unevaluated}

@@ -40,6 +40,7 @@ from urllib.parse import quote_plus
 import httpx
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.errors import KafkaError
+from aiokafka.helpers import create_ssl_context
 
 from notifier.config.kafka_security import (
     KERBEROS_EXTRA,
@@ -410,3 +411,31 @@ def sasl_settings(
         )
     return {"sasl_mechanism": mechanism, "sasl_kerberos_service_name": kerberos_service_name,
             "sasl_kerberos_domain_name": kerberos_domain_name}  # fmt: skip
+
+
+def client_security(security: SecurityConfig) -> dict[str, Any]:
+    """aiokafka client keyword arguments (``AIOKafkaProducer``, ``AIOKafkaConsumer``,
+    ``AIOKafkaAdminClient``) for a cluster's ``security`` section: the same login the collector
+    makes, through :func:`collector_security` and :func:`sasl_settings`."""
+    found = collector_security(security)
+    settings = sasl_settings(
+        security.protocol,
+        security.sasl_mechanism,
+        username=found.get("sasl_username"),
+        password=found.get("sasl_password"),
+        token_provider=found.get("sasl_oauth_token_provider"),
+        kerberos_service_name=found.get("sasl_kerberos_service_name", "kafka"),
+        kerberos_domain_name=found.get("sasl_kerberos_domain_name"),
+    )
+    settings["security_protocol"] = security.protocol
+    if security.uses_tls:
+        settings["ssl_context"] = create_ssl_context(
+            cafile=found["ssl_cafile"],
+            certfile=found["ssl_certfile"],
+            keyfile=found["ssl_keyfile"],
+            password=found["ssl_password"],
+        )
+    if settings.get("sasl_mechanism") is None:
+        # aiokafka's clients check the mechanism even without SASL; PLAIN is their default.
+        settings["sasl_mechanism"] = "PLAIN"
+    return settings

@@ -8,7 +8,9 @@ Errors name the file, the field and what was expected, as for the rules file.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+import socket
 import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,6 +21,7 @@ from pydantic import (
     PlainValidator,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from notifier import resources
@@ -34,6 +37,21 @@ from notifier.config.base import (
 from notifier.config.kafka_security import SecurityConfig, file_unreadable
 from notifier.config.notify import HttpUrl, _to_secret, parse_notify
 from notifier.config.secrets import Secret
+
+
+def _split_servers(value: Any) -> Any:
+    if isinstance(value, str):
+        return [s.strip() for s in value.split(",") if s.strip()]
+    return value
+
+
+def _check_servers(value: list[str]) -> list[str]:
+    if not value:
+        raise ValueError("needs at least one host:port")
+    for server in value:
+        if not re.fullmatch(r"[^\s:]+:\d+", server):
+            raise ValueError(f"expected host:port, got {server!r}")
+    return value
 
 
 class ClusterConfig(StrictModel):
@@ -53,22 +71,8 @@ class ClusterConfig(StrictModel):
     """Consecutive failed scans after which the cluster counts as down (its groups muted, one
     cluster alert raised)."""
 
-    @field_validator("bootstrap_servers", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [s.strip() for s in value.split(",") if s.strip()]
-        return value
-
-    @field_validator("bootstrap_servers")
-    @classmethod
-    def _not_empty(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("needs at least one host:port")
-        for server in value:
-            if not re.fullmatch(r"[^\s:]+:\d+", server):
-                raise ValueError(f"expected host:port, got {server!r}")
-        return value
+    _split = field_validator("bootstrap_servers", mode="before")(_split_servers)
+    _not_empty = field_validator("bootstrap_servers")(_check_servers)
 
     @field_validator("group_allow", "group_deny", mode="before")
     @classmethod
@@ -249,6 +253,89 @@ class MetricsConfig(StrictModel):
         return [value] if isinstance(value, str) else value
 
 
+class CoordinationKafka(StrictModel):
+    """A Kafka cluster used only to coordinate the fleet (``coordination.kafka``)."""
+
+    bootstrap_servers: list[str]
+    client_id: str = "notifier-fleet"
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
+    request_timeout: Duration = 10.0
+
+    _split = field_validator("bootstrap_servers", mode="before")(_split_servers)
+    _not_empty = field_validator("bootstrap_servers")(_check_servers)
+
+
+def default_instance(environ: dict[str, str] | None = None) -> str:
+    """The instance name when ``coordination.instance`` is unset: ``$HOSTNAME`` (a Kubernetes
+    pod's name), else ``<hostname>-<pid>`` so two processes on one machine never share one."""
+    env = os.environ if environ is None else environ
+    return env.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+_FLEET_NAME = r"^[A-Za-z0-9._-]+$"
+
+
+class CoordinationConfig(StrictModel):
+    """Run as one instance of a fleet (README, "Running several instances"): the instances with
+    the same ``name`` join the consumer group ``notifier-fleet.<name>`` on the coordination
+    cluster; the partitions of ``state_topic`` they are assigned are the shards they own, and
+    each watched (cluster, group) belongs to one shard by a stable hash. Exactly one of
+    ``cluster`` (a watched cluster's name) and ``kafka`` (a cluster used only for this)."""
+
+    name: Annotated[str, Field(min_length=1, pattern=_FLEET_NAME)]
+    """The fleet: instances with the same name share the work."""
+    cluster: str | None = None
+    """The watched cluster (``clusters[].name``) to coordinate through ..."""
+    kafka: CoordinationKafka | None = None
+    """... or another cluster, with its own connection settings."""
+    state_topic: Annotated[str | None, Field(pattern=_FLEET_NAME, max_length=249)] = None
+    """The compacted topic whose partitions are the shards and carry their state; default
+    ``notifier-fleet.<name>.state`` (created if missing)."""
+    partitions: Annotated[int, Field(ge=1)] = 32
+    """The number of shards: the most instances that can share the work. Changing it moves
+    almost every group to another shard; keep it for the fleet's life."""
+    session_timeout: Duration = 10.0
+    """How long a silent instance keeps its shards before the others take them over."""
+    heartbeat_interval: Duration = 3.0
+    instance: Annotated[str | None, Field(min_length=1)] = None
+    """This instance's name (the ``instance`` label); default ``$HOSTNAME``, else
+    ``<hostname>-<pid>``."""
+
+    @model_validator(mode="after")
+    def _one_cluster(self) -> CoordinationConfig:
+        if (self.cluster is None) == (self.kafka is None):
+            raise ValueError(
+                "expected exactly one of cluster (a watched cluster's name) and kafka "
+                "(bootstrap_servers of a cluster used only for coordination)"
+            )
+        if self.session_timeout <= 0:
+            raise ValueError("session_timeout must be greater than 0")
+        if not 0 < self.heartbeat_interval < self.session_timeout:
+            raise ValueError(
+                f"heartbeat_interval ({self.heartbeat_interval:g}s) must be greater than 0 and "
+                f"less than session_timeout ({self.session_timeout:g}s)"
+            )
+        return self
+
+    @property
+    def topic(self) -> str:
+        """The state topic: its partitions are the shards."""
+        return self.state_topic or f"notifier-fleet.{self.name}.state"
+
+    @property
+    def view_topic(self) -> str:
+        """The fleet-wide view topic (one partition, compact)."""
+        return f"{self.topic}.view"
+
+    @property
+    def group_id(self) -> str:
+        """The consumer group the instances join."""
+        return f"notifier-fleet.{self.name}"
+
+    def instance_name(self, environ: dict[str, str] | None = None) -> str:
+        return self.instance or default_instance(environ)
+
+
 class ServiceConfig(StrictModel):
     clusters: list[ClusterConfig]
     rules: str | None = None
@@ -262,6 +349,9 @@ class ServiceConfig(StrictModel):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     notify: dict[str, Any] | None = None
     """Receivers, routes and silences (see the README's notification section)."""
+    coordination: CoordinationConfig | None = None
+    """Share the watched clusters with other instances (see :class:`CoordinationConfig`).
+    Unset: this process watches every group alone, with its SQLite checkpoint."""
 
     @field_validator("clusters")
     @classmethod
@@ -274,6 +364,22 @@ class ServiceConfig(StrictModel):
             raise ValueError(f"cluster names must be unique: {', '.join(duplicates)} repeated")
         return clusters
 
+    def coordination_kafka(self) -> CoordinationKafka | None:
+        """Where the fleet coordinates: ``coordination.kafka``, or the settings of the watched
+        cluster ``coordination.cluster`` names; None without coordination."""
+        fleet = self.coordination
+        if fleet is None:
+            return None
+        if fleet.kafka is not None:
+            return fleet.kafka
+        cluster = next(c for c in self.clusters if c.name == fleet.cluster)
+        return CoordinationKafka(
+            bootstrap_servers=cluster.bootstrap_servers,
+            client_id=cluster.client_id,
+            security=cluster.security,
+            request_timeout=cluster.request_timeout,
+        )
+
     def rules_path(self, base: Path) -> Path:
         if self.rules is None:
             return resources.rules_or_default(None, cwd=base)
@@ -283,6 +389,19 @@ class ServiceConfig(StrictModel):
     def data_path(self, base: Path) -> Path:
         path = Path(self.data_dir)
         return path if path.is_absolute() else base / path
+
+
+def coordination_cluster_problem(config: ServiceConfig) -> tuple[str, str] | None:
+    """``coordination.cluster`` naming no configured cluster, as ``(field, problem)``."""
+    fleet = config.coordination
+    names = [c.name for c in config.clusters]
+    if fleet is None or fleet.cluster is None or fleet.cluster in names:
+        return None
+    return (
+        "coordination.cluster",
+        f"{fleet.cluster!r} is not a configured cluster; expected one of {', '.join(names)} "
+        "(or coordination.kafka for a cluster used only for coordination)",
+    )
 
 
 def parse_service_config(
@@ -303,6 +422,8 @@ def parse_service_config(
         config = ServiceConfig.model_validate(data)
     except ValidationError as exc:
         problems = with_env_problems(unset, validation_problems(exc, data))
+    if config is not None and (where := coordination_cluster_problem(config)):
+        problems = [*problems, where]
     if isinstance(data.get("notify"), dict):
         try:
             parse_notify(data["notify"], source, env=environ)
@@ -326,6 +447,11 @@ def load_service_config(path: str | Path, environ: dict[str, str] | None = None)
         for cluster in config.clusters
         for field, problem in cluster.security.file_problems()
     ]
+    if config.coordination is not None and config.coordination.kafka is not None:
+        tls_problems += [
+            (f"coordination.kafka.security.{field}", problem)
+            for field, problem in config.coordination.kafka.security.file_problems()
+        ]
     if tls_problems:
         raise ConfigError(str(path), tls_problems)
     if config.api.enabled and config.api.tls is not None:

@@ -47,6 +47,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
+from notifier.fleet.shards import by_shard
 from notifier.history import (
     HistoryEmptyError,
     HistoryError,
@@ -94,6 +95,32 @@ class TransitionSink(Protocol):
     def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
         """The status of each group of ``cluster`` the sink holds open (None: it keeps no
         state, trust the checkpoint). Read once at start, to resume where the sink is."""
+
+
+class FleetShards(Protocol):
+    """This instance's share of a fleet (:class:`notifier.fleet.Membership`)."""
+
+    partitions: int
+    owned: frozenset[int]
+
+    def owns(self, cluster: str, group: str) -> bool: ...
+
+
+class ShardPublisher(Protocol):
+    """Where each scan's changes go, shard by shard (:class:`notifier.fleet.state.ShardState`)."""
+
+    async def publish_scan(
+        self,
+        cluster: str,
+        groups_by_shard: Mapping[int, list[str]],
+        coordinator: Coordinator,
+        notifier: Any,
+    ) -> Any: ...
+
+
+PUBLISH_TIMEOUT_S = 10.0
+"""How long a scan waits for its changes to reach the state topic: a coordination cluster that
+does not answer must not stop the watching (its outage is reported by the membership)."""
 
 
 class LogSink:
@@ -262,6 +289,18 @@ class Coordinator:
         self._scan_task: dict[str, asyncio.Task] = {}
         """The scan under way for each cluster (a reload waits for it before it swaps the
         cluster's collector or forgets the cluster)."""
+        self.fleet: FleetShards | None = None
+        self.shard_state: ShardPublisher | None = None
+        self.handover = asyncio.Lock()
+        """Held around each scan of a fleet instance and by each hand-over of shards, so a scan
+        never sees a shard half loaded or half dropped."""
+
+    def join_fleet(self, fleet: FleetShards, shard_state: ShardPublisher) -> None:
+        """Watch only the groups of the shards ``fleet`` owns, and publish each scan's changes
+        to ``shard_state``. Before :meth:`start`: the SQLite checkpoint is then not used (each
+        shard's state lives on the state topic), the outbox stays per instance."""
+        self.fleet = fleet
+        self.shard_state = shard_state
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -282,10 +321,11 @@ class Coordinator:
         self.scheduler = AsyncIOScheduler(timezone="UTC")
         for name in self.clusters:
             self._schedule_scans(name)
-        self.scheduler.add_job(
-            self.save_checkpoints, "interval", seconds=self.config.checkpoint_interval,
-            id="checkpoint", max_instances=1, coalesce=True,
-        )  # fmt: skip
+        if self.fleet is None:  # a fleet's state lives on the state topic
+            self.scheduler.add_job(
+                self.save_checkpoints, "interval", seconds=self.config.checkpoint_interval,
+                id="checkpoint", max_instances=1, coalesce=True,
+            )  # fmt: skip
         if self.history is not None:
             self.scheduler.add_job(
                 self.history.prune, "interval", hours=1, id="history-retention", coalesce=True
@@ -295,7 +335,7 @@ class Coordinator:
     def _begin_watching(self, state: ClusterState) -> None:
         """Restore the cluster's windows and open its collector (at start, or when a reload
         adds it)."""
-        restored, replayed = self._restore(state)
+        restored, replayed = (False, 0) if self.fleet is not None else self._restore(state)
         # Not "ready" yet: that is said once a scan has succeeded (see process).
         log.info("watching cluster", extra={"event": "cluster_starting",
                                             "cluster": state.config.name,
@@ -303,6 +343,14 @@ class Coordinator:
                                             "warm_restart": restored,
                                             "replayed_scans": replayed})  # fmt: skip
         state.collector = self._make_collector(state.config)
+        self._share(state)
+
+    def _share(self, state: ClusterState) -> None:
+        """A fleet instance's collector lists every group and scans only its own."""
+        fleet = self.fleet
+        if fleet is not None and state.collector is not None:
+            name = state.config.name
+            state.collector.group_filter = lambda group: fleet.owns(name, group)
 
     def _schedule_scans(self, name: str) -> None:
         assert self.scheduler is not None
@@ -486,7 +534,11 @@ class Coordinator:
             if cluster != state.config:
                 await self._change_cluster(state, cluster)
                 changes.append(f"cluster {name} changed")
-        if config.checkpoint_interval != self.config.checkpoint_interval and self.scheduler:
+        if (
+            config.checkpoint_interval != self.config.checkpoint_interval
+            and self.scheduler
+            and self.scheduler.get_job("checkpoint")
+        ):
             self.scheduler.reschedule_job(
                 "checkpoint", trigger="interval", seconds=config.checkpoint_interval
             )
@@ -520,7 +572,10 @@ class Coordinator:
         del self.clusters[name]
         now = _now_ms()
         try:
-            checkpoint.save(self.checkpoint_path(name), state.store, state.evaluator, state.tracker)
+            if self.fleet is None:
+                checkpoint.save(
+                    self.checkpoint_path(name), state.store, state.evaluator, state.tracker
+                )
         except Exception:
             log.exception("checkpoint failed", extra={"event": "checkpoint_failed",
                                                       "cluster": name})  # fmt: skip
@@ -548,6 +603,7 @@ class Coordinator:
             if state.collector is not None:
                 await state.collector.close()
             state.collector = self._make_collector(cluster)
+            self._share(state)
             state.retry_at = 0.0
         state.config = cluster
         if cluster.scan_interval != old.scan_interval:
@@ -570,6 +626,8 @@ class Coordinator:
         )
 
     def save_checkpoints(self) -> None:
+        if self.fleet is not None:
+            return  # each shard's state is on the state topic, not in a local checkpoint
         for name, state in self.clusters.items():
             try:
                 seconds = checkpoint.save(
@@ -608,6 +666,9 @@ class Coordinator:
         state = self.clusters[cluster]
         if time.monotonic() < state.retry_at:
             return []  # backing off after failures
+        if self.fleet is not None:
+            async with self.handover:
+                return await self._scan_shared(state)
         self._scanning += 1
         try:
             try:
@@ -618,6 +679,34 @@ class Coordinator:
             return self.process(state, result)
         finally:
             self._scanning -= 1
+
+    async def _scan_shared(self, state: ClusterState) -> list[Transition]:
+        """A fleet instance's scan: its own groups only, then their changes to the state
+        topic, shard by shard (every owned shard, so groups that vanished are said too)."""
+        fleet, publisher = self.fleet, self.shard_state
+        assert fleet is not None and publisher is not None
+        name = state.config.name
+        self._scanning += 1
+        try:
+            try:
+                result = await state.collector.scan()
+            except ScanError as exc:
+                self._scan_failed(state, str(exc))
+                return []
+            transitions = self.process(state, result)
+        finally:
+            self._scanning -= 1
+        groups: dict[int, list[str]] = {shard: [] for shard in sorted(fleet.owned)}
+        for shard, names in by_shard(name, result.group_states, fleet.partitions).items():
+            groups.setdefault(shard, []).extend(names)
+        try:
+            async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+                await publisher.publish_scan(name, groups, self, self.sink)
+        except Exception as exc:  # the watching goes on; the next owner loads older state
+            log.warning("scan not published to the state topic",
+                        extra={"event": "fleet_publish_failed", "cluster": name,
+                               "error": str(exc) or type(exc).__name__})  # fmt: skip
+        return transitions
 
     def _scan_failed(self, state: ClusterState, error: str) -> None:
         m = state.metrics
@@ -733,7 +822,10 @@ class Coordinator:
         )  # fmt: skip
         if transitions:
             self.sink.handle(transitions, _now_ms())
-        checkpoint.save(self.checkpoint_path(cluster), state.store, state.evaluator, state.tracker)
+        if self.fleet is None:
+            checkpoint.save(
+                self.checkpoint_path(cluster), state.store, state.evaluator, state.tracker
+            )
         return True
 
     # ---------------------------------------------------------------- reading (API, demo)

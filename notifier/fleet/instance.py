@@ -1,0 +1,67 @@
+"""One ``notifier run`` process as an instance of a fleet: its membership, wired to its
+coordinator (which scans only the owned shards and publishes each scan's changes) and to its
+notifier (whose pending notifications a hand-over waits for).
+
+It is one of the coordinator's companions: started before the first scan, stopped after the
+last one, before the notifier, so a SIGTERM flushes every shard, waits (bounded) for the
+deliveries and leaves the group, and the other instances take the shards over at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from notifier.collect.security import client_security
+from notifier.config import ServiceConfig
+from notifier.fleet.membership import Membership, ShardStore
+from notifier.fleet.statetopic import ensure_topic
+from notifier.service.coordinator import Coordinator, ShardPublisher
+
+
+class FleetInstance:
+    """Membership plus the wiring ``notifier run`` needs (see the module's doc)."""
+
+    def __init__(
+        self,
+        service: ServiceConfig,
+        coordinator: Coordinator,
+        notifier: Any,
+        shard_state: Any,
+        *,
+        instance: str | None = None,
+    ) -> None:
+        config = service.coordination
+        kafka = service.coordination_kafka()
+        if config is None or kafka is None:
+            raise ValueError("the service config has no coordination: section")
+        store: ShardStore = shard_state
+        publisher: ShardPublisher = shard_state
+
+        async def ensure() -> int:
+            return await ensure_topic(
+                kafka.bootstrap_servers,
+                config.topic,
+                config.partitions,
+                security=kafka.security,
+                client_id=kafka.client_id,
+                request_timeout_ms=max(30_000, round(kafka.request_timeout * 1000)),
+            )
+
+        drain = None if notifier is None else notifier.wait_delivered
+        self.membership = Membership(
+            config,
+            kafka,
+            store,
+            handover=coordinator.handover,
+            ensure_topic=ensure,
+            drain=drain,
+            security=client_security(kafka.security),
+            instance=instance,
+        )
+        coordinator.join_fleet(self.membership, publisher)
+
+    async def start(self) -> None:
+        await self.membership.start()
+
+    async def stop(self) -> None:
+        await self.membership.stop()

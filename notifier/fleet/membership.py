@@ -1,0 +1,371 @@
+"""This instance's membership of the fleet: which shards it owns, through Kafka's group protocol.
+
+The instances of a fleet join the consumer group ``notifier-fleet.<name>`` subscribed to the
+state topic; the partitions the group protocol assigns an instance are the shards it owns. The
+consumer is used for membership only: its partitions stay paused, it never reads a record (the
+shard state is read by :class:`~notifier.fleet.state.ShardState`) and never commits.
+
+A hand-over runs between two scans (the coordinator's ``handover`` lock), so a scan never sees
+half a shard:
+
+- revoked (aiokafka calls it before the partitions are given up): the shards stop being
+  scanned, their state is snapshotted to the state topic, their pending notifications get a
+  bounded time to be delivered, then they are dropped locally;
+- assigned: each shard's state is loaded from the state topic, then its groups are scanned.
+
+When the coordination cluster becomes unreachable, aiokafka marks the group coordinator dead
+and looks it up again and again; it does not rejoin (so it does not revoke) until a coordinator
+answers again. Meanwhile this instance keeps its shards and keeps watching them, says so in the
+log, in ``coordination_ok`` and, through them, in ``/readyz`` and ``/metrics``. Some other
+instance may take the same shards over only after the cluster is back and has expired this
+member; then this instance's own rejoin revokes them here first (duplicates downstream are
+harmless: notifications carry stable dedup keys).
+
+Static membership (``group_instance_id``) is not used: a static member does not leave the group
+on shutdown, so a SIGTERM would leave its shards unwatched for a whole session timeout instead
+of handing them over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+
+from notifier.config import CoordinationConfig, CoordinationKafka
+from notifier.fleet.shards import shard_of
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT_MS = 1000
+"""How long each idle poll waits; polling keeps aiokafka from leaving the group for a consumer
+it would otherwise take for stuck (``max.poll.interval.ms``)."""
+
+
+class ShardStore(Protocol):
+    """What membership needs of the shard state (:class:`notifier.fleet.state.ShardState`)."""
+
+    async def load(self, shard: int) -> Any: ...
+
+    async def snapshot(self, shard: int) -> Any: ...
+
+    def drop(self, shard: int) -> Any: ...
+
+
+class Membership:
+    """Joins the fleet's group and keeps :attr:`owned` up to date (see the module's doc).
+
+    ``handover`` is held while shards change hands (the coordinator holds it around each scan);
+    ``drain(timeout)`` waits for pending notifications to be delivered (the notifier's
+    ``wait_delivered``); ``ensure_topic()`` creates the state topic if it is missing."""
+
+    def __init__(
+        self,
+        config: CoordinationConfig,
+        kafka: CoordinationKafka,
+        state: ShardStore,
+        *,
+        handover: asyncio.Lock,
+        ensure_topic: Callable[[], Awaitable[Any]],
+        drain: Callable[[float], Awaitable[Any]] | None = None,
+        security: dict[str, Any] | None = None,
+        instance: str | None = None,
+    ) -> None:
+        self.config = config
+        self.kafka = kafka
+        self.state = state
+        self.instance = instance or config.instance_name()
+        self.partitions = config.partitions
+        self.owned: frozenset[int] = frozenset()
+        self.coordination_ok = True
+        self.unreachable_since: float | None = None
+        """Wall-clock time (s) the coordination cluster became unreachable; None while up."""
+        self.handovers = 0
+        self._handover = handover
+        self._ensure_topic = ensure_topic
+        self._drain = drain
+        self._security = security or {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._assigned_once = asyncio.Event()
+        self._suspended: frozenset[int] = frozenset()
+        """Revoked shards kept in memory, not scanned, until the assignment that follows."""
+        self._holding = False
+        """Whether this membership holds the hand-over lock (from a revoke to its assignment)."""
+        self._watchdog: asyncio.Task | None = None
+        self._members: list[str] | None = None
+
+    # ---------------------------------------------------------------- reading
+
+    def owns(self, cluster: str, group: str) -> bool:
+        """Whether ``group`` of ``cluster`` belongs to a shard this instance owns now."""
+        return shard_of(cluster, group, self.partitions) in self.owned
+
+    def shard_of(self, cluster: str, group: str) -> int:
+        return shard_of(cluster, group, self.partitions)
+
+    def members(self) -> list[str]:
+        """The fleet's members as far as this instance knows: itself, and those the fleet view
+        reported through :meth:`set_members`."""
+        return sorted(set(self._members or []) | {self.instance})
+
+    def set_members(self, members: Iterable[str]) -> None:
+        self._members = list(members)
+
+    def readiness(self) -> dict[str, Any]:
+        """The ``fleet`` part of ``/readyz``."""
+        if self.coordination_ok or self.unreachable_since is None:
+            coordination = "ok"
+        else:
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.unreachable_since))
+            coordination = f"unreachable since {since}"
+        return {
+            "instance": self.instance,
+            "shards": sorted(self.owned),
+            "partitions": self.partitions,
+            "coordination": coordination,
+        }
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Create the state topic if missing, then join the group. Returns once joined (the
+        first assignment may still be empty: more instances than shards)."""
+        await self._ensure_topic()
+        kafka = self.kafka
+        session_ms = round(self.config.session_timeout * 1000)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=kafka.bootstrap_servers,
+            client_id=f"{kafka.client_id}-{self.instance}",
+            group_id=self.config.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+            session_timeout_ms=session_ms,
+            heartbeat_interval_ms=round(self.config.heartbeat_interval * 1000),
+            # Revoking flushes state and waits for deliveries (bounded by the session timeout):
+            # the broker must wait that long for the member to rejoin.
+            rebalance_timeout_ms=2 * session_ms,
+            request_timeout_ms=max(round(kafka.request_timeout * 1000), session_ms + 5000),
+            **self._security,
+        )
+        await self._consumer.start()
+        self._consumer.subscribe([self.config.topic], listener=_Listener(self))
+        self._tasks = [
+            asyncio.create_task(self._poll(), name="fleet-poll"),
+            asyncio.create_task(self._watch_coordination(), name="fleet-coordination"),
+        ]
+        log.info("joining the fleet", extra={"event": "fleet_joining", "fleet": self.config.name,
+                                            "instance": self.instance,
+                                            "group_id": self.config.group_id,
+                                            "state_topic": self.config.topic})  # fmt: skip
+
+    async def wait_assigned(self, timeout: float | None = None) -> bool:
+        """Wait for the first assignment (tests, start-up)."""
+        try:
+            await asyncio.wait_for(self._assigned_once.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop(self) -> None:
+        """Flush every shard (snapshot, pending deliveries), drop them, then leave the group
+        (LeaveGroup), so the others take the shards over at once from the flushed state."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        self._cancel_watchdog()
+        await self._revoke(self.owned)
+        self._cancel_watchdog()
+        await self._settle(frozenset())
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                await consumer.stop()
+            except KafkaError as exc:
+                log.warning("leaving the fleet failed: %s", exc,
+                            extra={"event": "fleet_leave_failed", "error": str(exc)})  # fmt: skip
+        log.info("left the fleet", extra={"event": "fleet_left", "instance": self.instance})
+
+    # ---------------------------------------------------------------- hand-over
+    #
+    # aiokafka's assignors are eager: every rebalance revokes every shard of every member, and
+    # most come back to the member that had them. So a revoke stops scanning and flushes the
+    # shards (their next owner may be another instance) but keeps them in memory, "suspended";
+    # the assignment that follows keeps the ones that came back as they are, drops the others
+    # and loads the new ones. The hand-over lock is held from the revoke to that assignment:
+    # a scan in between would take the suspended groups for vanished and resolve them.
+
+    async def _revoke(self, shards: frozenset[int]) -> None:
+        shards = shards & self.owned
+        if not shards:
+            return
+        started = time.monotonic()
+        if not self._holding:
+            await self._handover.acquire()  # the scan under way ends first
+            self._holding = True
+        self.owned = self.owned - shards
+        self._suspended = self._suspended | shards
+        for shard in sorted(shards):
+            try:
+                await asyncio.wait_for(self.state.snapshot(shard), self.config.session_timeout)
+            except Exception as exc:
+                log.error("shard state not flushed before hand-over",
+                          extra={"event": "fleet_snapshot_failed", "shard": shard,
+                                 "error": str(exc) or type(exc).__name__})  # fmt: skip
+        if self._drain is not None:
+            try:
+                await self._drain(self.config.session_timeout / 2)
+            except Exception as exc:
+                log.warning("pending notifications not drained before hand-over: %s", exc,
+                            extra={"event": "fleet_drain_failed"})  # fmt: skip
+        self._cancel_watchdog()
+        self._watchdog = asyncio.create_task(self._await_assignment(), name="fleet-watchdog")
+        flush_s = round(time.monotonic() - started, 3)
+        log.info("shards revoked", extra={"event": "fleet_revoked", "instance": self.instance,
+                                          "shards": sorted(shards),
+                                          "flush_s": flush_s})  # fmt: skip
+
+    async def _assigned(self, partitions: Iterable[TopicPartition]) -> None:
+        shards = frozenset(tp.partition for tp in partitions if tp.topic == self.config.topic)
+        consumer = self._consumer
+        if consumer is not None and shards:
+            consumer.pause(*[TopicPartition(self.config.topic, p) for p in shards])
+        self._cancel_watchdog()
+        started = time.monotonic()
+        kept, new = await self._settle(shards)
+        self.handovers += 1
+        self._assigned_once.set()
+        load_s = round(time.monotonic() - started, 3)
+        log.info("shards assigned", extra={"event": "fleet_assigned", "instance": self.instance,
+                                           "owned": sorted(self.owned), "kept": sorted(kept),
+                                           "loaded": sorted(new), "load_s": load_s})  # fmt: skip
+
+    async def _settle(self, shards: frozenset[int]) -> tuple[frozenset[int], frozenset[int]]:
+        """Own exactly ``shards``: keep the suspended ones among them, drop the other suspended
+        ones, load the rest; then let the scans go on. Returns (kept, loaded)."""
+        if not self._holding:
+            await self._handover.acquire()
+            self._holding = True
+        try:
+            kept = self._suspended & shards
+            new = shards - self._suspended - self.owned
+            for shard in sorted(self._suspended - shards):
+                self.state.drop(shard)
+            self._suspended = frozenset()
+            for shard in sorted(new):
+                try:
+                    await self.state.load(shard)
+                except Exception as exc:
+                    # Watching without the old state beats not watching: the windows refill.
+                    log.error("shard state not loaded; watching its groups from scratch",
+                              extra={"event": "fleet_shard_load_failed", "shard": shard,
+                                     "error": str(exc) or type(exc).__name__})  # fmt: skip
+            self.owned = frozenset(self.owned | shards)
+        finally:
+            self._holding = False
+            self._handover.release()
+        return kept, new
+
+    async def _await_assignment(self) -> None:
+        """A revoke without the assignment that should follow it (the coordination cluster
+        went away mid-rebalance): after the rebalance's time is up, take the suspended shards
+        back while coordination is unreachable (nobody else can have been given them by a
+        group that cannot meet), else let them go."""
+        await asyncio.sleep(2 * self.config.session_timeout)
+        suspended = self._suspended
+        if not suspended:
+            return
+        if await self._reachable():
+            log.warning("no assignment after revoke; shards let go",
+                        extra={"event": "fleet_assignment_missing",
+                               "shards": sorted(suspended)})  # fmt: skip
+            await self._settle(self.owned)
+        else:
+            log.error("coordination cluster unreachable mid-rebalance: keeping the revoked "
+                      "shards and watching them until it is back",
+                      extra={"event": "fleet_shards_kept",
+                             "shards": sorted(suspended)})  # fmt: skip
+            await self._settle(self.owned | suspended)
+
+    def _cancel_watchdog(self) -> None:
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None and watchdog is not asyncio.current_task():
+            watchdog.cancel()
+
+    # ---------------------------------------------------------------- background
+
+    async def _poll(self) -> None:
+        """Poll (nothing: every partition is paused) so aiokafka sees a live consumer, and
+        surface the errors the group protocol hands to the user."""
+        assert self._consumer is not None
+        while True:
+            try:
+                await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+            except asyncio.CancelledError:
+                raise
+            except KafkaError as exc:
+                log.warning("fleet membership: %s", exc,
+                            extra={"event": "fleet_group_error", "error": str(exc)})  # fmt: skip
+                await asyncio.sleep(POLL_TIMEOUT_MS / 1000)
+
+    async def _watch_coordination(self) -> None:
+        """Every heartbeat interval: can the coordination cluster be reached? The shards stay
+        either way; what changes is what this instance says."""
+        assert self._consumer is not None
+        interval = self.config.heartbeat_interval
+        failing_since: float | None = None
+        while True:
+            await asyncio.sleep(interval)
+            reachable = await self._reachable()
+            now = time.time()
+            if reachable:
+                failing_since = None
+                if not self.coordination_ok:
+                    down_for = now - (self.unreachable_since or now)
+                    self.coordination_ok, self.unreachable_since = True, None
+                    log.warning(
+                        "coordination cluster reachable again; fleet membership resumes",
+                        extra={"event": "fleet_coordination_up", "instance": self.instance,
+                               "shards": sorted(self.owned),
+                               "unreachable_s": round(down_for, 1)},
+                    )  # fmt: skip
+                continue
+            failing_since = failing_since or now
+            # One missed probe is noise; a heartbeat interval of them is an outage.
+            if self.coordination_ok and now - failing_since >= interval:
+                self.coordination_ok, self.unreachable_since = False, failing_since
+                log.error(
+                    "coordination cluster unreachable: keeping the current shards and watching "
+                    "them until it is back",
+                    extra={"event": "fleet_coordination_down", "instance": self.instance,
+                           "shards": sorted(self.owned),
+                           "bootstrap_servers": self.kafka.bootstrap_servers},
+                )  # fmt: skip
+
+    async def _reachable(self) -> bool:
+        assert self._consumer is not None
+        client = self._consumer._client  # aiokafka has no public "is the cluster up" call
+        try:
+            async with asyncio.timeout(self.config.heartbeat_interval):
+                await client.fetch_all_metadata()
+        except (KafkaError, TimeoutError, OSError):
+            return False
+        return True
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, membership: Membership) -> None:
+        self.membership = membership
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        shards = frozenset(tp.partition for tp in revoked)
+        await self.membership._revoke(shards)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        await self.membership._assigned(assigned)
