@@ -164,6 +164,12 @@ def run(config_path: Path) -> None:
             click.echo(f"{config_path}: api: {exc}", err=True)
             sys.exit(2)
         companions.append(server)
+    if service.coordination is not None:
+        from notifier.fleet.instance import FleetInstance
+
+        # Last to start, first to stop (after the last scan): it flushes every shard and
+        # leaves the fleet while the notifier still delivers.
+        companions.append(FleetInstance(service, coordinator, notifier))
     if notifier is None:
         sink.warn_nobody_notified(str(config_path))
     asyncio.run(

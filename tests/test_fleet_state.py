@@ -4,14 +4,22 @@ returns the latest record of each key up to where the partition ended when the r
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from notifier.collect import client_security
+from notifier.collect import ScanResult, client_security
+from notifier.config import with_parameters
 from notifier.config.kafka_security import SecurityConfig
+from notifier.demo import HttpReceiver
+from notifier.fleet.state import PublishReport, ShardState
 from notifier.fleet.statetopic import (
     StateReader,
     StateTopicError,
@@ -19,6 +27,16 @@ from notifier.fleet.statetopic import (
     ensure_topic,
     read_partition,
 )
+from notifier.notify import Notifier, jsonenc
+from notifier.notify.codec import result_to_dict
+from notifier.service import Coordinator
+from notifier.service.coordinator import ClusterState, make_collector
+from notifier.types import GroupStatus
+from tests.notify_helpers import config, webhook
+from tests.test_collect import _commit, _produce
+from tests.test_integration import _name, _rules, _service
+
+SCAN_S = 0.5
 
 
 def _topic(name: str) -> str:
@@ -115,3 +133,226 @@ def test_state_clients_log_in_as_the_collector_does():
     assert settings["sasl_mechanism"] == "SCRAM-SHA-512"
     assert (settings["sasl_plain_username"], settings["sasl_plain_password"]) == ("fleet", "s3cret")
     assert client_security(SecurityConfig())["security_protocol"] == "PLAINTEXT"
+
+
+# --------------------------------------------------------------------------------------------
+# Shard state moving between instances: real groups, real scans, real notifiers.
+
+SHARD = 0
+
+
+@dataclass
+class Instance:
+    """One ``notifier run`` of the fleet as far as shard state goes."""
+
+    coordinator: Coordinator
+    notifier: Notifier
+    shard_state: ShardState
+
+    @property
+    def cluster(self) -> ClusterState:
+        return self.coordinator.clusters["it"]
+
+    async def scan(self) -> ScanResult:
+        """One real scan of the cluster, processed here."""
+        result = await self.cluster.collector.scan()
+        self.coordinator.process(self.cluster, result)
+        return result
+
+    async def publish(self, groups: list[str]) -> PublishReport:
+        return await self.shard_state.publish_scan(
+            "it", {SHARD: groups}, self.coordinator, self.notifier
+        )
+
+
+@pytest.fixture
+async def instances(kafka_broker, tmp_path, notifiers, http):
+    """Start instances sharing one state topic (``make(name, snapshot_every)``)."""
+    topic = _topic("fleet")
+    await ensure_topic(kafka_broker.bootstrap_servers, topic, 2)
+    made: list[Instance] = []
+
+    async def make(name: str, prefix: str, snapshot_every: int = 4) -> Instance:
+        data_dir = tmp_path / name
+        service = _service(kafka_broker.bootstrap_servers, prefix, data_dir, SCAN_S)
+        rules = with_parameters(_rules(), {"burrow.enabled": True})
+        notifier = await notifiers(
+            config(webhook(http.url_for("/hook"))), data_dir / "notify.sqlite"
+        )
+        coordinator = Coordinator(service, rules, data_dir, notifier)
+        coordinator.clusters["it"].collector = make_collector(service.clusters[0])
+        shard_state = ShardState(
+            kafka_broker.bootstrap_servers,
+            topic,
+            coordinator,
+            notifier,
+            snapshot_every=snapshot_every,
+        )
+        await shard_state.start()
+        instance = Instance(coordinator, notifier, shard_state)
+        made.append(instance)
+        return instance
+
+    yield make
+    for instance in made:
+        await instance.shard_state.stop()
+        collector = instance.cluster.collector
+        if collector is not None:
+            await collector.close()
+
+
+async def _groups(bootstrap: str, prefix: str) -> tuple[str, str]:
+    """A caught-up group and one left behind with no members (Burrow's STOP: ERR)."""
+    topic = f"{prefix}t"
+    await _produce(bootstrap, topic, [6, 6])
+    ok, behind = f"{prefix}ok", f"{prefix}behind"
+    await _commit(bootstrap, ok, {(topic, 0): 6, (topic, 1): 6})
+    await _commit(bootstrap, behind, {(topic, 0): 1, (topic, 1): 2})
+    return ok, behind
+
+
+def _results(instance: Instance, groups: list[str]) -> dict[str, str]:
+    evaluation = instance.cluster.evaluation
+    assert evaluation is not None
+    return {g: jsonenc.dumps(result_to_dict(evaluation.result("it", g))) for g in groups}
+
+
+def _same_windows(a: Instance, b: Instance, group: str) -> None:
+    mine = a.cluster.store.export_group("it", group)
+    theirs = b.cluster.store.export_group("it", group)
+    assert mine is not None and theirs is not None
+    assert mine.partitions == theirs.partitions
+    for name, values in mine.columns.items():
+        np.testing.assert_array_equal(theirs.columns[name], values, err_msg=name)
+    for name, values in mine.tables.items():
+        np.testing.assert_array_equal(theirs.tables[name], values, err_msg=name)
+    gid_a = a.cluster.store.group_id("it", group)
+    gid_b = b.cluster.store.group_id("it", group)
+    assert gid_a is not None and gid_b is not None
+    assert a.cluster.evaluator.export_group(gid_a) == b.cluster.evaluator.export_group(gid_b)
+
+
+async def _paced(seconds: float) -> None:
+    # Scans a scan interval apart, as the scheduler runs them: the windows judge gaps by it.
+    await asyncio.sleep(seconds)
+
+
+async def test_a_loaded_shard_evaluates_as_its_old_owner_would(kafka_broker, instances):
+    prefix = _name("move") + "-"
+    groups = list(await _groups(kafka_broker.bootstrap_servers, prefix))
+    a = await instances("a", prefix, snapshot_every=4)
+    published = []
+    for _ in range(7):  # a snapshot at scans 0 and 4, changes for 1-3 and 5-6: no final one
+        await a.scan()
+        published.append(await a.publish(groups))
+        await _paced(SCAN_S)
+    assert [p.snapshots for p in published] == [2, 0, 0, 0, 2, 0, 0]
+    assert a.cluster.tracker.statuses == {("it", groups[1]): GroupStatus.ERR}
+
+    b = await instances("b", prefix)  # a fresh process: it has never scanned
+    report = await b.shard_state.load(SHARD)
+    assert (report.groups, report.changes, report.skipped) == (2, 4, [])
+    assert b.shard_state.groups(SHARD) == {("it", g) for g in groups}
+    for group in groups:
+        _same_windows(a, b, group)
+    assert b.cluster.tracker.statuses == a.cluster.tracker.statuses
+    assert b.cluster.store.last_scan_ts == a.cluster.store.last_scan_ts
+
+    result = await a.scan()  # the next scan, seen by both
+    b.coordinator.process(b.cluster, result)
+    assert _results(b, groups) == _results(a, groups)
+    for group in groups:
+        _same_windows(a, b, group)
+
+    # A hands the shard over for good: it forgets the groups and their incident.
+    a.shard_state.drop(SHARD)
+    assert a.cluster.store.groups("it") == [] and a.cluster.tracker.statuses == {}
+    assert a.notifier.open_incidents() == {}
+
+
+async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instances, http):
+    bootstrap = kafka_broker.bootstrap_servers
+    prefix = _name("incident") + "-"
+    ok, behind = await _groups(bootstrap, prefix)
+    groups = [ok, behind]
+    a = await instances("a", prefix)
+
+    deadline = time.monotonic() + 60
+    while not a.notifier.open_incidents():
+        assert time.monotonic() < deadline, "the lagging group never opened an incident"
+        await a.scan()
+        await a.publish(groups)
+        await _paced(SCAN_S)
+    (opened,) = a.notifier.open_incidents().values()
+    await _wait(lambda: _events(http) == [("open", opened.id)], "the open to be delivered")
+    await a.scan()
+    await a.publish(groups)  # carries the notification log: the open was sent
+    # A dies here (kill -9): no snapshot, no revoke.
+
+    b = await instances("b", prefix)
+    report = await b.shard_state.load(SHARD)
+    assert report.incidents == 1
+    assert [i.id for i in b.notifier.open_incidents().values()] == [opened.id]
+    assert b.cluster.tracker.statuses == {("it", behind): GroupStatus.ERR}
+
+    for _ in range(3):  # still ERR on B: the same incident, nothing re-opened or repeated
+        await _paced(SCAN_S)
+        await b.scan()
+        await b.publish(groups)
+    assert b.notifier.open_incidents()[("it", behind)].id == opened.id
+
+    await _commit(bootstrap, behind, {(f"{prefix}t", 0): 6, (f"{prefix}t", 1): 6})
+    deadline = time.monotonic() + 60
+    while b.notifier.open_incidents():
+        assert time.monotonic() < deadline, "the caught-up group never recovered"
+        await _paced(SCAN_S)
+        await b.scan()
+        await b.publish(groups)
+    await _wait(lambda: len(_events(http)) == 2, "the resolve to be delivered")
+    assert _events(http) == [("open", opened.id), ("resolve", opened.id)]
+
+    # The closed incident's key is a tombstone: a later owner finds no incident to continue.
+    c = await instances("c", prefix)
+    assert (await c.shard_state.load(SHARD)).incidents == 0
+    assert c.notifier.open_incidents() == {}
+    assert c.cluster.tracker.statuses == {}
+
+
+async def test_a_damaged_record_is_skipped_and_named(kafka_broker, instances, caplog):
+    prefix = _name("damaged") + "-"
+    groups = list(await _groups(kafka_broker.bootstrap_servers, prefix))
+    a = await instances("a", prefix)
+    await a.scan()
+    await a.publish(groups)
+    good = a.shard_state._writer  # the same producer the instance writes with
+    await good.send(SHARD, f"snap/it/{prefix}ghost", b"\x00garbage")
+    records = await read_partition(kafka_broker.bootstrap_servers, a.shard_state.topic, SHARD)
+    offset = max(r.offset for r in records)
+
+    b = await instances("b", prefix)
+    with caplog.at_level(logging.WARNING, logger="notifier.fleet.state"):
+        report = await b.shard_state.load(SHARD)
+    assert report.groups == 2 and len(report.skipped) == 1
+    topic = a.shard_state.topic
+    assert any(
+        r.getMessage().startswith(
+            f"topic {topic} partition {SHARD} offset {offset} key snap/it/{prefix}ghost: "
+            "the state record cannot be used"
+        )
+        for r in caplog.records
+    )
+
+
+def _events(http: HttpReceiver) -> list[tuple[str, str]]:
+    return [
+        (alert["event"], alert["incident"]["id"])
+        for request in http.to("/hook")
+        for alert in request.json["alerts"]
+    ]
+
+
+async def _wait(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)

@@ -9,13 +9,21 @@ deliveries and leaves the group, and the other instances take the shards over at
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
 from notifier.collect.security import client_security
 from notifier.config import ServiceConfig
 from notifier.fleet.membership import Membership, ShardStore
 from notifier.fleet.statetopic import ensure_topic
 from notifier.service.coordinator import Coordinator, ShardPublisher
+
+if TYPE_CHECKING:
+    from notifier.fleet.state import ShardState
+
+log = logging.getLogger(__name__)
 
 
 class FleetInstance:
@@ -26,7 +34,7 @@ class FleetInstance:
         service: ServiceConfig,
         coordinator: Coordinator,
         notifier: Any,
-        shard_state: Any,
+        shard_state: ShardState | None = None,
         *,
         instance: str | None = None,
     ) -> None:
@@ -34,6 +42,18 @@ class FleetInstance:
         kafka = service.coordination_kafka()
         if config is None or kafka is None:
             raise ValueError("the service config has no coordination: section")
+        if shard_state is None:
+            from notifier.fleet.state import ShardState
+
+            shard_state = ShardState(
+                kafka.bootstrap_servers,
+                config.topic,
+                coordinator,
+                notifier,
+                security=kafka.security,
+                client_id=kafka.client_id,
+            )
+        self.shard_state = shard_state
         store: ShardStore = shard_state
         publisher: ShardPublisher = shard_state
 
@@ -47,6 +67,7 @@ class FleetInstance:
                 request_timeout_ms=max(30_000, round(kafka.request_timeout * 1000)),
             )
 
+        self._ensure = ensure
         drain = None if notifier is None else notifier.wait_delivered
         self.membership = Membership(
             config,
@@ -61,7 +82,28 @@ class FleetInstance:
         coordinator.join_fleet(self.membership, publisher)
 
     async def start(self) -> None:
+        """Create the state topic if missing, open the shard state's clients, join."""
+        await self._ensure()
+        await self.shard_state.start()
         await self.membership.start()
 
     async def stop(self) -> None:
-        await self.membership.stop()
+        """Flush and leave (see :meth:`Membership.stop`), then close the shard state."""
+        try:
+            await self.membership.stop()
+        finally:
+            await _closing(self.shard_state.stop(), "shard state")
+
+
+async def _closing(stop: Awaitable[Any], what: str) -> None:
+    """Await a client's ``stop()``. aiokafka's consumer, stopped while its cluster is gone,
+    re-raises the cancellation of its own fetch task: that is not this task being cancelled,
+    and must not cut the rest of the shutdown short."""
+    try:
+        await stop
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.warning("%s closed while its cluster was unreachable", what,
+                    extra={"event": "fleet_close_interrupted"})  # fmt: skip

@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import KafkaError
 
 from notifier.config import CoordinationConfig, CoordinationKafka
@@ -144,6 +145,8 @@ class Membership:
             client_id=f"{kafka.client_id}-{self.instance}",
             group_id=self.config.group_id,
             enable_auto_commit=False,
+            # Only the shards that must move do: the others stay where their state is warm.
+            partition_assignment_strategy=(StickyPartitionAssignor,),
             auto_offset_reset="latest",
             session_timeout_ms=session_ms,
             heartbeat_interval_ms=round(self.config.heartbeat_interval * 1000),
@@ -187,6 +190,12 @@ class Membership:
         if consumer is not None:
             try:
                 await consumer.stop()
+            except asyncio.CancelledError:
+                # aiokafka re-raises its own fetch task's cancellation when its cluster is
+                # gone; only a cancellation of this task itself goes on.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
             except KafkaError as exc:
                 log.warning("leaving the fleet failed: %s", exc,
                             extra={"event": "fleet_leave_failed", "error": str(exc)})  # fmt: skip
@@ -211,13 +220,7 @@ class Membership:
             self._holding = True
         self.owned = self.owned - shards
         self._suspended = self._suspended | shards
-        for shard in sorted(shards):
-            try:
-                await asyncio.wait_for(self.state.snapshot(shard), self.config.session_timeout)
-            except Exception as exc:
-                log.error("shard state not flushed before hand-over",
-                          extra={"event": "fleet_snapshot_failed", "shard": shard,
-                                 "error": str(exc) or type(exc).__name__})  # fmt: skip
+        await self._flush(shards)
         if self._drain is not None:
             try:
                 await self._drain(self.config.session_timeout / 2)
@@ -230,6 +233,24 @@ class Membership:
         log.info("shards revoked", extra={"event": "fleet_revoked", "instance": self.instance,
                                           "shards": sorted(shards),
                                           "flush_s": flush_s})  # fmt: skip
+
+    async def _flush(self, shards: frozenset[int]) -> None:
+        """Snapshot ``shards`` to the state topic, all within one session timeout (a
+        coordination cluster that does not answer cannot hold a hand-over or a shutdown)."""
+        if not self.coordination_ok:
+            log.error("coordination cluster unreachable: shard state not flushed",
+                      extra={"event": "fleet_snapshot_skipped",
+                             "shards": sorted(shards)})  # fmt: skip
+            return
+        shard = None
+        try:
+            async with asyncio.timeout(self.config.session_timeout):
+                for shard in sorted(shards):
+                    await self.state.snapshot(shard)
+        except Exception as exc:
+            log.error("shard state not flushed before hand-over",
+                      extra={"event": "fleet_snapshot_failed", "shard": shard,
+                             "error": str(exc) or type(exc).__name__})  # fmt: skip
 
     async def _assigned(self, partitions: Iterable[TopicPartition]) -> None:
         shards = frozenset(tp.partition for tp in partitions if tp.topic == self.config.topic)

@@ -585,6 +585,41 @@ class Dispatcher:
             self._changed(change, now, kind=kind)
         self._dirty_incidents.clear()
 
+    # ---- groups moving to another instance (fleet)
+
+    def handover(
+        self, cluster: str, group: str
+    ) -> tuple[Incident, GroupResult | None, list[LogEntry]] | None:
+        """The open incident of a group, its latest result and its notification log (None: no
+        open incident): what the group's next owner needs to continue it."""
+        incident = self.book.open.get((cluster, group))
+        if incident is None:
+            return None
+        entries = list(self._log_by_incident.get(incident.id, {}).values())
+        return incident, self.book.results.get(incident.id), entries
+
+    def drop(self, incident_ids: Iterable[str]) -> None:
+        """Forget live incidents another instance has taken over: they leave their
+        aggregation groups unsent, unclosed and unlogged (the new owner continues them)."""
+        for incident_id_ in incident_ids:
+            incident = self._live.get(incident_id_)
+            if incident is None:
+                continue
+            for key in list(self._incident_groups.get(incident_id_, ())):
+                group = self._groups.get(key)
+                if group is not None:
+                    group.members.discard(incident_id_)
+                    if not group.members:
+                        self._drop_group(group)
+                self._membership.pop((key[0], incident_id_), None)
+            if self.book.open.get((incident.cluster, incident.group)) is incident:
+                del self.book.open[(incident.cluster, incident.group)]
+            # No longer a source for inhibit rules here.
+            self.inhibitor.update(dataclasses.replace(incident, closed_at=0), None)
+            self._retire(incident_id_)
+            self._forget.discard(incident_id_)
+            self._dirty_incidents.pop(incident_id_, None)
+
     # ---- views
 
     def incidents(self, now: int, *, open_only: bool = True) -> list[Incident]:

@@ -15,7 +15,7 @@ import logging
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -41,12 +41,18 @@ from notifier.notify.channels import (
     Templates,
     Webhook,
 )
+from notifier.notify.codec import (
+    incident_from_dict,
+    incident_to_dict,
+    result_from_dict,
+    result_to_dict,
+)
 from notifier.notify.delivery import Deliverer, log_event, wall_ms
 from notifier.notify.dispatcher import Dispatcher
-from notifier.notify.outbox import NotifyStore, OutboxEntry, OutboxRow
+from notifier.notify.outbox import LogEntry, NotifyStore, OutboxEntry, OutboxRow
 from notifier.notify.policy import ChannelPolicy, RetryPolicy, default_policy
 from notifier.notify.silences import Silence, SilenceError, make_silence
-from notifier.types import GroupStatus, Incident, Notification, Transition
+from notifier.types import Event, GroupStatus, Incident, Notification, Transition
 
 log = logging.getLogger("notifier.notify")
 
@@ -551,6 +557,53 @@ class Notifier:
         resumes from after a restart (these were committed with every transition, while its
         checkpoint may be older)."""
         return {g: i.status for (c, g), i in self.core.book.open.items() if c == cluster}
+
+    # ---- groups moving to another instance (fleet)
+
+    def export_incident(self, cluster: str, group: str) -> dict[str, Any] | None:
+        """The group's open incident, its latest result and its notification log as JSON-able
+        data (None: no open incident), for :meth:`import_incident` on the group's next owner."""
+        found = self.core.handover(cluster, group)
+        if found is None:
+            return None
+        incident, result, entries = found
+        return {
+            "incident": incident_to_dict(incident),
+            "result": None if result is None else result_to_dict(result),
+            "log": [
+                [e.route, e.sent_status.value, e.last_event.value, e.last_sent_at, e.resolved]
+                for e in entries
+            ],
+        }
+
+    def import_incident(self, data: Mapping[str, Any]) -> Incident:
+        """Continue an incident another instance opened (from :meth:`export_incident`): the
+        group's next transition updates or resolves this incident (same id, same dedup key)
+        and the log keeps what was sent from being sent again. Persisted at once."""
+        incident = incident_from_dict(data["incident"])
+        result = None if data.get("result") is None else result_from_dict(data["result"])
+        entries = [
+            LogEntry(route, incident.id, GroupStatus(sent), Event(event), int(at), bool(done))
+            for route, sent, event, at, done in data.get("log", [])
+        ]
+        held = self.core.book.open.get((incident.cluster, incident.group))
+        if held is not None:
+            self.core.drop([held.id])  # ours is older: the exporter owned the group since
+        self.store.save([(incident, result, "group")], entries)
+        self.core.restore([(incident, result, "group")], entries, self.clock())
+        self._changes += 1
+        self._wake.set()
+        return incident
+
+    def drop_incidents(self, keys: Collection[tuple[str, str]]) -> list[str]:
+        """Forget the open incidents of groups another instance owns now (no resolve, no
+        further notification from here; the store forgets them too); their ids."""
+        ids = [i.id for k, i in self.core.book.open.items() if k in keys]
+        if ids:
+            self.core.drop(ids)
+            self.store.forget_incidents(ids)
+            self._changes += 1
+        return ids
 
     def metrics(self) -> dict[str, Any]:
         """Delivery counters (per channel), outbox depth, oldest pending age, and what the

@@ -620,6 +620,22 @@ class NotifyStore:
         )
         return removed
 
+    def forget_incidents(self, ids: Iterable[str]) -> None:
+        """Delete incidents and their notification log (another instance owns them now: a
+        restart here must not bring them back as its own)."""
+        params = [(i,) for i in ids]
+        if not params:
+            return
+        self.flush()
+        self.db.execute("BEGIN")
+        try:
+            self.db.executemany("DELETE FROM notify_log WHERE incident_id = ?", params)
+            self.db.executemany("DELETE FROM incidents WHERE id = ?", params)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
     # ---- Slack message refs (so a follow-up updates the original message)
 
     def slack_ref(self, channel: str, incident_id: str) -> SlackMessageRef | None:

@@ -32,7 +32,7 @@ from notifier.rules.step import (
     StoreStep,
     evaluate_step,
 )
-from notifier.rules.store import NULL, ROW_COLUMN_NAMES, ScanColumns, WindowStore
+from notifier.rules.store import NULL, ROW_COLUMN_NAMES, GroupRows, ScanColumns, WindowStore
 from notifier.rules.testrules import RuleTest, run_file, series_samples
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "ClusterPipeline",
     "Evaluation",
     "Evaluator",
+    "GroupRows",
     "LeoReset",
     "Moment",
     "RuleTest",

@@ -15,7 +15,7 @@ transition.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,6 +167,10 @@ def _coerce(rule: Any, key: str, value: Any) -> Any:
 
 # --------------------------------------------------------------------------------------------
 # Per-group rule state (`for` and `keep_firing_for`)
+
+
+RULE_STATE_FIELDS = ("pending_since", "last_true", "firing", "fired_severity")
+"""A rule's per-group state, in the order :meth:`Evaluator.export_group` gives it."""
 
 
 @dataclass(slots=True)
@@ -664,6 +668,34 @@ class Evaluator:
         """After a checkpoint restore: the restored state belongs to the restored groups."""
         n_groups = len(self.store.group_key)
         self._group_epoch = self.store.group_epoch[: max(n_groups, 1)].copy()
+
+    def export_group(self, gid: int) -> dict[str, list[int]]:
+        """One group's ``for``/``keep_firing_for`` state by rule: ``[pending_since,
+        last_true, firing, fired_severity]`` (what :meth:`import_group` takes)."""
+        out = {}
+        for name, state in self.state.items():
+            if gid < state.firing.size:
+                out[name] = [int(getattr(state, f)[gid]) for f in RULE_STATE_FIELDS]
+        return out
+
+    def import_group(self, gid: int, exported: Mapping[str, Sequence[int]]) -> None:
+        """Install state :meth:`export_group` gave (another process's, for a group the store
+        just imported under ``gid``); rules this evaluator does not have are ignored, its rules
+        the export does not name start clean."""
+        n_groups = len(self.store.group_key)
+        for name, state in self.state.items():
+            state.grow(n_groups)
+            state.reset(np.asarray([gid]))
+            values = exported.get(name)
+            if values is not None:
+                for field_name, value in zip(RULE_STATE_FIELDS, values, strict=True):
+                    getattr(state, field_name)[gid] = value
+        # The state now belongs to the group the store has under this id.
+        if self._group_epoch.size < n_groups:
+            grown = np.zeros(max(1024, 2 * n_groups), dtype=np.int64)
+            grown[: self._group_epoch.size] = self._group_epoch
+            self._group_epoch = grown
+        self._group_epoch[gid] = self.store.group_epoch[gid]
 
     def evaluate(self, now: int, rows: np.ndarray | None = None) -> Evaluation:
         """Evaluate ``rows`` (default: every live window) as of ``now`` (ms)."""

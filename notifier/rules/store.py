@@ -69,6 +69,24 @@ ROW_COLUMN_NAMES = tuple(name for name, *_ in _ROW_COLUMNS)
 """The names of the per-row columns: what a checkpoint saves of each row."""
 
 
+_IDENTITY_COLUMNS = ("row_group", "row_table", "row_partition", "row_alive", "row_epoch")
+PORTABLE_ROW_COLUMNS = tuple(n for n in ROW_COLUMN_NAMES if n not in _IDENTITY_COLUMNS)
+"""The per-row columns that mean the same in another process's store (not ids into it)."""
+TABLE_COLUMN_NAMES = ("t_leo", "t_time", "t_count")
+
+
+@dataclass(slots=True)
+class GroupRows:
+    """One group's windows as a store exports them for another store: its partitions, the
+    portable columns of their rows and the LEO tables of those partitions (in that order)."""
+
+    cluster: str
+    group: str
+    partitions: list[tuple[str, int]]
+    columns: dict[str, np.ndarray]
+    tables: dict[str, np.ndarray]
+
+
 @dataclass(slots=True)
 class ScanColumns:
     """One scan of one cluster as arrays (what :meth:`WindowStore.ingest_scan` takes)."""
@@ -693,6 +711,99 @@ class WindowStore:
         expired = np.nonzero((present > 0) & (fresh == 0))[0]
         keys = [self.group_key[g] for g in expired.tolist()]
         return self.remove_groups(k for k in keys if k is not None)
+
+    # ---------------------------------------------------------------- moving groups
+
+    def rows_of_group(self, cluster: str, group: str) -> np.ndarray:
+        """The rows in use of one group, by (topic, partition)."""
+        gid = self._group_of.get((cluster, group))
+        if gid is None:
+            return np.zeros(0, dtype=np.int64)
+        alive = self.alive_rows()
+        rows = alive[self.row_group[alive] == gid]
+        return np.asarray(sorted(rows.tolist(), key=lambda r: self.row_key_of(r)[2:]), np.int64)
+
+    def rows_by_group(self, cluster: str) -> dict[str, np.ndarray]:
+        """The rows in use of each group of ``cluster`` (one pass over the store)."""
+        alive = self.alive_rows()
+        gids = self.row_group[alive]
+        order = np.argsort(gids, kind="stable")
+        alive, gids = alive[order], gids[order]
+        starts = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1]]) if gids.size else gids
+        out = {}
+        for start, end in zip(starts.tolist(), [*starts[1:].tolist(), gids.size]):
+            key = self.group_key[int(gids[start])]
+            if key is not None and key[0] == cluster:
+                out[key[1]] = alive[start:end]
+        return out
+
+    def latest_scan(
+        self, cluster: str, rows_by_group: dict[str, np.ndarray], ts: int
+    ) -> ScanColumns:
+        """The samples the scan at ``ts`` left in the rows of the given groups, as the scan's
+        columns (rows that scan did not see are left out): what :meth:`replay_scan` takes."""
+        picked = [rows for rows in rows_by_group.values() if rows.size]
+        rows = np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
+        rows = rows[self.s_ts[rows, -1] == ts]
+        keys = [self.row_key_of(r) for r in rows.tolist()]
+        return ScanColumns(
+            cluster=cluster,
+            ts=ts,
+            group=[k[1] for k in keys],
+            topic=[k[2] for k in keys],
+            partition=self.row_partition[rows].astype(np.int32),
+            committed=self.latest_committed[rows],
+            log_end=self.latest_leo[rows],
+            log_start=self.latest_log_start[rows],
+            state=self.latest_state[rows],
+            members=self.latest_members[rows],
+            member_hash=self.last_hash[rows],
+        )
+
+    def export_group(self, cluster: str, group: str) -> GroupRows | None:
+        """Everything the store holds of one group (None: nothing), for :meth:`import_group`
+        in another store with the same window settings."""
+        rows = self.rows_of_group(cluster, group)
+        if rows.size == 0:
+            return None
+        tables = self.row_table[rows]
+        return GroupRows(
+            cluster=cluster,
+            group=group,
+            partitions=[(key[2], key[3]) for key in map(self.row_key_of, rows.tolist())],
+            columns={name: getattr(self, name)[rows] for name in PORTABLE_ROW_COLUMNS},
+            tables={name: getattr(self, name)[tables] for name in TABLE_COLUMN_NAMES},
+        )
+
+    def import_group(self, exported: GroupRows) -> int:
+        """Install a group exported by another store in place of whatever this one held of it;
+        returns its group id (a new one: per-group state elsewhere must be installed anew). A
+        LEO table this store already holds for a partition is kept when it is the newer."""
+        cluster, group = exported.cluster, exported.group
+        self.remove_groups([(cluster, group)])
+        rows = np.asarray(
+            [self._new_row((cluster, group, t, p)) for t, p in exported.partitions], np.int64
+        )
+        for name, values in exported.columns.items():
+            getattr(self, name)[rows] = values
+        tables = self.row_table[rows]
+        theirs = exported.tables
+        newer = (self.t_count[tables] == 0) | (theirs["t_time"][:, -1] > self.t_time[tables, -1])
+        for name in TABLE_COLUMN_NAMES:
+            getattr(self, name)[tables[newer]] = theirs[name][newer]
+        self._last_scan.pop(cluster, None)
+        return self._group_of[(cluster, group)]
+
+    def replay_scan(self, scan: ScanColumns) -> np.ndarray:
+        """Ingest a scan another store already ingested for some of its groups (a shard taken
+        over): as :meth:`ingest_scan`, except that the cluster's latest scan time never goes
+        back."""
+        latest = self.last_scan_ts.get(scan.cluster)
+        rows = self.ingest_scan(scan)
+        if latest is not None and latest > scan.ts:
+            self.last_scan_ts[scan.cluster] = latest
+        self._last_scan.pop(scan.cluster, None)  # a part of a scan: not the cluster's layout
+        return rows
 
 
 def as_index(rows: np.ndarray) -> slice | np.ndarray:

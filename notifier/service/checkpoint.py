@@ -20,6 +20,7 @@ import logging
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,41 @@ def _digest(blobs: list[tuple[str, bytes]]) -> str:
     for name, data in sorted(blobs):
         digest.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
     return digest.hexdigest()
+
+
+_RECORD_MAGIC = b"NFA1"
+
+
+def pack_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+    """``meta`` (JSON-able) and named arrays as one self-checking record, in the checkpoint's
+    array format: what the fleet's state topic carries (:mod:`notifier.fleet.state`)."""
+    blobs = [(name, _blob(np.ascontiguousarray(a))) for name, a in arrays.items()]
+    header = json.dumps(
+        {"meta": meta, "arrays": [[n, len(b)] for n, b in blobs], "digest": _digest(blobs)},
+        separators=(",", ":"),
+    ).encode()
+    return b"".join([_RECORD_MAGIC, len(header).to_bytes(4, "big"), header, *(b for _, b in blobs)])
+
+
+def unpack_arrays(record: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """What :func:`pack_arrays` packed; ValueError naming what is wrong with a damaged or
+    foreign record."""
+    if record[:4] != _RECORD_MAGIC:
+        raise ValueError(f"not an array record (starts with {record[:4]!r})")
+    size = int.from_bytes(record[4:8], "big")
+    try:
+        header = json.loads(record[8 : 8 + size])
+        layout = [(str(name), int(length)) for name, length in header["arrays"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"its header cannot be read: {exc}") from None
+    blobs = []
+    at = 8 + size
+    for name, length in layout:
+        blobs.append((name, record[at : at + length]))
+        at += length
+    if at != len(record) or _digest(blobs) != header.get("digest"):
+        raise ValueError("its arrays do not match the digest packed with them")
+    return header["meta"], {name: _array(data) for name, data in blobs}
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -36,7 +36,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,6 +59,7 @@ from notifier.rules import (
     ClusterPipeline,
     Evaluation,
     Evaluator,
+    GroupRows,
     LeoReset,
     ScanColumns,
     TransitionTracker,
@@ -102,6 +103,7 @@ class FleetShards(Protocol):
 
     partitions: int
     owned: frozenset[int]
+    coordination_ok: bool
 
     def owns(self, cluster: str, group: str) -> bool: ...
 
@@ -119,8 +121,8 @@ class ShardPublisher(Protocol):
 
 
 PUBLISH_TIMEOUT_S = 10.0
-"""How long a scan waits for its changes to reach the state topic: a coordination cluster that
-does not answer must not stop the watching (its outage is reported by the membership)."""
+"""How long a scan waits at most (and never more than a scan interval) for its changes to reach
+the state topic: a coordination cluster that does not answer must not stop the watching."""
 
 
 class LogSink:
@@ -696,11 +698,15 @@ class Coordinator:
             transitions = self.process(state, result)
         finally:
             self._scanning -= 1
+        if not fleet.coordination_ok:
+            # Nobody can take these shards over meanwhile; the snapshot of the revoke that
+            # follows the outage carries what these scans changed.
+            return transitions
         groups: dict[int, list[str]] = {shard: [] for shard in sorted(fleet.owned)}
         for shard, names in by_shard(name, result.group_states, fleet.partitions).items():
             groups.setdefault(shard, []).extend(names)
         try:
-            async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+            async with asyncio.timeout(min(PUBLISH_TIMEOUT_S, state.config.scan_interval)):
                 await publisher.publish_scan(name, groups, self, self.sink)
         except Exception as exc:  # the watching goes on; the next owner loads older state
             log.warning("scan not published to the state topic",
@@ -834,6 +840,78 @@ class Coordinator:
         """Every cluster scanned successfully within the last three intervals (none stale)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         return not any(s.stale(now_ms) for s in self.clusters.values())
+
+    # ---------------------------------------------------------------- shards moving (fleet)
+
+    def export_group(self, cluster: str, group: str) -> GroupHandover | None:
+        """What the next owner of a group needs of this coordinator's state (None: nothing
+        kept): its windows and LEO tables, its rules' ``for`` state, its tracker status."""
+        state = self.clusters[cluster]
+        rows = state.store.export_group(cluster, group)
+        gid = state.store.group_id(cluster, group)
+        if rows is None or gid is None:
+            return None
+        status = state.tracker.statuses.get((cluster, group), GroupStatus.OK)
+        return GroupHandover(rows, state.evaluator.export_group(gid), status)
+
+    def import_group(self, handover: GroupHandover) -> None:
+        """Take over a group another instance exported, in place of what was kept of it."""
+        state = self.clusters[handover.rows.cluster]
+        gid = state.store.import_group(handover.rows)
+        self._adopt(state, handover.rows.group, gid, handover.rule_state, handover.status)
+
+    def replay_group_scan(
+        self,
+        scan: ScanColumns,
+        rule_state: Mapping[str, Mapping[str, Sequence[int]]],
+        statuses: Mapping[str, GroupStatus],
+    ) -> None:
+        """Ingest a scan another instance made of groups taken over (no evaluation: their
+        rules' state and status after that scan are given, by group)."""
+        state = self.clusters[scan.cluster]
+        state.store.replay_scan(scan)
+        for group, status in statuses.items():
+            gid = state.store.group_id(scan.cluster, group)
+            if gid is not None:
+                self._adopt(state, group, gid, rule_state.get(group, {}), status)
+
+    @staticmethod
+    def _adopt(
+        state: ClusterState,
+        group: str,
+        gid: int,
+        rule_state: Mapping[str, Sequence[int]],
+        status: GroupStatus,
+    ) -> None:
+        state.evaluator.import_group(gid, rule_state)
+        key = (state.config.name, group)
+        if status in (GroupStatus.OK, GroupStatus.NOTFOUND):
+            state.tracker.statuses.pop(key, None)
+        else:
+            state.tracker.statuses[key] = status
+
+    def drop_groups(self, cluster: str, groups: Collection[str]) -> None:
+        """Forget groups handed to another instance: no transition (they did not change,
+        another instance watches them now)."""
+        state = self.clusters.get(cluster)
+        if state is None or not groups:
+            return
+        state.store.remove_groups((cluster, group) for group in groups)
+        for group in groups:
+            state.tracker.statuses.pop((cluster, group), None)
+        # The API reads these: they are replaced, never changed in place.
+        state.groups = {g: s for g, s in state.groups.items() if g not in groups}
+        state.owners = {g: o for g, o in state.owners.items() if g not in groups}
+        state.group_members = {g: n for g, n in state.group_members.items() if g not in groups}
+
+
+@dataclass(frozen=True)
+class GroupHandover:
+    """One group's coordinator state as it moves between instances."""
+
+    rows: GroupRows
+    rule_state: Mapping[str, Sequence[int]]
+    status: GroupStatus
 
 
 def make_collector(cluster: ClusterConfig) -> ClusterCollector:

@@ -1,0 +1,411 @@
+"""Several notifier instances as one fleet (issue 10), in one event loop against the embedded
+Tansu broker: each instance is a real coordinator, collector, shard state and group membership.
+
+Three instances share a few hundred groups so that each group is scanned by exactly one of
+them; a fourth joins and shards move without leaving any group unwatched for longer than one
+hand-over; the coordination cluster going away leaves every instance with its shards, watching
+them, and saying so in its log, ``/metrics`` and ``/readyz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.client import AIOKafkaClient
+from aiokafka.protocol.commit import OffsetCommitRequest
+from aiokafka.protocol.coordination import FindCoordinatorRequest
+from click.testing import CliRunner
+
+from notifier.api import create_app
+from notifier.cli import main
+from notifier.collect import ScanResult
+from notifier.config import (
+    ClusterConfig,
+    ConfigError,
+    ServiceConfig,
+    load_rules,
+    parse_service_config,
+)
+from notifier.fleet import by_shard, shard_of
+from notifier.fleet.instance import FleetInstance
+from notifier.resources import rules_or_default
+from notifier.service import Coordinator, LogSink, make_collector
+
+SCAN_S = 2.0
+SESSION_S = 6.0
+SHARDS = 12
+TOPICS = 6
+PARTITIONS = 2
+
+
+# ------------------------------------------------------------------------------------------
+# The watched cluster
+
+
+async def populate(bootstrap: str, prefix: str, groups: int) -> list[str]:
+    """``groups`` groups, each with committed offsets on both partitions of one of a few
+    topics; returns their names."""
+    topics = [f"{prefix}-t{t}" for t in range(TOPICS)]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60_000)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for topic in topics:
+            for partition in range(PARTITIONS):
+                for _ in range(3):
+                    await producer.send_and_wait(topic, b"x", partition=partition)
+    finally:
+        await producer.stop()
+    names = [f"{prefix}-g{i:04d}" for i in range(groups)]
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=60_000)
+    await client.bootstrap()
+    gate = asyncio.Semaphore(16)
+
+    async def commit(index: int) -> None:
+        async with gate:
+            node = next(iter(client.cluster.brokers())).nodeId
+            found = await client.send(node, FindCoordinatorRequest(names[index], 0))
+            offsets = [(p, 1 + (index + p) % 3, "") for p in range(PARTITIONS)]
+            request = OffsetCommitRequest(
+                names[index], -1, "", -1, [(topics[index % TOPICS], offsets)]
+            )
+            response = await client.send(found.coordinator_id, request)
+            assert not [e for _, parts in response.topics for _, e in parts if e]
+
+    try:
+        await asyncio.gather(*(commit(i) for i in range(groups)))
+    finally:
+        await client.close()
+    return names
+
+
+# ------------------------------------------------------------------------------------------
+# Instances
+
+
+@dataclass
+class Scan:
+    at: float
+    """When the scan ended (monotonic)."""
+    groups: frozenset[str]
+    """The groups whose committed offsets it fetched."""
+
+
+class RecordingCollector:
+    """The real collector; every scan's groups are kept so the test can count them."""
+
+    def __init__(self, cluster: ClusterConfig, scans: list[Scan]) -> None:
+        self.inner = make_collector(cluster)
+        self.scans = scans
+
+    @property
+    def group_filter(self) -> Callable[[str], bool] | None:
+        return self.inner.group_filter
+
+    @group_filter.setter
+    def group_filter(self, value: Callable[[str], bool] | None) -> None:
+        self.inner.group_filter = value
+
+    async def scan(self) -> ScanResult:
+        result = await self.inner.scan()
+        fetched = set(result.samples.column("group").to_pylist()) | set(result.group_states)
+        self.scans.append(Scan(time.monotonic(), frozenset(fetched)))
+        return result
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+@dataclass
+class Instance:
+    name: str
+    coordinator: Coordinator
+    fleet: FleetInstance
+    scans: list[Scan] = field(default_factory=list)
+
+    @property
+    def owned(self) -> frozenset[int]:
+        return self.fleet.membership.owned
+
+    def scans_since(self, at: float) -> list[Scan]:
+        return [s for s in self.scans if s.at > at]
+
+
+def service_config(bootstrap: str, prefix: str, coordination: dict[str, Any]) -> ServiceConfig:
+    return parse_service_config(
+        {
+            "clusters": [
+                {
+                    "name": "prod",
+                    "bootstrap_servers": bootstrap,
+                    "scan_interval": f"{SCAN_S}s",
+                    "group_allow": [f"^{prefix}-"],
+                }
+            ],
+            "history": {"enabled": False},
+            "api": {"enabled": False},
+            "coordination": {
+                "name": prefix,
+                "partitions": SHARDS,
+                "session_timeout": f"{SESSION_S}s",
+                "heartbeat_interval": "1s",
+                **coordination,
+            },
+        },
+        "fleet.yaml",
+    )
+
+
+async def start_instance(service: ServiceConfig, data_dir: Path, name: str) -> Instance:
+    scans: list[Scan] = []
+    coordinator = Coordinator(
+        service,
+        load_rules(rules_or_default(None)),
+        data_dir / name,
+        LogSink(),
+        collector_factory=lambda cluster: RecordingCollector(cluster, scans),
+    )
+    fleet = FleetInstance(service, coordinator, None, instance=name)
+    await fleet.start()  # as `notifier run` does: companions first, then the scans
+    await coordinator.start()
+    return Instance(name, coordinator, fleet, scans)
+
+
+async def stop_instance(instance: Instance) -> None:
+    await instance.coordinator.stop()
+    await instance.fleet.stop()
+
+
+async def eventually(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:g}s: {what}"
+        await asyncio.sleep(0.2)
+
+
+def settled(instances: list[Instance], since: float) -> bool:
+    """Every shard owned by exactly one instance, and each instance has scanned since."""
+    owned = [i.owned for i in instances]
+    every = frozenset().union(*owned)
+    return (
+        every == frozenset(range(SHARDS))
+        and sum(len(o) for o in owned) == SHARDS
+        and all(i.scans_since(since) for i in instances)
+    )
+
+
+def last_scans(instances: list[Instance]) -> dict[str, frozenset[str]]:
+    return {i.name: i.scans[-1].groups for i in instances}
+
+
+def assert_each_group_scanned_once(scans: dict[str, frozenset[str]], groups: list[str]) -> None:
+    seen: dict[str, list[str]] = {}
+    for name, scanned in scans.items():
+        for group in scanned:
+            seen.setdefault(group, []).append(name)
+    twice = {g: names for g, names in seen.items() if len(names) > 1}
+    missing = sorted(set(groups) - set(seen))
+    assert not twice, f"scanned by more than one instance: {dict(list(twice.items())[:5])}"
+    assert not missing, f"scanned by no instance: {missing[:5]} ({len(missing)} in all)"
+
+
+# ------------------------------------------------------------------------------------------
+# Tests
+
+CLUSTERS = "clusters:\n  - {name: prod, bootstrap_servers: 'localhost:9092'}\n"
+
+
+def test_a_coordination_section_is_checked_and_accepted(tmp_path):
+    path = tmp_path / "service.yaml"
+    path.write_text(CLUSTERS + "coordination: {name: prod-eu, cluster: prod}\n")
+    result = CliRunner().invoke(main, ["check", "--config", str(path)])
+    assert result.exit_code == 0, result.output
+    fleet = parse_service_config({"clusters": [{"name": "prod",
+                                                "bootstrap_servers": "k:9092"}],
+                                  "coordination": {"name": "prod-eu", "cluster": "prod"}},
+                                 "s.yaml").coordination  # fmt: skip
+    assert fleet is not None
+    assert (fleet.topic, fleet.view_topic, fleet.group_id, fleet.partitions) == (
+        "notifier-fleet.prod-eu.state",
+        "notifier-fleet.prod-eu.state.view",
+        "notifier-fleet.prod-eu",
+        32,
+    )
+    assert fleet.instance_name({"HOSTNAME": "notifier-7d9c"}) == "notifier-7d9c"
+    assert fleet.instance_name({}).endswith(f"-{os.getpid()}")
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "expected"),
+    [
+        ("{name: prod eu, cluster: prod}", "coordination.name", "should match pattern"),
+        ("{name: eu, cluster: nope}", "coordination.cluster", "'nope' is not a configured"),
+        ("{name: eu}", "coordination", "exactly one of cluster"),
+        ("{name: eu, cluster: prod, kafka: {bootstrap_servers: 'k:1'}}", "coordination",
+         "exactly one of cluster"),
+        ("{name: eu, cluster: prod, partitions: 0}", "coordination.partitions",
+         "greater than or equal to 1"),
+        ("{name: eu, cluster: prod, heartbeat_interval: 10s, session_timeout: 10s}",
+         "coordination", "less than session_timeout"),
+        ("{name: eu, kafka: {bootstrap_servers: 'nohost'}}",
+         "coordination.kafka.bootstrap_servers", "expected host:port"),
+    ],
+)  # fmt: skip
+def test_a_bad_coordination_section_names_the_field(section, field, expected):
+    data = yaml.safe_load(CLUSTERS + f"coordination: {section}\n")
+    with pytest.raises(ConfigError) as caught:
+        parse_service_config(data, "service.yaml")
+    assert "service.yaml" in str(caught.value)
+    assert any(
+        where == field and expected in problem for where, problem in caught.value.problems
+    ), caught.value.problems
+
+
+def test_a_group_belongs_to_the_same_shard_everywhere():
+    # Fixed values: every instance, whatever its Python or machine, must agree.
+    assert shard_of("prod", "billing", 32) == 1
+    assert shard_of("staging", "billing", 32) == 26  # the cluster is part of the key
+    spread = by_shard("prod", [f"g{i}" for i in range(3200)], 32)
+    assert sorted(spread) == list(range(32))
+    assert min(len(g) for g in spread.values()) > 50  # about 100 each
+
+
+async def test_three_instances_split_the_groups_and_a_fourth_takes_shards_without_a_gap(
+    kafka_broker, tmp_path
+):
+    prefix = f"fleet-{uuid.uuid4().hex[:6]}"
+    groups = await populate(kafka_broker.bootstrap_servers, prefix, 300)
+    service = service_config(kafka_broker.bootstrap_servers, prefix, {"cluster": "prod"})
+    instances = [await start_instance(service, tmp_path, f"i{n}") for n in range(3)]
+    try:
+        started = time.monotonic()
+        await eventually(lambda: settled(instances, started), 90, "three instances settled")
+        # A scan that began before the last hand-over may still list a moved shard: judge the
+        # next round, which began after it.
+        settled_at = time.monotonic()
+        await eventually(
+            lambda: all(i.scans_since(settled_at) for i in instances), 30, "a round of scans"
+        )
+        round_one = last_scans(instances)
+        assert_each_group_scanned_once(round_one, groups)
+        shares = {name: len(g) for name, g in round_one.items()}
+        assert all(share > 0 for share in shares.values()), shares
+        before = {i.name: i.owned for i in instances}
+
+        joined = time.monotonic()
+        instances.append(await start_instance(service, tmp_path, "i3"))
+        await eventually(
+            lambda: settled(instances, joined) and len(instances[3].owned) > 0,
+            90,
+            "four instances settled",
+        )
+        settled_at = time.monotonic()
+        await eventually(
+            lambda: all(i.scans_since(settled_at) for i in instances), 30, "a round of scans"
+        )
+        round_two = last_scans(instances)
+        assert_each_group_scanned_once(round_two, groups)
+        assert round_two["i3"], "the new instance scans groups"
+        assert all(len(instances[n].owned) < len(before[f"i{n}"]) for n in range(3)), (
+            "each instance handed shards over",
+            before,
+            [i.owned for i in instances],
+        )
+
+        # No group went unwatched longer than one hand-over: from the join on, the time
+        # between two scans of a group (by any instance) stays within the rebalance (a
+        # session timeout at most) and two scan intervals, with room for a busy machine.
+        bound = SESSION_S + 2 * SCAN_S + 8
+        scanned_at: dict[str, list[float]] = {g: [joined] for g in groups}
+        for instance in instances:
+            for scan in instance.scans_since(joined):
+                for group in scan.groups:
+                    scanned_at[group].append(scan.at)
+        gaps = {g: max(b - a for a, b in zip(sorted(t), sorted(t)[1:], strict=False))
+                for g, t in scanned_at.items()}  # fmt: skip
+        worst = max(gaps, key=lambda g: gaps[g])
+        assert gaps[worst] <= bound, f"{worst} unwatched for {gaps[worst]:.1f}s"
+    finally:
+        for instance in instances:
+            await stop_instance(instance)
+
+
+async def test_an_unreachable_coordination_cluster_leaves_every_instance_its_shards(
+    kafka_broker, broker_factory, tmp_path, caplog
+):
+    prefix = f"fleet-{uuid.uuid4().hex[:6]}"
+    groups = await populate(kafka_broker.bootstrap_servers, prefix, 90)
+    coordination = broker_factory()
+    service = service_config(
+        kafka_broker.bootstrap_servers,
+        prefix,
+        {"kafka": {"bootstrap_servers": coordination.bootstrap_servers}},
+    )
+    caplog.set_level(logging.INFO, logger="notifier.fleet")
+    instances = [await start_instance(service, tmp_path, f"i{n}") for n in range(3)]
+    try:
+        started = time.monotonic()
+        await eventually(lambda: settled(instances, started), 90, "three instances settled")
+        owned = {i.name: i.owned for i in instances}
+
+        coordination.stop()
+        down = time.monotonic()
+        await eventually(
+            lambda: not any(i.fleet.membership.coordination_ok for i in instances),
+            30,
+            "every instance noticed the outage",
+        )
+        # Watching goes on: two more scans each, over the same groups as before, as long as
+        # a session timeout and more after the outage began.
+        await eventually(
+            lambda: all(len(i.scans_since(down + SESSION_S)) >= 2 for i in instances),
+            60,
+            "scans after the outage",
+        )
+        assert {i.name: i.owned for i in instances} == owned
+        assert_each_group_scanned_once(last_scans(instances), groups)
+
+        down_lines = [
+            r for r in caplog.records if getattr(r, "event", "") == "fleet_coordination_down"
+        ]
+        assert sorted(r.instance for r in down_lines) == ["i0", "i1", "i2"]
+        for instance in instances:
+            app = create_app(instance.coordinator, None)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://n") as client:
+                ready = await client.get("/readyz")
+                metrics = (await client.get("/metrics")).text
+            assert ready.status_code == 200, ready.text
+            fleet = ready.json()["fleet"]
+            assert fleet["instance"] == instance.name
+            assert fleet["shards"] == sorted(owned[instance.name])
+            assert fleet["coordination"].startswith("unreachable since ")
+            label = f'{{instance="{instance.name}"}}'
+            assert f"notifier_fleet_coordination_up{label} 0" in metrics
+            shards = len(owned[instance.name])
+            assert f"notifier_fleet_shards_owned{label} {shards}" in metrics
+    finally:
+        stopping = time.monotonic()
+        for instance in instances:
+            await stop_instance(instance)
+        # Leaving cannot wait for a cluster that is gone: a bounded shutdown.
+        assert time.monotonic() - stopping < 3 * (SESSION_S + 10)
