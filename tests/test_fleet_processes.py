@@ -309,6 +309,14 @@ async def _scanned_after(owner: Instance, group: str, since_ms: int) -> int | No
     return min(fresh) if fresh else None
 
 
+async def test_a_coordinated_notifier_run_starts_and_alone_watches_every_group(
+    fleet: Fleet,
+) -> None:
+    (alone,) = await fleet.start(1)
+    owners = await poll(fleet.settled, 60, "every group watched by the one instance")
+    assert set(owners.values()) == {alone}
+
+
 async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_a_second_page(
     fleet: Fleet,
 ) -> None:
