@@ -42,57 +42,77 @@ class FleetInstance:
         kafka = service.coordination_kafka()
         if config is None or kafka is None:
             raise ValueError("the service config has no coordination: section")
-        if shard_state is None:
+        self.config = config
+        self.kafka = kafka
+        self.coordinator = coordinator
+        self.notifier = notifier
+        self.instance = instance or config.instance_name()
+        self._shard_state = shard_state
+        self._membership: Membership | None = None
+
+    @property
+    def membership(self) -> Membership:
+        assert self._membership is not None, "FleetInstance.start() first"
+        return self._membership
+
+    @property
+    def shard_state(self) -> ShardState:
+        assert self._shard_state is not None, "FleetInstance.start() first"
+        return self._shard_state
+
+    async def _ensure_topic(self) -> int:
+        kafka = self.kafka
+        return await ensure_topic(
+            kafka.bootstrap_servers,
+            self.config.topic,
+            self.config.partitions,
+            security=kafka.security,
+            client_id=kafka.client_id,
+            request_timeout_ms=max(30_000, round(kafka.request_timeout * 1000)),
+        )
+
+    async def start(self) -> None:
+        """Create the state topic if missing, open the shard state's clients, join. (The
+        Kafka clients are made here: aiokafka wants them made on the running loop.)"""
+        await self._ensure_topic()
+        config, kafka, coordinator = self.config, self.kafka, self.coordinator
+        if self._shard_state is None:
             from notifier.fleet.state import ShardState
 
-            shard_state = ShardState(
+            self._shard_state = ShardState(
                 kafka.bootstrap_servers,
                 config.topic,
                 coordinator,
-                notifier,
+                self.notifier,
                 security=kafka.security,
                 client_id=kafka.client_id,
             )
-        self.shard_state = shard_state
+        shard_state = self._shard_state
         store: ShardStore = shard_state
         publisher: ShardPublisher = shard_state
-
-        async def ensure() -> int:
-            return await ensure_topic(
-                kafka.bootstrap_servers,
-                config.topic,
-                config.partitions,
-                security=kafka.security,
-                client_id=kafka.client_id,
-                request_timeout_ms=max(30_000, round(kafka.request_timeout * 1000)),
-            )
-
-        self._ensure = ensure
-        drain = None if notifier is None else notifier.wait_delivered
-        self.membership = Membership(
+        drain = None if self.notifier is None else self.notifier.wait_delivered
+        self._membership = Membership(
             config,
             kafka,
             store,
             handover=coordinator.handover,
-            ensure_topic=ensure,
+            ensure_topic=self._ensure_topic,
             drain=drain,
             security=client_security(kafka.security),
-            instance=instance,
+            instance=self.instance,
         )
-        coordinator.join_fleet(self.membership, publisher)
-
-    async def start(self) -> None:
-        """Create the state topic if missing, open the shard state's clients, join."""
-        await self._ensure()
-        await self.shard_state.start()
-        await self.membership.start()
+        coordinator.join_fleet(self._membership, publisher, self.notifier)
+        await shard_state.start()
+        await self._membership.start()
 
     async def stop(self) -> None:
         """Flush and leave (see :meth:`Membership.stop`), then close the shard state."""
         try:
-            await self.membership.stop()
+            if self._membership is not None:
+                await self._membership.stop()
         finally:
-            await _closing(self.shard_state.stop(), "shard state")
+            if self._shard_state is not None:
+                await _closing(self._shard_state.stop(), "shard state")
 
 
 async def _closing(stop: Awaitable[Any], what: str) -> None:

@@ -188,6 +188,9 @@ class Membership:
         await self._settle(frozenset())
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
+            group = consumer._coordinator  # aiokafka keeps the member's generation there
+            skipped_leave = group is not None and group.generation == 0 and group.member_id
+            member_id = group.member_id if group is not None else ""
             try:
                 await consumer.stop()
             except asyncio.CancelledError:
@@ -199,7 +202,34 @@ class Membership:
             except KafkaError as exc:
                 log.warning("leaving the fleet failed: %s", exc,
                             extra={"event": "fleet_leave_failed", "error": str(exc)})  # fmt: skip
+            if skipped_leave:
+                await self._leave(member_id)
         log.info("left the fleet", extra={"event": "fleet_left", "instance": self.instance})
+
+    async def _leave(self, member_id: str) -> None:
+        """LeaveGroup for a member of generation 0: aiokafka sends it only for generations
+        above 0, though 0 is a valid one (only -1 means none), and without it the others wait
+        a whole session timeout for the shards this instance just flushed."""
+        from aiokafka.client import AIOKafkaClient, CoordinationType
+        from aiokafka.protocol.group import LeaveGroupRequest
+
+        client = AIOKafkaClient(
+            bootstrap_servers=self.kafka.bootstrap_servers,
+            client_id=f"{self.kafka.client_id}-{self.instance}",
+            request_timeout_ms=round(self.kafka.request_timeout * 1000),
+            **self._security,
+        )
+        try:
+            async with asyncio.timeout(self.kafka.request_timeout):
+                await client.bootstrap()
+                node = await client.coordinator_lookup(CoordinationType.GROUP, self.config.group_id)
+                await client.send(node, LeaveGroupRequest(self.config.group_id, member_id))
+        except (KafkaError, TimeoutError, OSError) as exc:
+            log.warning("LeaveGroup failed; the others take the shards over after the session "
+                        "timeout", extra={"event": "fleet_leave_failed",
+                                          "error": str(exc)})  # fmt: skip
+        finally:
+            await client.close()
 
     # ---------------------------------------------------------------- hand-over
     #

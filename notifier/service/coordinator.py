@@ -293,16 +293,21 @@ class Coordinator:
         cluster's collector or forgets the cluster)."""
         self.fleet: FleetShards | None = None
         self.shard_state: ShardPublisher | None = None
+        self._fleet_notifier: Any = None
         self.handover = asyncio.Lock()
         """Held around each scan of a fleet instance and by each hand-over of shards, so a scan
         never sees a shard half loaded or half dropped."""
 
-    def join_fleet(self, fleet: FleetShards, shard_state: ShardPublisher) -> None:
+    def join_fleet(
+        self, fleet: FleetShards, shard_state: ShardPublisher, notifier: Any = None
+    ) -> None:
         """Watch only the groups of the shards ``fleet`` owns, and publish each scan's changes
-        to ``shard_state``. Before :meth:`start`: the SQLite checkpoint is then not used (each
+        to ``shard_state`` (with ``notifier``'s incidents, when notifications are configured).
+        Before :meth:`start`: the SQLite checkpoint is then not used (each
         shard's state lives on the state topic), the outbox stays per instance."""
         self.fleet = fleet
         self.shard_state = shard_state
+        self._fleet_notifier = notifier
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -707,7 +712,7 @@ class Coordinator:
             groups.setdefault(shard, []).extend(names)
         try:
             async with asyncio.timeout(min(PUBLISH_TIMEOUT_S, state.config.scan_interval)):
-                await publisher.publish_scan(name, groups, self, self.sink)
+                await publisher.publish_scan(name, groups, self, self._fleet_notifier)
         except Exception as exc:  # the watching goes on; the next owner loads older state
             log.warning("scan not published to the state topic",
                         extra={"event": "fleet_publish_failed", "cluster": name,
