@@ -44,7 +44,10 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 CLUSTER = "fleet"
 GROUPS = 300
 SHARDS = 12
-SCAN_S = 2.0
+SCAN_S = 5.0
+"""Longer than a rebalance takes on the embedded broker (it completes a join about 3 s after
+the members rejoined), as a production scan interval (10 s) is: a hand-over fits between two
+scans."""
 SESSION_S = 6.0
 HEARTBEAT_S = 1.0
 RECORDS = 120
@@ -352,11 +355,7 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
 
     await poll(all_rescanned, 120, f"the {len(moved)} groups of the killed instance scanned again")
     handover_s = (max(first_scan.values()) - killed_ms) / 1000
-    # The survivors hear of the rebalance at their next heartbeat after the session times out.
-    bound_s = SESSION_S + HEARTBEAT_S + SCAN_S
     print(f"\nkill -9 of {victim.name}: {len(moved)} groups scanned again after {handover_s:.1f} s")
-    assert handover_s <= bound_s, (handover_s, bound_s)
-    assert await fleet.settled() is not None
 
     # The group stays in ERR on its new owner: the open incident came along, nobody pages again.
     new_owner = (await fleet.settled() or {})[stalled]
@@ -379,6 +378,12 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
     report = _delivery_report(fleet.bodies())
     assert report.sequence_errors == [], report.sequence_errors
     assert (report.opens, report.resolves) == (1, 1), report
+    # The issue's bound, session timeout plus a scan interval, and the heartbeat: the group
+    # coordinator expires the dead member a session timeout after its last heartbeat, and the
+    # survivors hear of the rebalance at their next one. The rebalance, the load and the first
+    # scan then fit within one scan interval.
+    bound_s = SESSION_S + HEARTBEAT_S + SCAN_S
+    assert handover_s <= bound_s, (handover_s, bound_s)
 
 
 async def test_sigterm_hands_over_with_no_scan_missing_from_the_moved_windows(
