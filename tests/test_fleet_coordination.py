@@ -97,6 +97,60 @@ async def populate(bootstrap: str, prefix: str, groups: int) -> list[str]:
     return names
 
 
+class Outage:
+    """A TCP relay in front of the coordination broker (which advertises the relay's port) that
+    can cut every connection and refuse new ones, then let them through again: the cluster
+    becomes unreachable without losing its data, as a network partition does."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.target = ("127.0.0.1", 0)
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def cut(self) -> None:
+        self.down = True
+        for writer in list(self._open):
+            writer.close()
+
+    def restore(self) -> None:
+        self.down = False
+
+    async def close(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.down:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        self._open |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._open -= {writer, up_writer}
+
+
 # ------------------------------------------------------------------------------------------
 # Instances
 
@@ -280,6 +334,16 @@ def test_a_bad_coordination_section_names_the_field(section, field, expected):
     ), caught.value.problems
 
 
+def test_a_reload_cannot_change_the_fleet(tmp_path):
+    alone = yaml.safe_load(CLUSTERS)
+    fleet = yaml.safe_load(CLUSTERS + "coordination: {name: eu, cluster: prod}\n")
+    rules = load_rules(rules_or_default(None))
+    coordinator = Coordinator(parse_service_config(alone, "s.yaml"), rules, tmp_path, LogSink())
+    problems = coordinator.check_reload(parse_service_config(fleet, "s.yaml"), rules)
+    assert [field for field, _ in problems] == ["coordination"]
+    assert "on restart only" in problems[0][1]
+
+
 def test_a_group_belongs_to_the_same_shard_everywhere():
     # Fixed values: every instance, whatever its Python or machine, must agree.
     assert shard_of("prod", "billing", 32) == 1
@@ -290,8 +354,9 @@ def test_a_group_belongs_to_the_same_shard_everywhere():
 
 
 async def test_three_instances_split_the_groups_and_a_fourth_takes_shards_without_a_gap(
-    kafka_broker, tmp_path
+    kafka_broker, tmp_path, caplog
 ):
+    caplog.set_level(logging.INFO, logger="notifier.fleet")
     prefix = f"fleet-{uuid.uuid4().hex[:6]}"
     groups = await populate(kafka_broker.bootstrap_servers, prefix, 300)
     service = service_config(kafka_broker.bootstrap_servers, prefix, {"cluster": "prod"})
@@ -325,6 +390,10 @@ async def test_three_instances_split_the_groups_and_a_fourth_takes_shards_withou
         round_two = last_scans(instances)
         assert_each_group_scanned_once(round_two, groups)
         assert round_two["i3"], "the new instance scans groups"
+        # Warm: the shards it took came with their groups' state from the state topic.
+        taken = [r for r in caplog.records
+                 if getattr(r, "event", "") == "fleet_assigned" and r.instance == "i3"]  # fmt: skip
+        assert taken and sum(r.loaded_groups for r in taken) > 0, [r.__dict__ for r in taken]
         assert all(len(instances[n].owned) < len(before[f"i{n}"]) for n in range(3)), (
             "each instance handed shards over",
             before,
@@ -354,11 +423,14 @@ async def test_an_unreachable_coordination_cluster_leaves_every_instance_its_sha
 ):
     prefix = f"fleet-{uuid.uuid4().hex[:6]}"
     groups = await populate(kafka_broker.bootstrap_servers, prefix, 90)
-    coordination = broker_factory()
+    outage = Outage()
+    port = await outage.start()
+    coordination = await asyncio.to_thread(broker_factory, advertised_port=port)
+    outage.target = ("127.0.0.1", coordination.port)
     service = service_config(
         kafka_broker.bootstrap_servers,
         prefix,
-        {"kafka": {"bootstrap_servers": coordination.bootstrap_servers}},
+        {"kafka": {"bootstrap_servers": f"127.0.0.1:{port}"}},
     )
     caplog.set_level(logging.INFO, logger="notifier.fleet")
     instances = [await start_instance(service, tmp_path, f"i{n}") for n in range(3)]
@@ -367,15 +439,15 @@ async def test_an_unreachable_coordination_cluster_leaves_every_instance_its_sha
         await eventually(lambda: settled(instances, started), 90, "three instances settled")
         owned = {i.name: i.owned for i in instances}
 
-        coordination.stop()
+        outage.cut()
         down = time.monotonic()
         await eventually(
             lambda: not any(i.fleet.membership.coordination_ok for i in instances),
             30,
             "every instance noticed the outage",
         )
-        # Watching goes on: two more scans each, over the same groups as before, as long as
-        # a session timeout and more after the outage began.
+        # Watching goes on: two more scans each, over the same groups as before, from a
+        # session timeout after the outage began (when the broker would have expired them).
         await eventually(
             lambda: all(len(i.scans_since(down + SESSION_S)) >= 2 for i in instances),
             60,
@@ -389,11 +461,7 @@ async def test_an_unreachable_coordination_cluster_leaves_every_instance_its_sha
         ]
         assert sorted(r.instance for r in down_lines) == ["i0", "i1", "i2"]
         for instance in instances:
-            app = create_app(instance.coordinator, None)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://n") as client:
-                ready = await client.get("/readyz")
-                metrics = (await client.get("/metrics")).text
+            ready, metrics = await readiness(instance)
             assert ready.status_code == 200, ready.text
             fleet = ready.json()["fleet"]
             assert fleet["instance"] == instance.name
@@ -403,9 +471,40 @@ async def test_an_unreachable_coordination_cluster_leaves_every_instance_its_sha
             assert f"notifier_fleet_coordination_up{label} 0" in metrics
             shards = len(owned[instance.name])
             assert f"notifier_fleet_shards_owned{label} {shards}" in metrics
+
+        # Back: the broker expired the members meanwhile; they rejoin, each shard is owned
+        # once again, and every group is still scanned by exactly one instance.
+        outage.restore()
+        back = time.monotonic()
+        await eventually(
+            lambda: all(i.fleet.membership.coordination_ok for i in instances),
+            30,
+            "every instance saw coordination come back",
+        )
+        await eventually(lambda: settled(instances, back), 90, "settled after the outage")
+        again = time.monotonic()
+        await eventually(
+            lambda: all(i.scans_since(again) for i in instances), 30, "a round of scans"
+        )
+        assert_each_group_scanned_once(last_scans(instances), groups)
+        up_lines = [r for r in caplog.records if getattr(r, "event", "") == "fleet_coordination_up"]
+        assert sorted(r.instance for r in up_lines) == ["i0", "i1", "i2"]
+        for instance in instances:
+            ready, metrics = await readiness(instance)
+            assert ready.json()["fleet"]["coordination"] == "ok"
+            assert f'notifier_fleet_coordination_up{{instance="{instance.name}"}} 1' in metrics
     finally:
+        outage.cut()
         stopping = time.monotonic()
         for instance in instances:
             await stop_instance(instance)
+        await outage.close()
         # Leaving cannot wait for a cluster that is gone: a bounded shutdown.
         assert time.monotonic() - stopping < 3 * (SESSION_S + 10)
+
+
+async def readiness(instance: Instance) -> tuple[httpx.Response, str]:
+    """The instance's ``/readyz`` answer and ``/metrics`` text."""
+    transport = httpx.ASGITransport(app=create_app(instance.coordinator, None))
+    async with httpx.AsyncClient(transport=transport, base_url="http://notifier") as client:
+        return await client.get("/readyz"), (await client.get("/metrics")).text

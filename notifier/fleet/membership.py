@@ -135,8 +135,8 @@ class Membership:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Create the state topic if missing, then join the group. Returns once joined (the
-        first assignment may still be empty: more instances than shards)."""
+        """Create the state topic if missing, then join the group; the shards come with the
+        first assignment, in the background (:meth:`wait_assigned`)."""
         await self._ensure_topic()
         kafka = self.kafka
         session_ms = round(self.config.session_timeout * 1000)
@@ -153,7 +153,8 @@ class Membership:
             # Revoking flushes state and waits for deliveries (bounded by the session timeout):
             # the broker must wait that long for the member to rejoin.
             rebalance_timeout_ms=2 * session_ms,
-            request_timeout_ms=max(round(kafka.request_timeout * 1000), session_ms + 5000),
+            # A JoinGroup may wait the whole rebalance timeout for the other members.
+            request_timeout_ms=max(round(kafka.request_timeout * 1000), 2 * session_ms + 5000),
             **self._security,
         )
         await self._consumer.start()
@@ -267,7 +268,9 @@ class Membership:
     async def _flush(self, shards: frozenset[int]) -> None:
         """Snapshot ``shards`` to the state topic, all within one session timeout (a
         coordination cluster that does not answer cannot hold a hand-over or a shutdown)."""
-        if not self.coordination_ok:
+        if not shards:
+            return
+        if not self.coordination_ok and not await self._reachable():
             log.error("coordination cluster unreachable: shard state not flushed",
                       extra={"event": "fleet_snapshot_skipped",
                              "shards": sorted(shards)})  # fmt: skip
@@ -289,39 +292,46 @@ class Membership:
             consumer.pause(*[TopicPartition(self.config.topic, p) for p in shards])
         self._cancel_watchdog()
         started = time.monotonic()
-        kept, new = await self._settle(shards)
+        kept, new, groups = await self._settle(shards)
         self.handovers += 1
         self._assigned_once.set()
         load_s = round(time.monotonic() - started, 3)
         log.info("shards assigned", extra={"event": "fleet_assigned", "instance": self.instance,
                                            "owned": sorted(self.owned), "kept": sorted(kept),
-                                           "loaded": sorted(new), "load_s": load_s})  # fmt: skip
+                                           "loaded": sorted(new), "loaded_groups": groups,
+                                           "load_s": load_s})  # fmt: skip
 
-    async def _settle(self, shards: frozenset[int]) -> tuple[frozenset[int], frozenset[int]]:
-        """Own exactly ``shards``: keep the suspended ones among them, drop the other suspended
-        ones, load the rest; then let the scans go on. Returns (kept, loaded)."""
+    async def _settle(self, shards: frozenset[int]) -> tuple[frozenset[int], frozenset[int], int]:
+        """Own exactly ``shards``: keep those held here (suspended, or still owned when an
+        outage kept them), flush and drop the others, load the rest; then let the scans go
+        on. Returns (kept, loaded, groups loaded)."""
         if not self._holding:
             await self._handover.acquire()
             self._holding = True
+        loaded_groups = 0
         try:
-            kept = self._suspended & shards
-            new = shards - self._suspended - self.owned
-            for shard in sorted(self._suspended - shards):
+            held = self._suspended | self.owned
+            kept, new = held & shards, shards - held
+            # Owned, not suspended: kept through an outage, and not flushed yet.
+            await self._flush(self.owned - shards)
+            for shard in sorted(held - shards):
                 self.state.drop(shard)
             self._suspended = frozenset()
+            self.owned = kept
             for shard in sorted(new):
                 try:
-                    await self.state.load(shard)
+                    report = await self.state.load(shard)
+                    loaded_groups += int(getattr(report, "groups", 0) or 0)
                 except Exception as exc:
                     # Watching without the old state beats not watching: the windows refill.
                     log.error("shard state not loaded; watching its groups from scratch",
                               extra={"event": "fleet_shard_load_failed", "shard": shard,
                                      "error": str(exc) or type(exc).__name__})  # fmt: skip
-            self.owned = frozenset(self.owned | shards)
+            self.owned = shards
         finally:
             self._holding = False
             self._handover.release()
-        return kept, new
+        return kept, new, loaded_groups
 
     async def _await_assignment(self) -> None:
         """A revoke without the assignment that should follow it (the coordination cluster
@@ -386,6 +396,10 @@ class Membership:
                                "shards": sorted(self.owned),
                                "unreachable_s": round(down_for, 1)},
                     )  # fmt: skip
+                    # The scans of the outage were not published: a snapshot carries them to
+                    # whoever takes these shards next.
+                    async with self._handover:
+                        await self._flush(self.owned)
                 continue
             failing_since = failing_since or now
             # One missed probe is noise; a heartbeat interval of them is an outage.

@@ -496,7 +496,16 @@ class Coordinator:
 
     def check_reload(self, config: ServiceConfig, rules: RulesConfig) -> list[tuple[str, str]]:
         """``(field, problem)`` for each change a running coordinator cannot take (the
-        window settings size every stored window: they change on restart)."""
+        window settings size every stored window: they change on restart; so does the fleet
+        this instance belongs to)."""
+        if config.coordination != self.config.coordination:
+            return [
+                (
+                    "coordination",
+                    "changed: the fleet an instance belongs to (and whether it belongs to one) "
+                    "changes on restart only; put the running section back to reload the rest",
+                )
+            ]
         if rules.window != self.rules.window:
             changed = sorted(
                 name
