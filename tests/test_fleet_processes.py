@@ -281,6 +281,15 @@ class Fleet:
             return {group: found[0] for group, found in owners.items()}
         return None
 
+    async def spread(self) -> dict[str, Instance] | None:
+        """:meth:`settled`, once every running instance owns some of the groups (the last to
+        start may join after the others have settled among themselves)."""
+        owners = await self.settled()
+        running = {i.name for i in self.instances if i.running}
+        if owners is None or {o.name for o in owners.values()} != running:
+            return None
+        return owners
+
     def bodies(self) -> list[dict[str, Any]]:
         return [request.json for request in self.http.to("/hook")]
 
@@ -324,7 +333,7 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
     fleet: Fleet,
 ) -> None:
     await fleet.start(3)
-    owners = await poll(fleet.settled, 120, "every group owned by exactly one instance")
+    owners = await poll(fleet.spread, 120, "every group owned by exactly one of three instances")
     assert len({i.name for i in owners.values()}) == 3, "three instances share the groups"
 
     stalled = fleet.groups[7]
@@ -358,7 +367,7 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
     print(f"\nkill -9 of {victim.name}: {len(moved)} groups scanned again after {handover_s:.1f} s")
 
     # The group stays in ERR on its new owner: the open incident came along, nobody pages again.
-    new_owner = (await fleet.settled() or {})[stalled]
+    new_owner = (await poll(fleet.settled, 60, "every group owned once after the kill"))[stalled]
     answer = (await new_owner.api.get(f"/api/groups/{CLUSTER}/{stalled}")).json()
     assert (answer["status"], answer["incident_id"]) == ("ERR", incident), answer
     await fleet.offsets.set(stalled, "OK")
@@ -390,7 +399,7 @@ async def test_sigterm_hands_over_with_no_scan_missing_from_the_moved_windows(
     fleet: Fleet,
 ) -> None:
     await fleet.start(3)
-    owners = await poll(fleet.settled, 120, "every group owned by exactly one instance")
+    owners = await poll(fleet.spread, 120, "every group owned by exactly one of three instances")
     leaving = owners[fleet.groups[0]]
     moved = {g for g, owner in owners.items() if owner is leaving}
     # A few scans of history on the old owner, so the windows reach across the hand-over.
@@ -428,7 +437,7 @@ async def test_a_fourth_instance_takes_shards_and_no_group_is_unwatched_past_one
     fleet: Fleet,
 ) -> None:
     await fleet.start(3)
-    await poll(fleet.settled, 120, "every group owned by exactly one instance")
+    await poll(fleet.spread, 120, "every group owned by exactly one of three instances")
     joined_ms = _now_ms()
     (fourth,) = await fleet.start(1)
 
