@@ -19,7 +19,7 @@ from notifier.collect import ScanResult, client_security
 from notifier.config import with_parameters
 from notifier.config.kafka_security import SecurityConfig
 from notifier.demo import HttpReceiver
-from notifier.fleet.state import PublishReport, ShardState
+from notifier.fleet.state import PublishReport, ShardState, _phase
 from notifier.fleet.statetopic import (
     StateReader,
     StateTopicError,
@@ -242,16 +242,22 @@ async def test_a_loaded_shard_evaluates_as_its_old_owner_would(kafka_broker, ins
     groups = list(await _groups(kafka_broker.bootstrap_servers, prefix))
     a = await instances("a", prefix, snapshot_every=4)
     published = []
-    for _ in range(7):  # a snapshot at scans 0 and 4, changes for 1-3 and 5-6: no final one
+    for _ in range(7):  # snapshots every 4 scans, at each group's point of the cycle
         await a.scan()
         published.append(await a.publish(groups))
         await _paced(SCAN_S)
-    assert [p.snapshots for p in published] == [2, 0, 0, 0, 2, 0, 0]
+    assert published[0].snapshots == 2 and sum(p.snapshots for p in published) >= 4
     assert a.cluster.tracker.statuses == {("it", groups[1]): GroupStatus.ERR}
+    # A stops without a final snapshot: what it published since each group's last snapshot
+    # are changes, and every one of them must be replayed.
+    last_snapshot = {g: max(s for s in range(7) if s == 0 or (s + _phase(("it", g), 4)) % 4 == 0)
+                     for g in groups}  # fmt: skip
+    unsnapshotted = sum(6 - s for s in last_snapshot.values())
+    assert unsnapshotted > 0
 
     b = await instances("b", prefix)  # a fresh process: it has never scanned
     report = await b.shard_state.load(SHARD)
-    assert (report.groups, report.changes, report.skipped) == (2, 4, [])
+    assert (report.groups, report.changes, report.skipped) == (2, unsnapshotted, [])
     assert b.shard_state.groups(SHARD) == {("it", g) for g in groups}
     for group in groups:
         _same_windows(a, b, group)
@@ -264,10 +270,20 @@ async def test_a_loaded_shard_evaluates_as_its_old_owner_would(kafka_broker, ins
     for group in groups:
         _same_windows(a, b, group)
 
-    # A hands the shard over for good: it forgets the groups and their incident.
+    # A hands the shard over for good (a revoke): a snapshot of each group, then it forgets
+    # the groups and their incident, also in its database (a restart does not bring it back).
+    assert a.notifier.open_incidents() != {}
+    assert (await a.shard_state.snapshot(SHARD)).snapshots == 2
     a.shard_state.drop(SHARD)
     assert a.cluster.store.groups("it") == [] and a.cluster.tracker.statuses == {}
     assert a.notifier.open_incidents() == {}
+    assert a.notifier.store.incidents(open_only=True) == []
+
+    c = await instances("c", prefix)  # the next owner reads one snapshot per group
+    report = await c.shard_state.load(SHARD)
+    assert (report.groups, report.changes, report.incidents) == (2, 0, 1)
+    for group in groups:
+        _same_windows(b, c, group)
 
 
 async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instances, http):
@@ -285,9 +301,9 @@ async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instanc
         await _paced(SCAN_S)
     (opened,) = a.notifier.open_incidents().values()
     await _wait(lambda: _events(http) == [("open", opened.id)], "the open to be delivered")
-    await a.scan()
-    await a.publish(groups)  # carries the notification log: the open was sent
-    # A dies here (kill -9): no snapshot, no revoke.
+    # The open's notification log went out as it was planned, not with the next scan.
+    await a.shard_state.flush()
+    # A dies here (kill -9): no further scan, no snapshot, no revoke.
 
     b = await instances("b", prefix)
     report = await b.shard_state.load(SHARD)
@@ -308,7 +324,8 @@ async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instanc
         await _paced(SCAN_S)
         await b.scan()
         await b.publish(groups)
-    await _wait(lambda: len(_events(http)) == 2, "the resolve to be delivered")
+    await _wait(lambda: ("resolve", opened.id) in _events(http), "the resolve to be delivered")
+    await b.notifier.wait_delivered(10)
     assert _events(http) == [("open", opened.id), ("resolve", opened.id)]
 
     # The closed incident's key is a tombstone: a later owner finds no incident to continue.
@@ -341,6 +358,46 @@ async def test_a_damaged_record_is_skipped_and_named(kafka_broker, instances, ca
         )
         for r in caplog.records
     )
+
+
+async def test_a_group_that_left_its_cluster_leaves_the_shard(kafka_broker, instances):
+    prefix = _name("gone") + "-"
+    ok, behind = await _groups(kafka_broker.bootstrap_servers, prefix)
+    a = await instances("a", prefix, snapshot_every=3)
+    for _ in range(4):
+        await a.scan()
+        await a.publish([ok, behind])
+    await a.scan()
+    report = await a.publish([ok])  # the scan no longer lists the other group
+    assert report.tombstones == 1
+    assert a.shard_state.groups(SHARD) == {("it", ok)}
+
+    b = await instances("b", prefix)
+    loaded = await b.shard_state.load(SHARD)
+    assert (loaded.groups, loaded.skipped) == (1, [])
+    assert b.cluster.store.groups("it") == [("it", ok)]
+
+
+async def test_after_a_scan_that_was_not_published_the_next_publish_is_a_snapshot(
+    kafka_broker, instances
+):
+    prefix = _name("unpublished") + "-"
+    groups = list(await _groups(kafka_broker.bootstrap_servers, prefix))
+    a = await instances("a", prefix, snapshot_every=50)
+    for _ in range(2):
+        await a.scan()
+        await a.publish(groups)
+        await _paced(SCAN_S)
+    await a.scan()  # e.g. the coordination cluster was unreachable: not published
+    await _paced(SCAN_S)
+    await a.scan()
+    report = await a.publish(groups)
+    assert (report.snapshots, report.changes) == (2, 0)
+
+    b = await instances("b", prefix)
+    await b.shard_state.load(SHARD)
+    for group in groups:
+        _same_windows(a, b, group)
 
 
 def _events(http: HttpReceiver) -> list[tuple[str, str]]:

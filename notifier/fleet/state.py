@@ -5,8 +5,9 @@ Per group, keyed so that compaction keeps what a new owner needs:
 
 * ``snap/<cluster>/<group>``: the group's whole state: its windows, commit rings and evidence,
   the LEO tables of its partitions, its rules' ``for`` state and its tracker status. Written on
-  the group's first scan here, every ``snapshot_every`` scans after, and when the shard is
-  revoked (:meth:`ShardState.snapshot`).
+  the group's first scan here, every ``snapshot_every`` scans after (each group at its own
+  point of the cycle, so snapshots spread over the scans), and when the shard is revoked
+  (:meth:`ShardState.snapshot`).
 * ``chg/<cluster>/<group>/<slot>``: one scan's samples of the group with its rules' state and
   status after that scan, numbered (``seq``) from the snapshot; ``slot`` cycles over
   ``snapshot_every``, so the changes since the latest snapshot are never overwritten before
@@ -26,6 +27,8 @@ Records use the checkpoint's array format (:func:`notifier.service.checkpoint.pa
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -38,9 +41,9 @@ import numpy as np
 
 from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import StateReader, StateRecord, StateWriter
-from notifier.rules import GroupRows, ScanColumns
+from notifier.rules import GroupRows, ScanColumns, WindowStore
 from notifier.rules.store import PORTABLE_ROW_COLUMNS, TABLE_COLUMN_NAMES
-from notifier.service.checkpoint import pack_arrays, unpack_arrays
+from notifier.service.checkpoint import PackedArrays, pack_arrays, unpack_arrays
 from notifier.service.coordinator import GroupHandover
 from notifier.types import GroupStatus
 
@@ -53,6 +56,10 @@ log = logging.getLogger("notifier.fleet.state")
 FORMAT = 1
 _SCAN_FIELDS = ("committed", "log_end", "log_start", "state", "members", "member_hash")
 GroupKey = tuple[str, str]
+
+
+class StatePublishError(Exception):
+    """Some shards' records were not acknowledged (the broker is unreachable or refused)."""
 
 
 class RecordError(ValueError):
@@ -90,7 +97,29 @@ class LoadReport:
 class _Decoded:
     record: StateRecord
     meta: dict[str, Any]
-    arrays: dict[str, np.ndarray]
+    arrays: PackedArrays
+
+
+def _phase(key: GroupKey, every: int) -> int:
+    """Where in the cycle of ``every`` scans a group's snapshot falls: spread over the cycle,
+    so that no scan carries the snapshots of every group; the same on every instance."""
+    digest = hashlib.blake2b(f"{key[0]}\0{key[1]}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % every
+
+
+def _previous_ts(store: WindowStore, rows: np.ndarray, ts: int) -> int | None:
+    """The scan before ``ts`` in a group's windows (None: ``ts`` is its first)."""
+    seen = rows[store.s_ts[rows, -1] == ts]
+    if seen.size == 0:
+        return None
+    before = store.s_ts[seen, -2][store.s_count[seen] >= 2]
+    return int(before.max()) if before.size else None
+
+
+def _key_of(record_key: str) -> GroupKey:
+    """(cluster, group) of an ``inc/<cluster>/<group>`` key (a cluster name has no ``/``)."""
+    cluster, _, group = record_key.partition("/")[2].partition("/")
+    return cluster, group
 
 
 def snap_key(cluster: str, group: str) -> str:
@@ -109,7 +138,9 @@ class ShardState:
     """Publishes the state of the groups of owned shards after every scan, and loads a shard's
     state when it is assigned here; :meth:`drop` forgets a shard's groups after revoke.
 
-    One instance per process and state topic; call it from the event loop's thread."""
+    One instance per process and state topic, made and called in the event loop's thread (its
+    Kafka clients need the running loop). With a notifier, it publishes an incident's
+    notification log as soon as a notification is planned (:attr:`Notifier.on_logged`)."""
 
     def __init__(
         self,
@@ -136,14 +167,57 @@ class ShardState:
         """The groups published (or loaded) in each shard."""
         self._incidents: dict[GroupKey, str] = {}
         """What was last published of each group's open incident (its JSON)."""
+        self._shard_of: dict[GroupKey, int] = {}
+        self._published_ts: dict[GroupKey, int] = {}
+        """The scan time of each group's latest state published (or loaded)."""
+        self._sending: set[asyncio.Task[None]] = set()
+        if notifier is not None:
+            notifier.on_logged = self._logged
 
     async def start(self) -> None:
         await self._writer.start()
         await self._reader.start()
 
     async def stop(self) -> None:
+        await self.flush()
+        if self.notifier is not None and self.notifier.on_logged == self._logged:
+            self.notifier.on_logged = None
         await self._reader.stop()
         await self._writer.stop()
+
+    async def flush(self) -> None:
+        """Wait until the incident records published as notifications were planned are
+        acknowledged."""
+        while self._sending:
+            await asyncio.gather(*self._sending, return_exceptions=True)
+
+    def _logged(self, keys: list[GroupKey]) -> None:
+        """The notifier planned notifications for these groups' incidents: publish their
+        notification log now, not at the next scan (a new owner must not send them again)."""
+        by_shard: dict[int, list[tuple[str, bytes | None]]] = defaultdict(list)
+        report = PublishReport()
+        for key in keys:
+            shard = self._shard_of.get(key)
+            if shard is not None:
+                by_shard[shard] += self._incident_records(self.notifier, key, report)
+        for shard, records in by_shard.items():
+            if records:
+                task = asyncio.get_running_loop().create_task(self._send_logged(shard, records))
+                self._sending.add(task)
+                task.add_done_callback(self._sending.discard)
+
+    async def _send_logged(self, shard: int, records: list[tuple[str, bytes | None]]) -> None:
+        try:
+            await self._writer.send_many(shard, records)
+        except Exception as exc:  # the next scan's publish carries it again
+            for key in {_key_of(k) for k, _ in records}:
+                self._incidents.pop(key, None)
+            log.warning(
+                "shard %d: the notification log of %d incidents could not be published (%s); "
+                "the next scan publishes it",
+                shard, len(records), exc,
+                extra={"event": "state_publish_failed", "shard": shard},
+            )  # fmt: skip
 
     async def __aenter__(self) -> ShardState:
         await self.start()
@@ -175,7 +249,11 @@ class ShardState:
         store = coordinator.clusters[cluster].store
         ts = store.last_scan_ts.get(cluster)
         by_group = store.rows_by_group(cluster)
-        for shard, groups in groups_by_shard.items():
+        # Shards whose groups of this cluster all left it get their tombstones too.
+        emptied = {s for s, keys in self._groups.items() if any(k[0] == cluster for k in keys)}
+        batches: list[tuple[int, list[tuple[str, bytes | None]], set[GroupKey]]] = []
+        for shard in sorted(set(groups_by_shard) | emptied):
+            groups = groups_by_shard.get(shard, ())
             records: list[tuple[str, bytes | None]] = []
             present: set[GroupKey] = set()
             for group in groups:
@@ -184,9 +262,15 @@ class ShardState:
                     continue
                 key = (cluster, group)
                 present.add(key)
+                self._shard_of[key] = shard
                 seq = self._seq.get(key, -1) + 1
                 self._seq[key] = seq
-                if seq % self.snapshot_every == 0:
+                due = (seq + _phase(key, self.snapshot_every)) % self.snapshot_every == 0
+                # A change only continues the scan published before it: after a scan that was
+                # not published (a failed send, a skipped publish) the next is a snapshot.
+                follows = self._published_ts.get(key) == _previous_ts(store, rows, ts)
+                self._published_ts[key] = ts
+                if seq == 0 or due or not follows:
                     value = self._snapshot_value(coordinator, cluster, group, seq, ts)
                     if value is not None:
                         records.append((snap_key(cluster, group), value))
@@ -207,8 +291,24 @@ class ShardState:
                 report.tombstones += 1
             known -= {k for k in known if k[0] == cluster}
             known |= present
-            await self._send(shard, records, report)
+            batches.append((shard, records, present))
+        # Shards in parallel: their partitions may lead on different brokers.
+        sent = await asyncio.gather(
+            *(self._send(shard, records, report) for shard, records, _ in batches),
+            return_exceptions=True,
+        )
+        failed = [(b, e) for b, e in zip(batches, sent, strict=True) if e is not None]
+        for (_, _, present), _ in failed:
+            for key in present:  # their next publish is a snapshot
+                self._published_ts.pop(key, None)
+                self._incidents.pop(key, None)
         report.seconds = time.perf_counter() - started
+        if failed:
+            (shard, _, _), error = failed[0]
+            raise StatePublishError(
+                f"{len(failed)} of {len(batches)} shards not published (shard {shard}: "
+                f"{error}); their groups' next publish is a snapshot"
+            ) from error
         return report
 
     async def snapshot(self, shard: int) -> PublishReport:
@@ -265,7 +365,7 @@ class ShardState:
         }
         arrays = {f"row:{name}": values for name, values in rows.columns.items()}
         arrays |= {f"table:{name}": values for name, values in rows.tables.items()}
-        return pack_arrays(meta, arrays)
+        return pack_arrays(meta, arrays, compress=True)
 
     def _change_value(
         self, coordinator: Coordinator, scan: ScanColumns, group: str, seq: int
@@ -284,7 +384,9 @@ class ShardState:
             "rules": {} if gid is None else state.evaluator.export_group(gid),
             "status": state.tracker.statuses.get((cluster, group), GroupStatus.OK).value,
         }
-        return pack_arrays(meta, {name: getattr(scan, name) for name in _SCAN_FIELDS})
+        return pack_arrays(
+            meta, {name: getattr(scan, name) for name in _SCAN_FIELDS}, compress=True
+        )
 
     def _incident_records(
         self, notifier: Notifier | None, key: GroupKey, report: PublishReport
@@ -309,9 +411,11 @@ class ShardState:
         """Every key a group may have written: it is gone from its cluster."""
         self._seq.pop(key, None)
         self._incidents.pop(key, None)
+        self._shard_of.pop(key, None)
+        self._published_ts.pop(key, None)
         return [
             (snap_key(*key), None),
-            *((change_key(*key, slot), None) for slot in range(1, self.snapshot_every)),
+            *((change_key(*key, slot), None) for slot in range(self.snapshot_every)),
             (incident_key(*key), None),
         ]
 
@@ -344,10 +448,10 @@ class ShardState:
         for key, snap in sorted(snaps.items()):
             if not self._install_snapshot(snap, report):
                 continue
-            seq = int(snap.meta["seq"])
+            seq, last_ts = int(snap.meta["seq"]), int(snap.meta["ts"])
             while (change := changes.get(key, {}).get(seq + 1)) is not None:
-                seq += 1
-                batches[(key[0], int(change.meta["ts"]))].append(change)
+                seq, last_ts = seq + 1, int(change.meta["ts"])
+                batches[(key[0], last_ts)].append(change)
             later = [s for s in changes.get(key, {}) if s > seq]
             if later:
                 report.skipped.append(
@@ -362,6 +466,8 @@ class ShardState:
                 )  # fmt: skip
             self._seq[key] = seq
             self._groups[shard].add(key)
+            self._shard_of[key] = shard
+            self._published_ts[key] = last_ts
             report.groups += 1
         for cluster, ts in sorted(batches, key=lambda b: (b[1], b[0])):
             self._replay(cluster, ts, batches[(cluster, ts)])
@@ -480,6 +586,8 @@ class ShardState:
             by_cluster[key[0]].append(key[1])
             self._seq.pop(key, None)
             self._incidents.pop(key, None)
+            self._shard_of.pop(key, None)
+            self._published_ts.pop(key, None)
         for cluster, groups in by_cluster.items():
             self.coordinator.drop_groups(cluster, set(groups))
         if self.notifier is not None and keys:

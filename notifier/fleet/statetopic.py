@@ -151,6 +151,7 @@ class StateWriter:
         security: SecurityConfig | None = None,
         client_id: str = CLIENT_ID,
         max_request_size: int = 1_048_576,
+        compression_type: str | None = None,
     ) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(
@@ -158,6 +159,7 @@ class StateWriter:
             acks="all",
             linger_ms=5,
             max_request_size=max_request_size,
+            compression_type=compression_type,
             **_settings(security, client_id),
         )
 

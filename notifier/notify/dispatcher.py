@@ -598,6 +598,10 @@ class Dispatcher:
         entries = list(self._log_by_incident.get(incident.id, {}).values())
         return incident, self.book.results.get(incident.id), entries
 
+    def incident(self, incident_id_: str) -> Incident | None:
+        """A live incident (open, or closed and still owed a resolve) by id."""
+        return self._live.get(incident_id_)
+
     def drop(self, incident_ids: Iterable[str]) -> None:
         """Forget live incidents another instance has taken over: they leave their
         aggregation groups unsent, unclosed and unlogged (the new owner continues them)."""

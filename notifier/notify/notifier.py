@@ -283,6 +283,10 @@ class Notifier:
         self._changes = 0
         """Bumped by whatever may change which incidents are open or silenced."""
         self._open: tuple[int, float, Mapping[tuple[str, str], Incident]] | None = None
+        self.on_logged: Callable[[list[tuple[str, str]]], None] | None = None
+        """Called with the (cluster, group) of each incident whose notification log changed
+        (something was planned for it), once that is committed: a fleet publishes it then,
+        so that the group's next owner does not send it again."""
 
     def _deliverer(
         self,
@@ -469,7 +473,11 @@ class Notifier:
         changes = self.core.take_changes()
         if not (changes.incidents or changes.log or changes.forget or entries):
             return []
-        return self.store.save(changes.incidents, changes.log, changes.forget, entries)
+        rows = self.store.save(changes.incidents, changes.log, changes.forget, entries)
+        if changes.log and self.on_logged is not None:
+            found = (self.core.incident(e.incident_id) for e in changes.log)
+            self.on_logged(sorted({(i.cluster, i.group) for i in found if i is not None}))
+        return rows
 
     # ---- views and silences (the API's interface)
 
