@@ -37,10 +37,10 @@ wheel-check:
 	PYTHON=$(PYTHON) bash .ci/wheel-check
 
 bench: $(STAMP)
-	for b in evaluate scan notify api backtest alert_quality; do $(BIN)/python benchmarks/$$b.py || exit 1; done
+	for b in evaluate scan notify api backtest alert_quality fleet; do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 bench-full: $(STAMP)
-	for b in evaluate scan notify api backtest alert_quality; do $(BIN)/python benchmarks/$$b.py --full || exit 1; done
+	for b in evaluate scan notify api backtest alert_quality fleet; do $(BIN)/python benchmarks/$$b.py --full || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -369,6 +369,78 @@ def test_helm_lints_the_chart():
     assert linted.returncode == 0, linted.stdout + linted.stderr
 
 
+# ------------------------------------------------------------------------ Kubernetes fleet
+
+KUBERNETES = ROOT / "examples" / "kubernetes"
+
+
+def kubernetes_manifests() -> dict[str, dict]:
+    """examples/kubernetes/*.yaml by kind, as `kubectl apply -f` would read them."""
+    manifests: dict[str, dict] = {}
+    for path in sorted(KUBERNETES.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                assert document["kind"] not in manifests, path.name
+                manifests[document["kind"]] = document
+    return manifests
+
+
+def test_the_kubernetes_fleet_runs_three_pods_of_the_image_on_one_coordinated_config():
+    manifests = kubernetes_manifests()
+    assert set(manifests) == {"ConfigMap", "Deployment", "Service", "PodDisruptionBudget"}
+    deployment = manifests["Deployment"]
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert deployment["spec"]["replicas"] == 3
+    # Shards move one pod at a time: a new pod joins before an old one leaves.
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert container["args"] == ["--config", "/etc/notifier/config.yaml"]  # the image's CMD
+    assert container["image"].startswith("notifier:")
+    assert pod["spec"]["securityContext"]["runAsUser"] == 10001  # the image's user
+    assert pod["spec"]["terminationGracePeriodSeconds"] >= 30  # time to hand shards over
+
+    config_text = manifests["ConfigMap"]["data"]["config.yaml"]
+    secret_env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    used = set(re.findall(r"\$\{(\w+)", config_text))
+    assert used <= set(secret_env), used - set(secret_env)
+    assert "hooks.slack.com" not in json.dumps(manifests)  # credentials only by reference
+    environ = {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/x"}
+    config = parse_service_config(yaml.safe_load(config_text), "config.yaml", environ)
+    coordination = config.coordination
+    assert coordination is not None
+    assert coordination.cluster in {c.name for c in config.clusters}
+    assert coordination.partitions >= 2 * deployment["spec"]["replicas"]  # room to spread
+    assert coordination.heartbeat_interval < coordination.session_timeout
+    assert coordination.instance is None  # each pod is its $HOSTNAME: the pod's name
+    assert config.api.host == "0.0.0.0" and config.data_dir == "/data"
+
+    (port,) = container["ports"]
+    assert port == {"name": "http", "containerPort": config.api.port}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/notifier/config.yaml"]["subPath"] == "config.yaml"
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == manifests["ConfigMap"]["metadata"]["name"]
+    assert volumes[mounts["/data"]["name"]] == {"name": "data", "emptyDir": {}}
+
+
+def test_the_kubernetes_service_and_budget_select_the_fleets_pods():
+    manifests = kubernetes_manifests()
+    deployment = manifests["Deployment"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    service_spec = manifests["Service"]["spec"]
+    assert service_spec["selector"].items() <= labels.items()
+    (port,) = service_spec["ports"]
+    assert port["targetPort"] == "http"
+    budget = manifests["PodDisruptionBudget"]
+    assert budget["apiVersion"] == "policy/v1"
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    # A drain takes at most one pod: the others keep watching while its shards move.
+    assert budget["spec"]["maxUnavailable"] == 1 < deployment["spec"]["replicas"]
+
+
 # ------------------------------------------------------------------------------ HEALTHCHECK
 
 
