@@ -508,3 +508,47 @@ async def readiness(instance: Instance) -> tuple[httpx.Response, str]:
     transport = httpx.ASGITransport(app=create_app(instance.coordinator, None))
     async with httpx.AsyncClient(transport=transport, base_url="http://notifier") as client:
         return await client.get("/readyz"), (await client.get("/metrics")).text
+
+
+async def test_an_instance_that_cannot_reach_the_coordination_cluster_at_start_up_keeps_trying(
+    kafka_broker, broker_factory, tmp_path, caplog
+):
+    """No crash loop: the process starts owning nothing, says why, and joins once the
+    coordination cluster answers; then it owns every shard and watches every group."""
+    prefix = f"fleet-{uuid.uuid4().hex[:6]}"
+    groups = await populate(kafka_broker.bootstrap_servers, prefix, 30)
+    outage = Outage()
+    port = await outage.start()
+    coordination = await asyncio.to_thread(broker_factory, advertised_port=port)
+    outage.target = ("127.0.0.1", coordination.port)
+    service = service_config(
+        kafka_broker.bootstrap_servers,
+        prefix,
+        {"kafka": {"bootstrap_servers": f"127.0.0.1:{port}"}},
+    )
+    caplog.set_level(logging.INFO, logger="notifier.fleet")
+    outage.cut()
+    instance = await start_instance(service, tmp_path, "late")
+    try:
+        assert instance.owned == frozenset()
+        [failed] = [r for r in caplog.records if getattr(r, "event", "") == "fleet_join_failed"]
+        assert "cannot be reached" in failed.getMessage()
+        ready, metrics = await readiness(instance)
+        assert ready.json()["fleet"]["shards"] == []
+        assert ready.json()["fleet"]["coordination"].startswith("unreachable since ")
+        assert 'notifier_fleet_coordination_up{instance="late"} 0' in metrics
+
+        outage.restore()
+        back = time.monotonic()
+        await eventually(lambda: settled([instance], back), 90, "joined and scanned")
+        again = time.monotonic()
+        await eventually(lambda: instance.scans_since(again), 30, "a scan with every shard")
+        assert_each_group_scanned_once(last_scans([instance]), groups)
+        ready, metrics = await readiness(instance)
+        assert ready.json()["fleet"]["coordination"] == "ok"
+        assert ready.json()["fleet"]["shards"] == list(range(SHARDS))
+        assert 'notifier_fleet_coordination_up{instance="late"} 1' in metrics
+        assert [r for r in caplog.records if getattr(r, "event", "") == "fleet_joined_late"]
+    finally:
+        await stop_instance(instance)
+        await outage.close()

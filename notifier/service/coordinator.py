@@ -353,11 +353,14 @@ class Coordinator:
         self._share(state)
 
     def _share(self, state: ClusterState) -> None:
-        """A fleet instance's collector lists every group and scans only its own."""
-        fleet = self.fleet
-        if fleet is not None and state.collector is not None:
+        """A fleet instance's collector lists every group and scans only its own (asking the
+        membership of the moment: one that could not join at start-up is replaced when it
+        tries again)."""
+        if self.fleet is not None and state.collector is not None:
             name = state.config.name
-            state.collector.group_filter = lambda group: fleet.owns(name, group)
+            state.collector.group_filter = lambda group: (
+                self.fleet is not None and self.fleet.owns(name, group)
+            )
 
     def _schedule_scans(self, name: str) -> None:
         assert self.scheduler is not None
