@@ -9,7 +9,10 @@ service's own pipeline (synthetic scans, the default rules), then published to a
 * the publishes after it (a change record per group, the scan's samples and rule state, and
   the snapshots due: each group's every ``snapshot_every`` = 10 scans, spread over the cycle),
 * a snapshot of every shard (what revoking all shards costs),
-* loading every shard into a fresh coordinator (what taking all of them over costs).
+* loading every shard into a fresh coordinator (what taking all of them over costs),
+* an assignment of 8 shards of which 4 are empty (``--assign-groups`` groups in each of the
+  others) into a fresh coordinator, shard by shard as the fleet's membership loads them and
+  all together (:meth:`ShardState.load_many`).
 
 Each is timed end to end (encoding, producing, the broker's acknowledgements) and one publish
 also with the producer left out (the CPU the scan loop pays). Bytes are record keys and values
@@ -83,7 +86,33 @@ def scan(groups: int, partitions: int, i: int, rng: np.random.Generator) -> Scan
     )
 
 
-async def run(groups: int, partitions: int, scans: int) -> dict[str, Any]:
+async def assign_8_shards_4_empty(
+    bootstrap: str, a: Coordinator, tmp: Path, by_shard: dict[int, list[str]], per_shard: int
+) -> dict[str, Any]:
+    """Taking over 8 shards, 4 of them empty: what a hand-over waits for besides the data."""
+    topic = "notifier-fleet.bench-assign.state"
+    await ensure_topic(bootstrap, topic, 8)
+    names = [g for shard in sorted(by_shard) for g in by_shard[shard]]
+    placed = {s: names[s * per_shard : (s + 1) * per_shard] for s in range(4)}
+    async with ShardState(bootstrap, topic, a, snapshot_every=10) as shards:
+        await shards.publish_scan("bench", placed)
+    figures: dict[str, Any] = {}
+    for name, together in (("assign_8_shards_4_empty_s", False), ("load_many_8_4_empty_s", True)):
+        fresh = coordinator(bootstrap, tmp / f"assign-{together}")
+        async with ShardState(bootstrap, topic, fresh, snapshot_every=10) as shards:
+            started = time.perf_counter()
+            if together:
+                loaded = await shards.load_many(range(8))
+            else:
+                loaded = [await shards.load(shard) for shard in range(8)]
+            figures[name] = round(time.perf_counter() - started, 3)
+        if sum(r.groups for r in loaded) != 4 * per_shard:
+            raise AssertionError(f"{name}: loaded {[r.groups for r in loaded]} groups per shard")
+    figures["assign_groups_per_shard"] = per_shard
+    return figures
+
+
+async def run(groups: int, partitions: int, scans: int, assign_groups: int) -> dict[str, Any]:
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
@@ -147,6 +176,7 @@ async def run(groups: int, partitions: int, scans: int) -> dict[str, Any]:
             for g in (f"group-{i}" for i in range(0, groups, max(1, groups // 20)))
         )
         figures["loaded_windows_equal"] = same
+        figures |= await assign_8_shards_4_empty(bootstrap, a, Path(tmp), by_shard, assign_groups)
         return figures
 
 
@@ -155,8 +185,9 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=50)
     parser.add_argument("--scans", type=int, default=12)
+    parser.add_argument("--assign-groups", type=int, default=5)
     args = parser.parse_args()
-    figures = asyncio.run(run(args.groups, args.partitions, args.scans))
+    figures = asyncio.run(run(args.groups, args.partitions, args.scans, args.assign_groups))
     for name, value in figures.items():
         print(f"{name:>24}: {value}")
     print(json.dumps({"name": "fleet_state", "figures": figures}))

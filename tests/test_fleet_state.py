@@ -5,6 +5,7 @@ returns the latest record of each key up to where the partition ended when the r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -123,6 +124,65 @@ async def test_records_without_a_readable_key_are_skipped_and_named(kafka_broker
                for m in lines)  # fmt: skip
 
 
+async def test_partitions_read_together_each_get_their_own_records(kafka_broker):
+    topic = _topic("many")
+    bootstrap = kafka_broker.bootstrap_servers
+    await ensure_topic(bootstrap, topic, 8)
+    small = (1, 3, 4, 6)
+    async with StateWriter(bootstrap, topic) as writer:
+        for p in small:
+            await writer.send_many(p, [(f"snap/{p}/{i}", bytes([p, i])) for i in range(3)])
+            await writer.send(p, f"snap/{p}/0", None)
+    async with StateReader(bootstrap, topic) as reader:
+        found = await reader.read_partitions(range(8))
+        again = await reader.read_partitions([0, 6])  # the reader is ready for the next read
+    expected = {
+        p: [(f"snap/{p}/1", bytes([p, 1])), (f"snap/{p}/2", bytes([p, 2]))] if p in small else []
+        for p in range(8)
+    }
+    assert {p: [(r.key, r.value) for r in found[p]] for p in found} == expected
+    assert {p: [(r.key, r.value) for r in again[p]] for p in again} == {0: [], 6: expected[6]}
+
+
+async def test_a_reader_stops_quietly_when_its_broker_is_gone(broker_factory):
+    broker = broker_factory()
+    bootstrap = broker.bootstrap_servers
+    topic = _topic("gone")
+    await ensure_topic(bootstrap, topic, 2)
+    async with StateWriter(bootstrap, topic) as writer:
+        await writer.send(1, "snap/prod/billing", b"v")
+    reader = StateReader(bootstrap, topic, timeout=5)
+    await reader.start()
+    assert [r.key for r in await reader.read_partition(1)] == ["snap/prod/billing"]
+    assert await reader.read_partition(0) == []
+    broker.stop()
+    await asyncio.sleep(0.5)  # the reader retries meanwhile (any wait will do: this one shows it)
+    await reader.stop()  # aiokafka's fetch in flight was cancelled: not the caller's problem
+
+
+async def test_a_reader_stops_quietly_when_its_broker_goes_mid_read(broker_factory):
+    broker = broker_factory()
+    bootstrap = broker.bootstrap_servers
+    topic = _topic("gone-mid-read")
+    await ensure_topic(bootstrap, topic, 1)
+    async with StateWriter(bootstrap, topic, max_request_size=4_000_000) as writer:
+        for batch in range(8):
+            await writer.send_many(0, [(f"k{batch}/{i}", bytes(32_768)) for i in range(40)])
+    reader = StateReader(bootstrap, topic, timeout=5)
+    await reader.start()
+    reading = asyncio.create_task(reader.read_partition(0))
+    deadline = time.monotonic() + 30
+    while not reader._consumer.assignment() and not reading.done():
+        assert time.monotonic() < deadline, "the read never started fetching"
+        await asyncio.sleep(0.001)
+    broker.stop()
+    await asyncio.sleep(0.5)
+    await reader.stop()
+    reading.cancel()
+    with contextlib.suppress(BaseException):
+        await reading
+
+
 def test_state_clients_log_in_as_the_collector_does():
     security = SecurityConfig.model_validate(
         {"protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
@@ -169,7 +229,7 @@ class Instance:
 async def instances(kafka_broker, tmp_path, notifiers, http):
     """Start instances sharing one state topic (``make(name, snapshot_every)``)."""
     topic = _topic("fleet")
-    await ensure_topic(kafka_broker.bootstrap_servers, topic, 2)
+    await ensure_topic(kafka_broker.bootstrap_servers, topic, 8)
     made: list[Instance] = []
 
     async def make(name: str, prefix: str, snapshot_every: int = 4) -> Instance:
@@ -413,3 +473,33 @@ async def _wait(condition: Callable[[], bool], what: str, timeout: float = 30) -
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+async def test_shards_loaded_together_or_one_by_one_install_the_same(kafka_broker, instances):
+    bootstrap = kafka_broker.bootstrap_servers
+    prefix = _name("many") + "-"
+    groups = [*await _groups(bootstrap, prefix + "a"), *await _groups(bootstrap, prefix + "b")]
+    a = await instances("a", prefix)
+    placed = dict(zip((1, 2, 5, 6), groups, strict=True))  # shards 0, 3, 4 and 7 stay empty
+    for _ in range(3):
+        await a.scan()
+        await a.shard_state.publish_scan(
+            "it", {shard: [group] for shard, group in placed.items()}, a.coordinator, a.notifier
+        )
+        await _paced(SCAN_S)
+
+    b = await instances("b", prefix)
+    together = await b.shard_state.load_many(range(8))
+    c = await instances("c", prefix)
+    one_by_one = [await c.shard_state.load(shard) for shard in range(8)]
+    for reports, instance in ((together, b), (one_by_one, c)):
+        assert [r.shard for r in reports] == list(range(8))
+        assert [r.groups for r in reports] == [1 if s in placed else 0 for s in range(8)]
+        assert all(r.records == 0 for r in reports if r.shard not in placed)
+        assert all(r.skipped == [] for r in reports)
+        for shard in range(8):
+            expected = {("it", placed[shard])} if shard in placed else set()
+            assert instance.shard_state.groups(shard) == expected
+        for group in groups:
+            _same_windows(a, instance, group)
+        assert instance.cluster.tracker.statuses == a.cluster.tracker.statuses

@@ -197,7 +197,7 @@ class StateWriter:
 
 class StateReader:
     """Reads partitions of one topic from the start, without a consumer group (``assign``):
-    one read at a time per reader."""
+    one read at a time per reader, each of any number of partitions."""
 
     def __init__(
         self,
@@ -207,6 +207,7 @@ class StateReader:
         security: SecurityConfig | None = None,
         client_id: str = CLIENT_ID,
         timeout: float = 60.0,
+        fetch_max_wait_ms: int = 50,
     ) -> None:
         self.topic = topic
         self._timeout = timeout
@@ -216,6 +217,9 @@ class StateReader:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            # A read stops at an end offset it knows, so a fetch never has to wait for records
+            # to arrive; the wait only delays requests queued behind it on the connection.
+            fetch_max_wait_ms=fetch_max_wait_ms,
             **_settings(security, client_id),
         )
 
@@ -223,7 +227,22 @@ class StateReader:
         await self._consumer.start()
 
     async def stop(self) -> None:
-        await self._consumer.stop()
+        """Close the reader; a broker that is gone does not make this raise."""
+        try:
+            await self._consumer.stop()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # our caller is being cancelled: that must go on
+            # aiokafka cancels its fetcher's requests in flight and awaits them, which re-raises
+            # their CancelledError when the broker went away mid-request; the consumer is
+            # closed by then but for its client, whose connections are closed here.
+            log.debug(
+                "topic %s: a fetch in flight was cancelled while the reader stopped",
+                self.topic,
+                extra={"event": "state_reader_stop_cancelled", "topic": self.topic},
+            )
+            await self._consumer._client.close()
 
     async def __aenter__(self) -> StateReader:
         await self.start()
@@ -236,40 +255,65 @@ class StateReader:
         """The latest record of each key of ``partition``, read at least up to its end offset
         when the read began, in the order they were written; keys whose latest record is a
         tombstone are left out. Records without a readable key are skipped with a log line."""
-        async with self._lock:
-            return await self._read(partition)
+        return (await self.read_partitions([partition]))[partition]
 
-    async def _read(self, partition: int) -> list[StateRecord]:
+    async def read_partitions(self, partitions: Iterable[int]) -> dict[int, list[StateRecord]]:
+        """:meth:`read_partition` of several partitions at once: one offsets request for all
+        of them, and the ones with records fetched together."""
+        wanted = sorted(set(partitions))
+        async with self._lock:
+            try:
+                return await self._read(wanted)
+            finally:
+                # Nothing assigned between reads: the consumer's background fetches would
+                # otherwise hold up the next read's offsets requests on the same connection.
+                self._consumer.assign([])
+
+    async def _read(self, partitions: list[int]) -> dict[int, list[StateRecord]]:
         consumer = self._consumer
-        tp = TopicPartition(self.topic, partition)
-        consumer.assign([tp])
-        end = (await consumer.end_offsets([tp]))[tp]
-        start = (await consumer.beginning_offsets([tp]))[tp]
-        latest: dict[str, StateRecord] = {}
-        if end <= start:
-            return []
-        await consumer.seek_to_beginning(tp)
+        tps = [TopicPartition(self.topic, p) for p in partitions]
+        consumer.assign([])
+        ends, starts = await asyncio.gather(
+            consumer.end_offsets(tps), consumer.beginning_offsets(tps)
+        )
+        latest: dict[int, dict[str, StateRecord]] = {p: {} for p in partitions}
+        ends = {tp: end for tp, end in ends.items() if end > starts[tp]}
+        if not ends:
+            return {p: [] for p in partitions}
+        consumer.assign(list(ends))
+        for tp in ends:
+            consumer.seek(tp, starts[tp])
         deadline = time.monotonic() + self._timeout
-        while await consumer.position(tp) < end:
+        pending = set(ends)
+        while pending:
             if time.monotonic() > deadline:
+                behind = [
+                    f"partition {tp.partition} at offset {await consumer.position(tp)} of "
+                    f"{ends[tp]}"
+                    for tp in sorted(pending)
+                ]
                 raise StateTopicError(
-                    f"topic {self.topic} partition {partition}: read only up to offset "
-                    f"{await consumer.position(tp)} of {end} in {self._timeout:.0f}s"
+                    f"topic {self.topic}: read only up to {', '.join(behind)} "
+                    f"in {self._timeout:.0f}s"
                 )
-            batch = await consumer.getmany(tp, timeout_ms=500)
-            # Every fetched record counts, also past ``end``: a fetch returns only records the
+            batch = await consumer.getmany(*pending, timeout_ms=500)
+            # Every fetched record counts, also past the end: a fetch returns only records the
             # broker has committed (newer state, never a torn write), and some brokers report
             # the end of a partition as one past the first record of its last batch.
-            for record in batch.get(tp, ()):
-                key = self._key(record.key, partition, record.offset)
-                if key is None:
-                    continue
-                if record.value is None:
-                    latest.pop(key, None)
-                else:
-                    latest.pop(key, None)  # re-inserted last: the order is that of the writes
-                    latest[key] = StateRecord(key, record.value, record.offset)
-        return list(latest.values())
+            for tp, records in batch.items():
+                found = latest[tp.partition]
+                for record in records:
+                    key = self._key(record.key, tp.partition, record.offset)
+                    if key is None:
+                        continue
+                    found.pop(key, None)  # re-inserted last: the order is that of the writes
+                    if record.value is not None:
+                        found[key] = StateRecord(key, record.value, record.offset)
+            for tp in list(pending):
+                if await consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+                    consumer.pause(tp)
+        return {p: list(found.values()) for p, found in latest.items()}
 
     def _key(self, raw: bytes | None, partition: int, offset: int) -> str | None:
         problem = "has no key"
