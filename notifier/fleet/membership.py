@@ -54,6 +54,8 @@ class ShardStore(Protocol):
 
     async def load(self, shard: int) -> Any: ...
 
+    async def load_many(self, shards: list[int]) -> list[Any]: ...
+
     async def snapshot(self, shard: int) -> Any: ...
 
     def drop(self, shard: int) -> Any: ...
@@ -319,20 +321,37 @@ class Membership:
                 self.state.drop(shard)
             self._suspended = frozenset()
             self.owned = kept
-            for shard in sorted(new):
-                try:
-                    report = await self.state.load(shard)
-                    loaded_groups += int(getattr(report, "groups", 0) or 0)
-                except Exception as exc:
-                    # Watching without the old state beats not watching: the windows refill.
-                    log.error("shard state not loaded; watching its groups from scratch",
-                              extra={"event": "fleet_shard_load_failed", "shard": shard,
-                                     "error": str(exc) or type(exc).__name__})  # fmt: skip
+            loaded_groups = await self._load(sorted(new))
             self.owned = shards
         finally:
             self._holding = False
             self._handover.release()
         return kept, new, loaded_groups
+
+    async def _load(self, shards: list[int]) -> int:
+        """Load ``shards`` together (what it costs scales with their records, not their
+        number); when that fails, one by one, so that one shard's trouble costs only its own
+        state. Returns the number of groups loaded."""
+        if not shards:
+            return 0
+        try:
+            reports = await self.state.load_many(shards)
+            return sum(int(getattr(r, "groups", 0) or 0) for r in reports)
+        except Exception as exc:
+            log.warning("loading %d shards together failed (%s); loading them one by one",
+                        len(shards), str(exc) or type(exc).__name__,
+                        extra={"event": "fleet_shards_load_retry"})  # fmt: skip
+        groups = 0
+        for shard in shards:
+            try:
+                report = await self.state.load(shard)
+                groups += int(getattr(report, "groups", 0) or 0)
+            except Exception as exc:
+                # Watching without the old state beats not watching: the windows refill.
+                log.error("shard state not loaded; watching its groups from scratch",
+                          extra={"event": "fleet_shard_load_failed", "shard": shard,
+                                 "error": str(exc) or type(exc).__name__})  # fmt: skip
+        return groups
 
     async def _await_assignment(self) -> None:
         """A revoke without the assignment that should follow it (the coordination cluster
