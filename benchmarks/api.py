@@ -12,7 +12,7 @@ quieter during the run weighs on both alike): cycles *unloaded* (the baseline), 
 while 200 clients hammer Burrow's ``/v3/kafka/...`` endpoints and the status page (the page,
 its script, ``/api/groups``, group pages). The 200 clients are one ``httpx.AsyncClient`` each,
 sending the next request as soon as the last is answered, in a process of their own at lower
-CPU priority (``nice`` 10: clients are elsewhere in production, and here they would otherwise
+CPU priority (``nice`` 19: clients are elsewhere in production, and here they would otherwise
 take the broker's CPU). Their own latency is mostly waiting for their turn among 200 (Little's
 law: 200 / throughput), so the API latency is measured by a probe beside them: one client in a
 third process sending the same mix every 20 ms. Requests, by weight: a group's ``/status`` 25
@@ -343,7 +343,7 @@ def main() -> None:
     layout = Layout(1000, 50, 50) if args.full else Layout(100, 10, 20)
     if args.url:
         if not args.probe:
-            os.nice(10)
+            os.nice(19)
         asyncio.run(send_requests(args.url, args.clients, layout, args.probe))
         return
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
