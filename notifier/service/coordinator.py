@@ -685,40 +685,37 @@ class Coordinator:
         state = self.clusters[cluster]
         if time.monotonic() < state.retry_at:
             return []  # backing off after failures
-        if self.fleet is not None:
-            async with self.handover:
-                return await self._scan_shared(state)
+        if self.fleet is None:
+            return (await self._scan(state))[1]
+        async with self.handover:  # a fleet instance's shards never change mid-scan
+            result, transitions = await self._scan(state)
+            if result is not None:
+                await self._publish_scan(state, result)
+            return transitions
+
+    async def _scan(self, state: ClusterState) -> tuple[ScanResult | None, list[Transition]]:
+        """Scan, then ingest and evaluate; (None, []) when the scan failed."""
         self._scanning += 1
         try:
             try:
                 result = await state.collector.scan()
             except ScanError as exc:
                 self._scan_failed(state, str(exc))
-                return []
-            return self.process(state, result)
+                return None, []
+            return result, self.process(state, result)
         finally:
             self._scanning -= 1
 
-    async def _scan_shared(self, state: ClusterState) -> list[Transition]:
-        """A fleet instance's scan: its own groups only, then their changes to the state
-        topic, shard by shard (every owned shard, so groups that vanished are said too)."""
+    async def _publish_scan(self, state: ClusterState, result: ScanResult) -> None:
+        """A fleet instance's scan changes to the state topic, shard by shard (every owned
+        shard, so groups that vanished are said too)."""
         fleet, publisher = self.fleet, self.shard_state
         assert fleet is not None and publisher is not None
-        name = state.config.name
-        self._scanning += 1
-        try:
-            try:
-                result = await state.collector.scan()
-            except ScanError as exc:
-                self._scan_failed(state, str(exc))
-                return []
-            transitions = self.process(state, result)
-        finally:
-            self._scanning -= 1
         if not fleet.coordination_ok:
             # Nobody can take these shards over meanwhile; the snapshot of the revoke that
             # follows the outage carries what these scans changed.
-            return transitions
+            return
+        name = state.config.name
         groups: dict[int, list[str]] = {shard: [] for shard in sorted(fleet.owned)}
         for shard, names in by_shard(name, result.group_states, fleet.partitions).items():
             groups.setdefault(shard, []).extend(names)
@@ -729,7 +726,6 @@ class Coordinator:
             log.warning("scan not published to the state topic",
                         extra={"event": "fleet_publish_failed", "cluster": name,
                                "error": str(exc) or type(exc).__name__})  # fmt: skip
-        return transitions
 
     def _scan_failed(self, state: ClusterState, error: str) -> None:
         m = state.metrics
