@@ -228,6 +228,21 @@ def service_config(bootstrap: str, prefix: str, coordination: dict[str, Any]) ->
     )
 
 
+async def behind_a_relay(kafka_broker, broker_factory, prefix: str) -> tuple[Outage, ServiceConfig]:
+    """A coordination broker of its own behind an :class:`Outage` relay, and the config of a
+    fleet coordinating through the relay while it watches ``kafka_broker``."""
+    outage = Outage()
+    port = await outage.start()
+    coordination = await asyncio.to_thread(broker_factory, advertised_port=port)
+    outage.target = ("127.0.0.1", coordination.port)
+    service = service_config(
+        kafka_broker.bootstrap_servers,
+        prefix,
+        {"kafka": {"bootstrap_servers": f"127.0.0.1:{port}"}},
+    )
+    return outage, service
+
+
 async def start_instance(service: ServiceConfig, data_dir: Path, name: str) -> Instance:
     scans: list[Scan] = []
     coordinator = Coordinator(
@@ -423,15 +438,7 @@ async def test_an_unreachable_coordination_cluster_leaves_every_instance_its_sha
 ):
     prefix = f"fleet-{uuid.uuid4().hex[:6]}"
     groups = await populate(kafka_broker.bootstrap_servers, prefix, 90)
-    outage = Outage()
-    port = await outage.start()
-    coordination = await asyncio.to_thread(broker_factory, advertised_port=port)
-    outage.target = ("127.0.0.1", coordination.port)
-    service = service_config(
-        kafka_broker.bootstrap_servers,
-        prefix,
-        {"kafka": {"bootstrap_servers": f"127.0.0.1:{port}"}},
-    )
+    outage, service = await behind_a_relay(kafka_broker, broker_factory, prefix)
     caplog.set_level(logging.INFO, logger="notifier.fleet")
     instances = [await start_instance(service, tmp_path, f"i{n}") for n in range(3)]
     try:
@@ -517,15 +524,7 @@ async def test_an_instance_that_cannot_reach_the_coordination_cluster_at_start_u
     coordination cluster answers; then it owns every shard and watches every group."""
     prefix = f"fleet-{uuid.uuid4().hex[:6]}"
     groups = await populate(kafka_broker.bootstrap_servers, prefix, 30)
-    outage = Outage()
-    port = await outage.start()
-    coordination = await asyncio.to_thread(broker_factory, advertised_port=port)
-    outage.target = ("127.0.0.1", coordination.port)
-    service = service_config(
-        kafka_broker.bootstrap_servers,
-        prefix,
-        {"kafka": {"bootstrap_servers": f"127.0.0.1:{port}"}},
-    )
+    outage, service = await behind_a_relay(kafka_broker, broker_factory, prefix)
     caplog.set_level(logging.INFO, logger="notifier.fleet")
     outage.cut()
     instance = await start_instance(service, tmp_path, "late")
