@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from notifier.config import InhibitRuleConfig
-from notifier.notify.inhibit import Inhibitor, current_findings, finding_labels
+from notifier.notify.inhibit import Inhibitor, current_findings
 from notifier.types import Finding, GroupStatus, Incident, Severity
 
 CLUSTERS = ["prod", "stage"]
@@ -71,6 +71,16 @@ incident = st.builds(
     st.lists(finding, max_size=3),
     st.booleans(),
 )
+
+
+def finding_labels(incident: Incident, finding: Finding | None) -> dict[str, str]:
+    """The label set of one alert, built whole: the incident's cluster and group, then its
+    rule's labels, then the finding's topic, rule and severity."""
+    labels = {"cluster": incident.cluster, "group": incident.group}
+    if finding is not None:
+        labels.update(finding.labels)
+        labels.update(topic=finding.topic or "", rule=finding.rule, severity=finding.severity.value)
+    return labels
 
 
 def _matches(matchers, labels: dict[str, str]) -> bool:

@@ -32,16 +32,6 @@ _Label = Callable[[Incident, Finding | None], str]
 _SEVERITY_TEXT = {severity: severity.value for severity in Severity}
 
 
-def finding_labels(incident: Incident, finding: Finding | None) -> dict[str, str]:
-    """The label set of one alert: the incident's cluster and group, the finding's topic,
-    rule and severity, and its rule's labels."""
-    labels = {"cluster": incident.cluster, "group": incident.group}
-    if finding is not None:
-        labels.update(finding.labels)
-        labels.update(topic=finding.topic or "", rule=finding.rule, severity=finding.severity.value)
-    return labels
-
-
 def current_findings(incident: Incident, result: GroupResult | None) -> list[Finding]:
     """What an open incident fires for now: its latest result's findings, else (a cluster
     that is down, a result without findings) the incident's own."""
@@ -57,8 +47,9 @@ def _ident(incident: Incident, finding: Finding | None) -> _Ident:
 
 
 def _label_reader(label: str) -> _Label:
-    """One label of an alert, read straight from the incident and finding: the same value
-    :func:`finding_labels` gives, without building the whole label set for every question."""
+    """One label of an alert, read straight from the incident and finding: its cluster and
+    group, the finding's topic, rule and severity, and its rule's labels (the built-in ones
+    win), without building the whole label set for every question."""
     if label in ("cluster", "group"):
         return lambda i, f: (
             getattr(i, label) if f is None else f.labels.get(label, getattr(i, label))
