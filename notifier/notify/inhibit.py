@@ -134,6 +134,7 @@ class Inhibitor:
         """``incident`` opened, changed or closed: its findings are sources as it now stands
         (none once it is closed)."""
         old = self._entries.pop(incident.id, ())
+        self._answers.pop(incident.id, None)  # its own answer, also when no source changes
         for r, key, ident in old:
             bucket = self._index[r].get(key)
             if bucket is not None:
