@@ -320,6 +320,17 @@ def test_the_table_keeps_the_latest_value_per_key_and_forgets_tombstones():
         table.apply("x/1", b"{}")
 
 
+def test_an_unreadable_bulletin_is_reported_once_and_answered_as_absent():
+    reported: list[str] = []
+    table = ViewTable(on_unreadable=lambda key, exc: reported.append(key))
+    good = Bulletin("c", "ok", "a", T0, T0, 10.0, {"group": "ok"}, None, {}, {})
+    table.apply("g/c/ok", good.encode())
+    table.apply("g/c/bad", b'{"cluster": "c"}')  # read only when asked for, like every bulletin
+    assert reported == []
+    assert table.bulletins("c") == [good] and reported == ["g/c/bad"]
+    assert table.bulletin("c", "bad") is None and reported == ["g/c/bad"]
+
+
 @pytest.mark.parametrize("fleet", [{"b": ("retired", 3)}], indirect=True)
 async def test_a_group_that_leaves_its_cluster_leaves_every_instances_answers(fleet):
     a, scan = fleet["a"], fleet["scan"]

@@ -192,21 +192,29 @@ def group_key(cluster: str, group: str) -> str:
 
 @dataclass(slots=True)
 class ViewTable:
-    """The view topic read so far: the latest value of every key (pure: no I/O)."""
+    """The view topic read so far: the latest value of every key (pure: no I/O).
 
-    groups: dict[tuple[str, str], Bulletin] = field(default_factory=dict)
+    A bulletin is kept as it arrived and decoded when first asked for: every instance reads
+    every bulletin of the fleet, but answers for another instance's group only when its API
+    is asked, so decoding them all on arrival was most of an instance's CPU."""
+
+    _bulletins: dict[tuple[str, str], bytes | Bulletin] = field(default_factory=dict)
     members: dict[str, MemberRecord] = field(default_factory=dict)
     silences: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_unreadable: Callable[[str, Exception], None] | None = None
+    """Told the key of a bulletin found unreadable when first asked for, and why (the
+    bulletin is dropped: the group is answered as if its owner had not published it)."""
 
     def apply(self, key: str, value: bytes | None) -> None:
-        """One record; raises ValueError (or KeyError) for a value that cannot be read."""
+        """One record; raises ValueError (or KeyError) for a value that cannot be read (a
+        bulletin's value is read when first asked for, see :meth:`bulletin`)."""
         kind, _, rest = key.partition("/")
         if kind == "g":
             cluster, _, group = rest.partition("/")
             if value is None:
-                self.groups.pop((cluster, group), None)
+                self._bulletins.pop((cluster, group), None)
             else:
-                self.groups[(cluster, group)] = Bulletin.decode(value)
+                self._bulletins[(cluster, group)] = value
         elif kind == "m":
             if value is None:
                 self.members.pop(rest, None)
@@ -219,6 +227,33 @@ class ViewTable:
                 self.silences[rest] = dict(orjson.loads(value))
         else:
             raise ValueError(f"unknown key {key!r}")
+
+    def bulletin(self, cluster: str, group: str) -> Bulletin | None:
+        """The latest bulletin of a group; None when there is none or it cannot be read (see
+        :attr:`on_unreadable`)."""
+        key = (cluster, group)
+        held = self._bulletins.get(key)
+        if held is None or isinstance(held, Bulletin):
+            return held
+        try:
+            bulletin = Bulletin.decode(held)
+        except (ValueError, KeyError, TypeError) as exc:
+            del self._bulletins[key]
+            if self.on_unreadable is not None:
+                self.on_unreadable(group_key(cluster, group), exc)
+            return None
+        self._bulletins[key] = bulletin
+        return bulletin
+
+    def bulletins(self, cluster: str | None = None) -> list[Bulletin]:
+        """Every readable bulletin (of ``cluster`` only, when given), by cluster and group."""
+        keys = sorted(k for k in self._bulletins if cluster is None or k[0] == cluster)
+        return [b for key in keys if (b := self.bulletin(*key)) is not None]
+
+    @property
+    def groups(self) -> dict[tuple[str, str], Bulletin]:
+        """Every readable bulletin by (cluster, group)."""
+        return {(b.cluster, b.group): b for b in self.bulletins()}
 
     def owner_seen_at(self, instance: str) -> int | None:
         record = self.members.get(instance)
@@ -405,7 +440,7 @@ class FleetView:
         self.member_interval_s = member_interval_s
         self.stale_after_ms = int(stale_after_s * 1000)
         self.poll_interval_s = poll_interval_s
-        self.table = ViewTable()
+        self.table = ViewTable(on_unreadable=self._bad_record)
         self.bad_records = 0
         self.background_start = background_start
         self._writer: StateWriter | None = None
@@ -439,7 +474,7 @@ class FleetView:
     def incident_owner(self, incident_id: str) -> tuple[str, str | None] | None:
         """The instance whose bulletin carries the open incident ``incident_id`` (not this
         one), with its API's base URL; None when no other instance's bulletin has it."""
-        for bulletin in self.table.groups.values():
+        for bulletin in self.table.bulletins():
             incident = bulletin.incident
             if incident is None or incident.get("id") != incident_id:
                 continue
@@ -470,22 +505,24 @@ class FleetView:
 
     def remote_group(self, cluster: str, group: str, now: int) -> RemoteGroup | None:
         """A group this instance does not own, from the view (None: the view has none)."""
-        bulletin = self.table.groups.get((cluster, group))
-        if bulletin is None or self.owns(cluster, group):
+        if self.owns(cluster, group):
             return None
-        return self._remote(bulletin, now)
+        bulletin = self.table.bulletin(cluster, group)
+        return None if bulletin is None else self._remote(bulletin, now)
 
     def remote_groups(self, cluster: str, now: int) -> list[RemoteGroup]:
         """Every group of ``cluster`` this instance does not own that the view has, by name."""
         return [
             self._remote(b, now)
-            for (c, g), b in sorted(self.table.groups.items())
-            if c == cluster and not self.owns(c, g)
+            for b in self.table.bulletins(cluster)
+            if not self.owns(cluster, b.group)
         ]
 
     def owner_api(self, cluster: str, group: str) -> tuple[str, str | None] | None:
-        bulletin = self.table.groups.get((cluster, group))
-        if bulletin is None or self.owns(cluster, group):
+        if self.owns(cluster, group):
+            return None
+        bulletin = self.table.bulletin(cluster, group)
+        if bulletin is None:
             return None
         record = self.table.members.get(bulletin.instance)
         return bulletin.instance, None if record is None else record.api
@@ -499,7 +536,7 @@ class FleetView:
     def fleet(self, now: int) -> dict[str, Any]:
         """``/api/fleet``: every instance with its shards, its API and when it was last seen."""
         counts: dict[str, int] = {}
-        for bulletin in self.table.groups.values():
+        for bulletin in self.table.bulletins():
             counts[bulletin.instance] = counts.get(bulletin.instance, 0) + 1
         instances = [
             {
@@ -664,14 +701,17 @@ class FleetView:
         try:
             self.table.apply(key, value)
         except (ValueError, KeyError, TypeError) as exc:
-            self.bad_records += 1
-            log.warning(
-                "unreadable record in the fleet view; skipped",
-                extra={"event": "fleet_view_bad_record", "key": key, "error": str(exc)},
-            )
+            self._bad_record(key, exc)
             return
         if key.startswith("s/"):
             self._apply_silence(key[2:], value)
+
+    def _bad_record(self, key: str, exc: Exception) -> None:
+        self.bad_records += 1
+        log.warning(
+            "unreadable record in the fleet view; skipped",
+            extra={"event": "fleet_view_bad_record", "key": key, "error": str(exc)},
+        )
 
     def _apply_silence(self, silence_id: str, value: bytes | None) -> None:
         silences = self._silences()
