@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
 
 from notifier.config import CoordinationConfig, CoordinationKafka
 from notifier.fleet.shards import shard_of
@@ -434,11 +435,19 @@ class Membership:
                 )  # fmt: skip
 
     async def _reachable(self) -> bool:
+        """One metadata request for the state topic alone: a request for every topic is
+        answered with the whole cluster's layout, which costs a large cluster's every instance
+        CPU each heartbeat interval for an answer it does not read."""
         assert self._consumer is not None
         client = self._consumer._client  # aiokafka has no public "is the cluster up" call
+        request = MetadataRequest([self.config.topic], allow_auto_topic_creation=False)
         try:
             async with asyncio.timeout(self.config.heartbeat_interval):
-                await client.fetch_all_metadata()
+                node = client.get_random_node()
+                if node is None:  # no broker known yet: ask the bootstrap servers
+                    await client.fetch_all_metadata()
+                else:
+                    await client.send(node, request)
         except (KafkaError, TimeoutError, OSError):
             return False
         return True
