@@ -304,9 +304,32 @@ async def test_the_groups_of_an_instance_that_left_are_answered_as_stale(fleet):
     assert [m["instance"] for m in (await a.get("/api/fleet"))["instances"]] == ["a"]
 
 
+async def test_a_group_whose_verdict_holds_stays_fresh_between_the_refreshes_of_its_bulletin(
+    fleet,
+):
+    """An unchanged group's bulletin is re-published only every few scans; its owner's member
+    record says it keeps scanning, so the other instance never calls the group stale."""
+    a, b, scan = fleet["a"], fleet["b"], fleet["scan"]
+    for step in range(20):
+        await scan("a", 1)
+        await scan("b", 1)
+        if step < 12:
+            continue  # billing is in ERR with its incident open from here on
+        last_scan = b.coord.clusters["c"].metrics.last_success_ms
+
+        async def record_of_this_scan(last_scan=last_scan):
+            record = a.view.table.members.get("b")
+            return record is not None and record.scanned.get("c") == last_scan
+
+        await until(f"b's member record after scan {step}", record_of_this_scan)
+        row = rows_by_group(await a.get("/api/groups"))["billing"]
+        assert (row["status"], row["stale"]) == ("ERR", False), (step, row)
+        assert row["data_age_seconds"] <= 6 * 10, row  # the figures are at most a refresh old
+
+
 def test_the_table_keeps_the_latest_value_per_key_and_forgets_tombstones():
     table = ViewTable()
-    member = MemberRecord("a", (0, 3), "http://127.0.0.1:1/", T0)
+    member = MemberRecord("a", (0, 3), "http://127.0.0.1:1/", T0, {"c": T0 - 5_000})
     table.apply("m/a", member.encode())
     bulletin = Bulletin("c", "g/x", "a", T0, T0, 10.0, {"group": "g/x"}, None, {}, {})
     table.apply("g/c/g/x", bulletin.encode())  # a group name may hold a slash

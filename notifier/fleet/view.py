@@ -10,9 +10,12 @@ so order across keys is kept and a reader needs one fetch position). Keys:
   or silencing changes, and otherwise every ``refresh_every`` scans, staggered by group, so the
   cost per scan is the changed groups plus ``1/refresh_every`` of the rest.
 * ``m/<instance>``: an instance's member record (its shards, its API's address, when it last
-  said so), every ``member_interval_s``; a tombstone when it stops. Bulletins of an instance
-  whose record is missing or older than ``stale_after_s`` are answered as stale, never as
-  fresh: their owner has gone and the new owner has not published yet.
+  scanned each cluster, when it last said so), every ``member_interval_s``; a tombstone when
+  it stops. Bulletins of an instance whose record is missing or older than ``stale_after_s``
+  are answered as stale, never as fresh: their owner has gone and the new owner has not
+  published yet. The record's scan times are what keeps a bulletin between its refreshes
+  fresh: its verdict is re-published the moment it changes, so while its owner scans, the
+  verdict is current (its lag figures are as old as the bulletin, and say so).
 * ``s/<id>``: a silence made through some instance's API (a tombstone when deleted), applied to
   every instance's notifier. Silences from the config file stay each instance's own config.
 
@@ -163,6 +166,8 @@ class MemberRecord:
     shards: tuple[int, ...]
     api: str | None
     seen_at: int
+    scanned: Mapping[str, int] = field(default_factory=dict)
+    """When this instance's last successful scan of each cluster was (epoch ms)."""
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -172,6 +177,7 @@ class MemberRecord:
                 "shards": list(self.shards),
                 "api": self.api,
                 "seen_at": self.seen_at,
+                "scanned": dict(self.scanned),
             }
         )
 
@@ -183,6 +189,7 @@ class MemberRecord:
             tuple(int(s) for s in data["shards"]),
             data.get("api"),
             int(data["seen_at"]),
+            {str(c): int(t) for c, t in (data.get("scanned") or {}).items()},
         )
 
 
@@ -255,25 +262,42 @@ class ViewTable:
         """Every readable bulletin by (cluster, group)."""
         return {(b.cluster, b.group): b for b in self.bulletins()}
 
-    def owner_seen_at(self, instance: str) -> int | None:
-        record = self.members.get(instance)
-        return None if record is None else record.seen_at
 
 
 class RemoteGroup:
     """A group another instance owns, answered from its bulletin as of ``now``: the same
-    shapes the owner's API gives, plus ``instance`` (the owner) and the data's age, stale when
-    the owner's scans or its member record are too old."""
+    shapes the owner's API gives, plus ``instance`` (the owner) and the age of the bulletin's
+    figures.
+
+    Stale when the owner is gone (its member record ``owner`` missing or older than
+    ``stale_after_ms``), when its last scan of the group's cluster is older than
+    :data:`STALE_AFTER_INTERVALS` scan intervals, or when the bulletin has missed its
+    refresh (due every ``refresh_every`` scans: its owner no longer publishes the group,
+    say because it moved and its new owner has not published it yet)."""
 
     def __init__(
-        self, bulletin: Bulletin, owner_seen_at: int | None, now: int, stale_after_ms: int
+        self,
+        bulletin: Bulletin,
+        owner: MemberRecord | None,
+        now: int,
+        stale_after_ms: int,
+        refresh_every: int,
     ):
         self.bulletin = bulletin
         self.now = now
         b = bulletin
-        owner_gone = owner_seen_at is None or now - owner_seen_at > stale_after_ms
-        limit = STALE_AFTER_INTERVALS * b.scan_interval_s * 1000
-        self.stale = owner_gone or b.last_scan is None or now - b.last_scan > limit
+        owner_gone = owner is None or now - owner.seen_at > stale_after_ms
+        interval_ms = b.scan_interval_s * 1000
+        last_scan = b.last_scan
+        if owner is not None and last_scan is not None:
+            last_scan = max(last_scan, owner.scanned.get(b.cluster, last_scan))
+        self.stale = (
+            owner_gone
+            or last_scan is None
+            or now - last_scan > STALE_AFTER_INTERVALS * interval_ms
+            or b.last_scan is None
+            or now - b.last_scan > (refresh_every + STALE_AFTER_INTERVALS) * interval_ms
+        )
         self.age = None if b.last_scan is None else round(max(0, now - b.last_scan) / 1000, 1)
         self.owner_gone = owner_gone
 
@@ -528,10 +552,10 @@ class FleetView:
         return bulletin.instance, None if record is None else record.api
 
     def _remote(self, bulletin: Bulletin, now: int) -> RemoteGroup:
-        seen = self.table.owner_seen_at(bulletin.instance)
+        owner = self.table.members.get(bulletin.instance)
         if bulletin.instance == self.instance:
-            seen = None  # ours no longer: the new owner has not published it yet
-        return RemoteGroup(bulletin, seen, now, self.stale_after_ms)
+            owner = None  # ours no longer: the new owner has not published it yet
+        return RemoteGroup(bulletin, owner, now, self.stale_after_ms, self.refresh_every)
 
     def fleet(self, now: int) -> dict[str, Any]:
         """``/api/fleet``: every instance with its shards, its API and when it was last seen."""
@@ -792,7 +816,14 @@ class FleetView:
     async def publish_member(self) -> None:
         """This instance's member record, now."""
         shards = self.ownership.owned
-        record = MemberRecord(self.instance, tuple(sorted(shards)), self.api_url, self.clock())
+        scanned = {
+            name: state.metrics.last_success_ms
+            for name, state in self.coordinator.clusters.items()
+            if state.metrics.last_success_ms is not None
+        }
+        record = MemberRecord(
+            self.instance, tuple(sorted(shards)), self.api_url, self.clock(), scanned
+        )
         await self._producer.send(VIEW_PARTITION, f"m/{self.instance}", record.encode())
         self.table.members[self.instance] = record  # known here at once, not a poll later
         self._member_sent_at = time.monotonic()
