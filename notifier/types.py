@@ -174,6 +174,9 @@ class CommitPoint:
     timestamp: int
     lag: int | None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"offset": self.offset, "timestamp": self.timestamp, "lag": self.lag}
+
 
 @dataclass(slots=True)
 class Finding:
@@ -237,7 +240,24 @@ class PartitionResult:
         return GroupMember("", self.client_id, self.owner).describe()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Written out rather than dataclasses.asdict: this runs for every partition of every
+        # group detail and fleet bulletin, and asdict's recursive deep copy was most of it.
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "status": self.status,
+            "complete": self.complete,
+            "burrow_complete": self.burrow_complete,
+            "committed_offset": self.committed_offset,
+            "log_end_offset": self.log_end_offset,
+            "log_start_offset": self.log_start_offset,
+            "current_lag": self.current_lag,
+            "lag_seconds": self.lag_seconds,
+            "start": None if self.start is None else self.start.to_dict(),
+            "end": None if self.end is None else self.end.to_dict(),
+            "owner": self.owner,
+            "client_id": self.client_id,
+        }
 
 
 @dataclass(slots=True)
