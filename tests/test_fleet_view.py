@@ -181,7 +181,8 @@ async def test_each_instance_answers_for_every_group_of_the_fleet(fleet):
     remote = await a.get("/api/groups/c/billing")
     assert remote["instance"] == local["instance"] == "b"
     assert set(local) <= set(remote)
-    assert remote["partitions"] == local["partitions"]
+    assert remote["partitions"] == local["partitions"]  # asked of the owner: windows too
+    assert all(p["window"] for p in remote["partitions"]), remote["partitions"]
     assert remote["findings"] == local["findings"] and remote["status"] == "ERR"
     assert (await a.http.get("/api/groups/c/nobody")).status_code == 404
     # The status page's chart of it: the owner's history, asked of the owner.
@@ -299,6 +300,8 @@ async def test_the_groups_of_an_instance_that_left_are_answered_as_stale(fleet):
     assert row["owner_gone"] and row["complete"] == 0.0 and row["partial"]
     detail = await a.get("/api/groups/c/billing")
     assert detail["stale"] and detail["partial"] and detail["instance"] == "b"
+    # Its owner's bulletin has the partitions' figures; their windows went with the owner.
+    assert detail["partitions"] and all("window" not in p for p in detail["partitions"])
     lag = (await a.get("/v3/kafka/c/consumer/billing/lag"))["status"]
     assert lag["stale"] and lag["owner_gone"]
     assert [m["instance"] for m in (await a.get("/api/fleet"))["instances"]] == ["a"]

@@ -37,7 +37,7 @@ from notifier.api.burrow_admin import add_burrow_admin_routes
 from notifier.api.cache import JSONBytes, ScanCache, encode, with_members
 from notifier.api.metrics import add_metrics_routes
 from notifier.api.overview import Overviews
-from notifier.api.owner import ask_owner, not_in_view
+from notifier.api.owner import ask_owner, forwarded, not_in_view
 from notifier.api.page import add_page_routes
 from notifier.api.priority import ScanPriority
 from notifier.api.sources import ClusterView, CoordinatorView, FleetSource, NotifierView
@@ -423,13 +423,22 @@ def create_app(
         return JSONBytes(body)
 
     @app.get("/api/groups/{cluster}/{group}", tags=["notifier"], responses=_NOT_FOUND)
-    async def api_group(cluster: str, group: str) -> JSONBytes:
+    async def api_group(cluster: str, group: str, request: Request) -> JSONBytes:
         state = _cluster(coordinator, cluster)
         now = clock()
         if fleet is not None and not fleet.owns(cluster, group):
             remote = fleet.remote_group(cluster, group, now)
             if remote is None:
                 raise not_in_view(fleet, "cluster or consumer")
+            if not remote.owner_gone and not forwarded(request):
+                # The windows are the owner's alone: ask it; when it cannot answer, the
+                # bulletin's detail (no windows) is better than none.
+                path = f"/api/groups/{quote(cluster, safe='')}/{quote(group, safe='')}"
+                try:
+                    return JSONBytes(await ask_owner(fleet, cluster, group, path, request))
+                except HTTPException as exc:
+                    if exc.status_code == 404:
+                        raise
             return JSONBytes(remote.detail())
         fresh = freshness(state, now)
         if fresh.stale:  # as of now: the windows shrink with every scan missed

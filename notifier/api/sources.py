@@ -295,6 +295,10 @@ class RemoteGroupView(Protocol):
     @property
     def group(self) -> str: ...
 
+    @property
+    def owner_gone(self) -> bool:
+        """Whether its owner has left the fleet (its member record is gone or too old)."""
+
     def row(self) -> dict[str, Any]:
         """Its ``/api/groups`` row."""
 

@@ -365,10 +365,14 @@ def group_evidence(
     group: str,
     fresh: Freshness,
     result: GroupResult | None = None,
+    *,
+    windows: bool = True,
 ) -> dict[str, Any]:
     """:func:`group_detail` without what :func:`group_live_members` adds (its incident,
     silences and the data's age), from the group's last ``result`` (looked up when not
-    given); raises a 404 for a group the cluster does not list."""
+    given); raises a 404 for a group the cluster does not list. Without ``windows``, the
+    partitions leave out their window, commit ring and LEO table (most of the detail's
+    size: the fleet's bulletins leave them to the owner's API)."""
     if result is None:
         result = group_result(state, cluster, group)
     result = as_of(result, fresh)
@@ -377,20 +381,24 @@ def group_evidence(
     store = state.store
     partitions = []
     for p in result.partitions:
-        row = store.row(cluster, group, p.topic, p.partition)
-        partitions.append(
-            {
-                **jsonable(p.to_dict()),
-                "owned_by": p.owned_by,
-                "status": p.status.value,
-                "window": store.samples(row) if row is not None else [],
-                "commits": [burrow_point(c) for c in store.ring(row)] if row is not None else [],
-                "leo_table": [{"log_end_offset": leo, "ts": ts} for leo, ts in store.leo_table(row)]
+        partition = {
+            **jsonable(p.to_dict()),
+            "owned_by": p.owned_by,
+            "status": p.status.value,
+            "leo_reset": _leo_reset(state, p.topic, p.partition),
+        }
+        if windows:
+            row = store.row(cluster, group, p.topic, p.partition)
+            partition["window"] = store.samples(row) if row is not None else []
+            partition["commits"] = (
+                [burrow_point(c) for c in store.ring(row)] if row is not None else []
+            )
+            partition["leo_table"] = (
+                [{"log_end_offset": leo, "ts": ts} for leo, ts in store.leo_table(row)]
                 if row is not None
-                else [],
-                "leo_reset": _leo_reset(state, p.topic, p.partition),
-            }
-        )
+                else []
+            )
+        partitions.append(partition)
     return {
         "cluster": cluster,
         "group": group,

@@ -122,7 +122,10 @@ class Bulletin:
     status: dict[str, Any]
     """Burrow's ``/lag`` status of the group (``/status`` is the non-OK part of it)."""
     detail: dict[str, Any]
-    """The group detail's evidence and silencing, without what changes with the clock."""
+    """The group detail's evidence and silencing, without what changes with the clock and
+    without the partitions' windows, commit rings and LEO tables: those are most of a
+    detail's size, and the API asks the owner for the detail while it answers (the bulletin's
+    is what is shown when it does not)."""
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -330,7 +333,8 @@ class RemoteGroup:
         }
 
     def detail(self) -> dict[str, Any]:
-        """The group detail (``/api/groups/{cluster}/{group}``); partial when stale."""
+        """The group detail (``/api/groups/{cluster}/{group}``) as the bulletin has it (no
+        windows: see :attr:`Bulletin.detail`); partial when stale."""
         return {
             **self.bulletin.detail,
             **({"partial": True} if self.stale else {}),
@@ -395,7 +399,7 @@ def build_bulletin(
     group = str(row["group"])
     fresh = freshness(state, now)
     result = group_result(state, cluster, group)
-    detail = group_evidence(state, cluster, group, fresh, result)
+    detail = group_evidence(state, cluster, group, fresh, result, windows=False)
     silencing = {
         k: row.get(k) for k in ("incident_id", "silenced", "silenced_until", "silence_ids")
     }

@@ -547,7 +547,7 @@ function notifierGroup() {
       el("td", { class: "num", text: humanNumber(p.log_end_offset) }),
       el("td", { class: "num", text: humanNumber(p.log_start_offset) }),
       el("td", { class: "num", text: `${Math.round(p.complete * 100)}%` }),
-      el("td", {}, sparkline(p.window.map((s) => s.lag || 0), p.status), " ", el("span", { class: "muted", text: p.window.map((s) => s.lag ?? "·").join(" ") })))));
+      el("td", {}, sparkline((p.window || []).map((s) => s.lag || 0), p.status), " ", el("span", { class: "muted", text: (p.window || []).map((s) => s.lag ?? "·").join(" ") })))));
     updated();
   }
 
