@@ -39,6 +39,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import KafkaError
 
+from notifier.collect.requestcount import count_requests
 from notifier.config import CoordinationConfig, CoordinationKafka
 from notifier.fleet.shards import shard_of
 
@@ -160,6 +161,7 @@ class Membership:
             request_timeout_ms=max(round(kafka.request_timeout * 1000), 2 * session_ms + 5000),
             **self._security,
         )
+        count_requests(self._consumer, "fleet_membership")
         await self._consumer.start()
         self._consumer.subscribe([self.config.topic], listener=_Listener(self))
         self._tasks = [
@@ -223,6 +225,7 @@ class Membership:
             request_timeout_ms=round(self.kafka.request_timeout * 1000),
             **self._security,
         )
+        count_requests(client, "fleet_membership")
         try:
             async with asyncio.timeout(self.kafka.request_timeout):
                 await client.bootstrap()
