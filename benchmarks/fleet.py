@@ -169,11 +169,10 @@ class Bench:
         for instance, (cpu, scanned, sent) in zip(fleet, before, strict=True):
             scanned_now, sent_now = await scans(instance), await instance.kafka_requests()
             done = max(1.0, scanned_now - scanned)
+            by_api = {k: n - sent.get(k, 0) for k, n in sent_now.items() if n > sent.get(k, 0)}
             by_client: dict[str, float] = {}
-            for (client, _), count in sent_now.items():
+            for (client, _), count in by_api.items():
                 by_client[client] = by_client.get(client, 0) + count
-            for (client, _), count in sent.items():
-                by_client[client] -= count
             last_scan = await scan_requests(instance)
             figures.append(
                 {
@@ -183,6 +182,9 @@ class Bench:
                     "cpu_s_per_cycle": round((instance.cpu_s() - cpu) / done, 3),
                     "requests_per_cycle": round(sum(by_client.values()) / done, 1),
                     "requests_by_client": {c: round(n / done, 1) for c, n in by_client.items()},
+                    "requests_by_api": {
+                        f"{c}/{a}": round(n / done, 1) for (c, a), n in sorted(by_api.items())
+                    },
                     "scan_requests": sum(last_scan.values()),
                     "scan_requests_by_api": last_scan,
                 }
