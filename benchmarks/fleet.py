@@ -6,11 +6,14 @@ group-partitions with ``--full``. A real HTTP receiver takes the notifications.
 
 0. Today's single process (no ``coordination:``), for reference.
 1. One instance of a fleet (it owns every shard): for ``--cycles`` scan intervals, its CPU
-   seconds (``/proc/<pid>/stat``, user + system) and the Kafka requests of its scans
-   (``notifier_scan_requests`` on its ``/metrics``, by API) per cycle (``notifier_scans_total``).
+   seconds (``/proc/<pid>/stat``, user + system) and every Kafka request it sent (the increase
+   of ``notifier_kafka_requests_total`` on its ``/metrics``: the scans', the membership's
+   join, heartbeats and reachability probe, the state topic's, the fleet view's), per cycle
+   (``notifier_scans_total``), with the breakdown by client; and, for reference, the last
+   scan's own requests (``notifier_scan_requests``, by API).
 2. Three instances of another fleet, the same figures for each. Target: each of the three at
-   most 0.4 of the one (the work divides by three, plus what every instance repeats: ListGroups
-   and the metadata).
+   most 0.4 of the one, in CPU and in all requests (the scan work divides by three; what every
+   instance repeats: ListGroups, the metadata, the membership, the fleet view).
 3. ``--incidents`` groups owned by one of the three fall far behind (ERR) and are paged; that
    instance is killed with SIGKILL; the hand-over time is from the kill to the first scan of
    every group it owned by a survivor (the scan's own timestamp in the group's window on the new
@@ -21,10 +24,8 @@ group-partitions with ``--full``. A real HTTP receiver takes the notifications.
     python benchmarks/fleet.py          # 100 groups, 2,000 group-partitions, 5 s scans (2 min)
     python benchmarks/fleet.py --full   # 1,000 groups, 50,000 group-partitions, 10 s scans (8 min)
 
-The requests counted are the scans' (ListGroups, DescribeGroups, OffsetFetch, ListOffsets,
-Metadata): the membership's heartbeats and the state topic's produce/fetch are not in any
-counter ``/metrics`` has. Ends with one JSON line: name, figures, baseline (the one instance),
-targets and whether each is met.
+Ends with one JSON line: name, figures, baseline (the one instance), targets and whether each
+is met.
 """
 
 from __future__ import annotations
@@ -33,9 +34,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
-import re
-import signal
 import socket
 import sys
 import tempfile
@@ -46,14 +44,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
 from aiokafka.client import AIOKafkaClient  # noqa: E402
 from aiokafka.protocol.commit import OffsetCommitRequest  # noqa: E402
 from aiokafka.protocol.coordination import FindCoordinatorRequest  # noqa: E402
 
 from notifier.collect import EmbeddedBroker  # noqa: E402
 from notifier.demo import HttpReceiver  # noqa: E402
-from tests.service_process import ServiceProcess  # noqa: E402
+from tests.fleet_process import FleetProcess  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scan import RECORDS_PER_PARTITION, Layout, populate  # noqa: E402
@@ -63,8 +60,6 @@ TARGET_SHARE = 0.4
 SHARDS = 32
 SESSION_S = 10.0
 HEARTBEAT_S = 3.0
-CLOCK_TICK = os.sysconf("SC_CLK_TCK")
-_METRIC = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$", re.M)
 
 
 def rules(layout: Layout) -> str:
@@ -86,73 +81,15 @@ rules:
 """
 
 
-class Instance:
-    """One ``notifier run`` of a fleet: its process, API and the figures read from them."""
+async def scans(instance: FleetProcess) -> float:
+    """Successful scans so far."""
+    return sum(v for n, _, v in await instance.metrics() if n == "notifier_scans_total")
 
-    def __init__(self, name: str, config: Path, log: Path, port: int) -> None:
-        self.name = name
-        self.process = ServiceProcess(config, log)
-        self.api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30)
 
-    @property
-    def pid(self) -> int:
-        assert self.process.process is not None
-        return self.process.process.pid
-
-    @property
-    def running(self) -> bool:
-        process = self.process.process
-        return process is not None and process.returncode is None
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds of the process so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICK  # utime, stime
-
-    async def metrics(self) -> list[tuple[str, dict[str, str], float]]:
-        text = (await self.api.get("/metrics")).text
-        found = []
-        for name, labels, value in _METRIC.findall(text):
-            found.append((name, dict(re.findall(r'(\w+)="([^"]*)"', labels)), float(value)))
-        return found
-
-    async def groups(self) -> set[str]:
-        """The groups it exports: those of its shards ({} when it is down)."""
-        if not self.running:
-            return set()
-        try:
-            metrics = await self.metrics()
-        except httpx.TransportError:
-            return set()
-        return {lab["consumergroup"] for n, lab, _ in metrics if n == "notifier_group_status"}
-
-    async def scans_and_requests(self) -> tuple[float, dict[str, int]]:
-        """Scans so far, and the last scan's Kafka requests by API."""
-        metrics = await self.metrics()
-        scans = sum(v for n, _, v in metrics if n == "notifier_scans_total")
-        requests = {lab["api"]: int(v) for n, lab, v in metrics if n == "notifier_scan_requests"}
-        return scans, requests
-
-    async def window(self, group: str) -> list[int]:
-        try:
-            answer = await self.api.get(f"/api/groups/{CLUSTER}/{group}")
-        except httpx.TransportError:
-            return []
-        if answer.status_code != 200:
-            return []
-        return [s["ts"] for s in answer.json()["partitions"][0]["window"]]
-
-    async def kill(self) -> int:
-        killed_ms = int(time.time() * 1000)
-        os.kill(self.pid, signal.SIGKILL)
-        assert self.process.process is not None
-        await self.process.process.wait()
-        return killed_ms
-
-    async def close(self) -> None:
-        if self.running:
-            await self.process.stop()
-        await self.api.aclose()
+async def scan_requests(instance: FleetProcess) -> dict[str, int]:
+    """The last scan's Kafka requests by API (``notifier_scan_requests``)."""
+    metrics = await instance.metrics()
+    return {lab["api"]: int(v) for n, lab, v in metrics if n == "notifier_scan_requests"}
 
 
 class Bench:
@@ -163,14 +100,14 @@ class Bench:
         self.tmp = tmp
         self.layout = layout
         self.interval = interval
-        self.instances: list[Instance] = []
+        self.instances: list[FleetProcess] = []
         (tmp / "rules.yaml").write_text(rules(layout))
         self.client = AIOKafkaClient(bootstrap_servers=self.bootstrap, request_timeout_ms=60_000)
 
     def groups(self) -> list[str]:
         return [self.layout.group(i) for i in range(self.layout.groups)]
 
-    async def start(self, fleet: str, count: int, coordinated: bool = True) -> list[Instance]:
+    async def start(self, fleet: str, count: int, coordinated: bool = True) -> list[FleetProcess]:
         """``count`` instances of ``fleet`` (without ``coordinated``: today's single process)."""
         started = []
         for n in range(count):
@@ -200,17 +137,19 @@ class Bench:
                 del config["coordination"]
             path = directory / "service.yaml"
             path.write_text(json.dumps(config))
-            instance = Instance(name, path, self.tmp / f"{name}.log", port)
+            instance = FleetProcess(
+                name, path, self.tmp / f"{name}.log", port, cluster=CLUSTER, api_timeout=30
+            )
             self.instances.append(instance)
-            await instance.process.__aenter__()
+            await instance.start()
             started.append(instance)
         return started
 
-    async def owners(self, fleet: list[Instance], timeout: float) -> dict[str, Instance]:
+    async def owners(self, fleet: list[FleetProcess], timeout: float) -> dict[str, FleetProcess]:
         """Each group's one owner, waiting until every group has exactly one."""
         deadline = time.monotonic() + timeout
         while True:
-            owners: dict[str, list[Instance]] = {g: [] for g in self.groups()}
+            owners: dict[str, list[FleetProcess]] = {g: [] for g in self.groups()}
             for instance in fleet:
                 for group in await instance.groups() & owners.keys():
                     owners[group].append(instance)
@@ -221,22 +160,33 @@ class Bench:
                 raise RuntimeError(f"{lost} groups without exactly one owner after {timeout} s")
             await asyncio.sleep(1)
 
-    async def measure(self, fleet: list[Instance], cycles: int) -> list[dict[str, Any]]:
-        """CPU seconds and scan requests per cycle of each instance over ``cycles`` intervals."""
-        before = [(i.cpu_s(), (await i.scans_and_requests())[0]) for i in fleet]
+    async def measure(self, fleet: list[FleetProcess], cycles: int) -> list[dict[str, Any]]:
+        """CPU seconds and Kafka requests (all of them, by client) per cycle of each instance
+        over ``cycles`` intervals."""
+        before = [(i.cpu_s(), await scans(i), await i.kafka_requests()) for i in fleet]
         await asyncio.sleep(cycles * self.interval)
         figures = []
-        for instance, (cpu, scans) in zip(fleet, before, strict=True):
-            scans_now, requests = await instance.scans_and_requests()
-            done = max(1.0, scans_now - scans)
+        for instance, (cpu, scanned, sent) in zip(fleet, before, strict=True):
+            scanned_now, sent_now = await scans(instance), await instance.kafka_requests()
+            done = max(1.0, scanned_now - scanned)
+            by_api = {k: n - sent.get(k, 0) for k, n in sent_now.items() if n > sent.get(k, 0)}
+            by_client: dict[str, float] = {}
+            for (client, _), count in by_api.items():
+                by_client[client] = by_client.get(client, 0) + count
+            last_scan = await scan_requests(instance)
             figures.append(
                 {
                     "instance": instance.name,
                     "groups": len(await instance.groups()),
-                    "cycles": int(scans_now - scans),
+                    "cycles": int(scanned_now - scanned),
                     "cpu_s_per_cycle": round((instance.cpu_s() - cpu) / done, 3),
-                    "requests_per_cycle": sum(requests.values()),
-                    "requests": requests,
+                    "requests_per_cycle": round(sum(by_client.values()) / done, 1),
+                    "requests_by_client": {c: round(n / done, 1) for c, n in by_client.items()},
+                    "requests_by_api": {
+                        f"{c}/{a}": round(n / done, 1) for (c, a), n in sorted(by_api.items())
+                    },
+                    "scan_requests": sum(last_scan.values()),
+                    "scan_requests_by_api": last_scan,
                 }
             )
         return figures
@@ -272,7 +222,7 @@ class Bench:
             await asyncio.sleep(0.5)
         return False
 
-    async def kill_and_hand_over(self, fleet: list[Instance], incidents: int) -> dict[str, Any]:
+    async def kill_and_hand_over(self, fleet: list[FleetProcess], incidents: int) -> dict[str, Any]:
         owners = await self.owners(fleet, 120)
         victim = fleet[1]
         moved = {g for g, owner in owners.items() if owner is victim}
@@ -281,8 +231,8 @@ class Bench:
             await self.set_behind(group, True)
         opened = await self.wait_alerts("open", paged, 6 * self.interval + 30)
         # Its state after the opens goes out with its next scan: kill after that one.
-        scans, _ = await victim.scans_and_requests()
-        while (await victim.scans_and_requests())[0] < scans + 1:
+        scanned = await scans(victim)
+        while await scans(victim) < scanned + 1:
             await asyncio.sleep(0.2)
         killed_ms = await victim.kill()
         survivors = [i for i in fleet if i is not victim]
@@ -387,8 +337,9 @@ async def run(layout: Layout, cycles: int, interval: float, incidents: int) -> d
 def _line(figures: dict[str, Any]) -> str:
     return (
         f"{figures['groups']:,} groups, {figures['cycles']} cycles, "
-        f"{figures['cpu_s_per_cycle']:.3f} CPU s/cycle, {figures['requests_per_cycle']} "
-        f"requests/cycle {figures['requests']}"
+        f"{figures['cpu_s_per_cycle']:.3f} CPU s/cycle, {figures['requests_per_cycle']:g} "
+        f"Kafka requests/cycle {figures['requests_by_client']}; the last scan's own: "
+        f"{figures['scan_requests']} {figures['scan_requests_by_api']}"
     )
 
 
@@ -412,10 +363,12 @@ def main() -> None:
     request_share = max(f["requests_per_cycle"] for f in three) / max(
         single["requests_per_cycle"], 1
     )
+    # For reference: the scans' own requests, the only ones the fleet divides.
+    scan_request_share = max(f["scan_requests"] for f in three) / max(single["scan_requests"], 1)
     handover_target = SESSION_S + 2 * interval
     print(
-        f"each of three vs one: CPU {cpu_share:.2f}, requests {request_share:.2f} (target <= "
-        f"{TARGET_SHARE})"
+        f"each of three vs one: CPU {cpu_share:.2f}, Kafka requests {request_share:.2f} (target "
+        f"<= {TARGET_SHARE}; the last scan's own requests alone {scan_request_share:.2f})"
     )
     print(
         f"kill -9 of {crash['killed']} ({crash['moved_groups']} groups): every moved group "
@@ -450,6 +403,7 @@ def main() -> None:
                 "shards": SHARDS,
                 "cpu_share": round(cpu_share, 3),
                 "request_share": round(request_share, 3),
+                "scan_request_share": round(scan_request_share, 3),
                 "three": three,
                 **crash,
                 "without_coordination": figures["plain"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -379,3 +379,13 @@ class Notification:
     created_at: int
     status_page_url: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Kafka clients
+
+KafkaClientRole = Literal["scan", "fleet_membership", "fleet_state", "fleet_view"]
+"""What a process's Kafka client is for, the ``client`` label of
+``notifier_kafka_requests_total``: the scans; a fleet instance's group membership (joining,
+heartbeats, the reachability probe, leaving); its shard state on the state topic (creating
+it, snapshots and changes, loading shards); the fleet view (its topic, bulletins, members)."""

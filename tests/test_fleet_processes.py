@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import re
-import signal
 import socket
 import time
 import uuid
@@ -27,7 +25,6 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.commit import OffsetCommitRequest
@@ -35,7 +32,7 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest
 
 from notifier.collect import EmbeddedBroker
 from notifier.demo import HttpReceiver
-from tests.service_process import ServiceProcess
+from tests.fleet_process import FleetProcess
 from tests.test_collect import _produce
 from tests.test_faults import _delivery_report
 
@@ -72,8 +69,6 @@ rules:
     threshold: 50
     severity: err
 """
-
-_GROUP_LABEL = re.compile(r'^notifier_group_status\{[^}]*consumergroup="([^"]+)"', re.M)
 
 
 def _free_port() -> int:
@@ -122,63 +117,6 @@ class Offsets:
         assert not errors, f"OffsetCommit for {group}: error codes {errors}"
 
 
-class Instance:
-    """One ``notifier run`` of the fleet, its API client and its log."""
-
-    def __init__(self, name: str, config: Path, log: Path, port: int) -> None:
-        self.name = name
-        self.process = ServiceProcess(config, log)
-        self.api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5)
-
-    @property
-    def running(self) -> bool:
-        process = self.process.process
-        return process is not None and process.returncode is None
-
-    async def start(self) -> None:
-        await self.process.__aenter__()
-
-    async def kill(self) -> int:
-        """``kill -9``; the wall time of the kill (ms)."""
-        assert self.process.process is not None
-        killed_at = _now_ms()
-        self.process.process.send_signal(signal.SIGKILL)
-        await self.process.process.wait()
-        return killed_at
-
-    async def terminate(self) -> int:
-        """SIGTERM and a clean exit; the wall time of the signal (ms)."""
-        stopped_at = _now_ms()
-        assert await self.process.stop() == 0, self.process.log_path.read_text()[-4000:]
-        return stopped_at
-
-    async def close(self) -> None:
-        if self.running:
-            await self.process.stop()
-        await self.api.aclose()
-
-    async def groups(self) -> set[str]:
-        """The groups this instance exports on /metrics: those of its shards ({} if down)."""
-        if not self.running:
-            return set()
-        try:
-            answer = await self.api.get("/metrics")
-        except httpx.TransportError:
-            return set()
-        return set(_GROUP_LABEL.findall(answer.text)) if answer.status_code == 200 else set()
-
-    async def window(self, group: str) -> list[int]:
-        """The scan times (ms) in this instance's window of ``group`` ([] if it has none)."""
-        try:
-            answer = await self.api.get(f"/api/groups/{CLUSTER}/{group}")
-        except httpx.TransportError:
-            return []
-        if answer.status_code != 200:
-            return []
-        partitions = answer.json().get("partitions") or [{}]
-        return [sample["ts"] for sample in partitions[0].get("window", [])]
-
-
 class Fleet:
     """A topic, ``GROUPS`` groups on it (all OK), and instances of one fleet started on demand."""
 
@@ -190,7 +128,7 @@ class Fleet:
         self.topic = f"{self.prefix}-t"
         self.groups = [f"{self.prefix}-g{i:03d}" for i in range(GROUPS)]
         self.offsets = Offsets(self.bootstrap, self.topic)
-        self.instances: list[Instance] = []
+        self.instances: list[FleetProcess] = []
         (tmp / "rules.yaml").write_text(RULES)
 
     async def setup(self) -> None:
@@ -248,12 +186,15 @@ class Fleet:
         path.write_text(json.dumps(config))  # JSON is YAML
         return path
 
-    async def start(self, count: int = 1) -> list[Instance]:
+    async def start(self, count: int = 1) -> list[FleetProcess]:
         started = []
         for _ in range(count):
             name = f"{self.prefix}-i{len(self.instances)}"
             port = _free_port()
-            instance = Instance(name, self._config(name, port), self.tmp / f"{name}.log", port)
+            instance = FleetProcess(
+                name, self._config(name, port), self.tmp / f"{name}.log", port,
+                cluster=CLUSTER, api_timeout=5,
+            )  # fmt: skip
             self.instances.append(instance)
             await instance.start()
             started.append(instance)
@@ -264,24 +205,24 @@ class Fleet:
             await instance.close()
         await self.offsets.close()
 
-    async def owners(self) -> dict[str, list[Instance]]:
+    async def owners(self) -> dict[str, list[FleetProcess]]:
         """Each group's instances, by what the running instances export."""
         live = [i for i in self.instances if i.running]
         exported = await asyncio.gather(*(i.groups() for i in live))
-        owners: dict[str, list[Instance]] = {g: [] for g in self.groups}
+        owners: dict[str, list[FleetProcess]] = {g: [] for g in self.groups}
         for instance, groups in zip(live, exported, strict=True):
             for group in groups & owners.keys():
                 owners[group].append(instance)
         return owners
 
-    async def settled(self) -> dict[str, Instance] | None:
+    async def settled(self) -> dict[str, FleetProcess] | None:
         """Each group's one owner, once every group has exactly one (None before)."""
         owners = await self.owners()
         if all(len(found) == 1 for found in owners.values()):
             return {group: found[0] for group, found in owners.items()}
         return None
 
-    async def spread(self) -> dict[str, Instance] | None:
+    async def spread(self) -> dict[str, FleetProcess] | None:
         """:meth:`settled`, once every running instance owns some of the groups (the last to
         start may join after the others have settled among themselves)."""
         owners = await self.settled()
@@ -315,7 +256,7 @@ async def fleet(
         yield fleet
 
 
-async def _scanned_after(owner: Instance, group: str, since_ms: int) -> int | None:
+async def _scanned_after(owner: FleetProcess, group: str, since_ms: int) -> int | None:
     """The first scan time of ``group`` in ``owner``'s window after ``since_ms`` (or None)."""
     fresh = [ts for ts in await owner.window(group) if ts > since_ms]
     return min(fresh) if fresh else None
@@ -327,6 +268,43 @@ async def test_a_coordinated_notifier_run_starts_and_alone_watches_every_group(
     (alone,) = await fleet.start(1)
     owners = await poll(fleet.settled, 60, "every group watched by the one instance")
     assert set(owners.values()) == {alone}
+
+
+async def test_metrics_count_every_kafka_request_of_an_instance_by_client_and_api(
+    fleet: Fleet,
+) -> None:
+    (alone,) = await fleet.start(1)
+    await poll(fleet.settled, 60, "every group watched by the one instance")
+    before = await alone.kafka_requests()
+    # What an instance repeats while it runs: its scans, its membership's heartbeats and
+    # reachability probe, its shard state published after each scan, its fleet view.
+    rising = {
+        ("scan", "ListGroups"),
+        ("scan", "OffsetFetch"),
+        ("scan", "ListOffsets"),
+        ("fleet_membership", "Heartbeat"),
+        ("fleet_membership", "Metadata"),
+        ("fleet_state", "Produce"),
+        ("fleet_view", "Fetch"),
+    }
+    still: set[tuple[str, str]] = set(rising)
+
+    async def all_rose() -> bool:
+        now = await alone.kafka_requests()
+        still.difference_update(k for k in rising if now.get(k, 0) > before.get(k, 0))
+        return not still
+
+    try:
+        await poll(all_rose, 60, "every client's requests counted")
+    except AssertionError:
+        raise AssertionError(f"not counted: {sorted(still)}; counted: {before}") from None
+    # Joining counted too, once: what the per-scan figure of notifier_scan_requests leaves out.
+    assert before[("fleet_membership", "JoinGroup")] >= 1, before
+    assert before[("fleet_state", "CreateTopics")] >= 1, before
+    samples = [s for s in await alone.metrics() if s[0] == "notifier_kafka_requests_total"]
+    assert {labels["instance"] for _, labels, _ in samples} == {alone.name}
+    text = (await alone.api.get("/metrics")).text
+    assert "# TYPE notifier_kafka_requests_total counter" in text
 
 
 async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_a_second_page(
@@ -441,7 +419,7 @@ async def test_a_fourth_instance_takes_shards_and_no_group_is_unwatched_past_one
     joined_ms = _now_ms()
     (fourth,) = await fleet.start(1)
 
-    async def fourth_owns_and_settled() -> dict[str, Instance] | None:
+    async def fourth_owns_and_settled() -> dict[str, FleetProcess] | None:
         owners = await fleet.settled()
         if owners is None or not any(o is fourth for o in owners.values()):
             return None

@@ -44,6 +44,7 @@ from prometheus_client.utils import floatToGoString
 
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import freshness
+from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
 from notifier.config import EXPORTER_FAMILIES
 from notifier.rules import NULL, Evaluation
 from notifier.types import GroupMember
@@ -142,6 +143,12 @@ FAMILIES: tuple[Family, ...] = (
             "1 while the cluster's data is stale (its group series are then not exported)."),
     _family(_N, "gauge", "notifier_cluster_data_age_seconds", "cluster",
             "Seconds since the last successful scan observed the cluster."),
+    # notifier's own: what this process costs Kafka.
+    _family(_N, "counter", "notifier_kafka_requests_total", "client api",
+            "Kafka requests this process sent, by client (scan: the scans; fleet_membership, "
+            "fleet_state, fleet_view: a fleet instance's group membership, state topic and "
+            "fleet view) and API; each new connection's ApiVersions included, logins (SASL) "
+            "and a client's bootstrap Metadata not."),
     # notifier's own: the history writer (when history is enabled).
     _family(_N, "gauge", "notifier_history_writing", "",
             "1 while the history is written, 0 while writes fail."),
@@ -246,10 +253,13 @@ class MetricsExposition:
         clock: Callable[[], int],
         families: Collection[str] = EXPORTER_FAMILIES,
         instance: str | None = None,
+        requests: KafkaRequests = KAFKA_REQUESTS,
     ):
         """``instance``: in a fleet, this instance's name, a label on every series so that
-        Prometheus can sum the instances (each exports only the groups it owns)."""
+        Prometheus can sum the instances (each exports only the groups it owns).
+        ``requests``: the Kafka requests counted (the process's)."""
         self.coordinator = coordinator
+        self.requests = requests
         self.instance_label = None if instance is None else f"instance={_quote(instance)}"
         self.notifier = notifier
         self.clock = clock
@@ -281,6 +291,7 @@ class MetricsExposition:
                 chunks[family_name].append(chunk)
         self._rendered = kept
         self._incident_lines(lines)
+        self._request_lines(lines)
         self._history_lines(lines)
         self._notification_lines(lines)
         self._fleet_lines(lines)
@@ -334,6 +345,12 @@ class MetricsExposition:
             lines["notifier_scan_requests"].append(
                 f"notifier_scan_requests{{{cluster},api={_quote(api)}}} {_value(count)}\n"
             )
+
+    def _request_lines(self, lines: dict[str, list[str]]) -> None:
+        out = lines["notifier_kafka_requests_total"]
+        for (client, api), count in self.requests.counts().items():
+            out.append(f"notifier_kafka_requests_total{{client={_quote(client)},"
+                       f"api={_quote(api)}}} {count}\n")  # fmt: skip
 
     def _incident_lines(self, lines: dict[str, list[str]]) -> None:
         if self.notifier is None:

@@ -21,7 +21,8 @@ here is fixed:
   (at most every 5 s for that reason, so a commit left on a deleted topic costs nothing).
 
 :attr:`ScanResult.requests` counts what a scan sent, by API name, so tests and the metrics can
-check that the number of requests does not grow with partitions.
+check that the number of requests does not grow with partitions; the process's running count
+(:mod:`notifier.collect.requestcount`) adds them up, with each new connection's handshake.
 
 Connections are aiokafka's (``aiokafka.conn.create_conn``: version negotiation, SSL and SASL)
 but pooled here rather than through ``AIOKafkaClient``, whose background metadata task sends
@@ -106,6 +107,7 @@ from notifier.collect.protocol import (
     parse_offset_fetch,
 )
 from notifier.collect.readonly import ReadOnly
+from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
 from notifier.collect.results import ScanError, ScanResult, TopicPartition, elapsed_clock
 from notifier.collect.samples import build_samples, normalize_group_state
 from notifier.collect.security import RefreshingTokenProvider, sasl_settings
@@ -177,7 +179,8 @@ class ClusterCollector:
     as Burrow does); a group is scanned when it matches an allow pattern (or there are none)
     and no deny pattern. Everything else is connection settings passed to aiokafka; SSL
     settings build a context with :func:`aiokafka.helpers.create_ssl_context` unless
-    ``ssl_context`` is given.
+    ``ssl_context`` is given. Every request it sends also counts in ``requests`` (by default the
+    process's, :data:`~notifier.collect.requestcount.KAFKA_REQUESTS`) as the ``scan`` client's.
 
     One scan runs at a time per collector. What a collector learns (coordinators, a working
     DescribeGroups batch size, whether the cluster answers "all partitions" offset fetches,
@@ -210,6 +213,7 @@ class ClusterCollector:
         sasl_oauth_token_provider: AbstractTokenProvider | None = None,
         sasl_kerberos_service_name: str = "kafka",
         sasl_kerberos_domain_name: str | None = None,
+        requests: KafkaRequests | None = None,
     ) -> None:
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = [s for s in bootstrap_servers.split(",") if s.strip()]
@@ -273,6 +277,8 @@ class ClusterCollector:
         """Set by a fleet instance: the groups it owns. The others are listed by ListGroups
         (one request per broker) and left alone: not described, no offsets fetched."""
         self._requests: Counter[str] = Counter()
+        self._tally = (requests or KAFKA_REQUESTS).tally("scan")
+        """The process's count (``notifier_kafka_requests_total``), which outlives each scan's."""
         self._connects = 0
         self._closed = False
 
@@ -412,6 +418,7 @@ class ClusterCollector:
                 raise _TransportError(f"cannot connect to {host}:{port}: {detail}") from exc
             self._conns[address] = conn
             self._connects += 1
+            self._tally.add("ApiVersions")  # the handshake's, as aiokafka's clients count it
             return conn
 
     def _retire_expiring_logins(self) -> None:
@@ -438,6 +445,7 @@ class ClusterCollector:
         try:
             answer = conn.send(request)  # encodes now: an unsupported version raises here
             self._requests[api] += 1
+            self._tally.add(api)
             return await answer
         except (KafkaConnectionError, CorrelationIdError, TimeoutError, OSError) as exc:
             conn.close(reason=CloseReason.CONNECTION_BROKEN)

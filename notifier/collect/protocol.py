@@ -30,15 +30,41 @@ from notifier.collect.results import ScanError, TopicPartition
 from notifier.types import GroupMember
 
 API_NAMES: Mapping[int, str] = {
+    0: "Produce",
+    1: "Fetch",
     2: "ListOffsets",
     3: "Metadata",
+    8: "OffsetCommit",
     9: "OffsetFetch",
     10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
     15: "DescribeGroups",
     16: "ListGroups",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    21: "DeleteRecords",
+    22: "InitProducerId",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    28: "TxnOffsetCommit",
+    29: "DescribeAcls",
+    30: "CreateAcls",
+    31: "DeleteAcls",
+    32: "DescribeConfigs",
+    33: "AlterConfigs",
+    36: "SaslAuthenticate",
+    37: "CreatePartitions",
+    42: "DeleteGroups",
     69: "ConsumerGroupDescribe",
 }
-"""Names used as keys of :attr:`ScanResult.requests`."""
+"""Kafka API names by API key (those aiokafka and the collector send): the keys of
+:attr:`ScanResult.requests` and the ``api`` label of ``notifier_kafka_requests_total``."""
 
 LATEST = -1
 EARLIEST = -2

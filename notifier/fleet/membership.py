@@ -40,6 +40,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.metadata import MetadataRequest
 
+from notifier.collect.requestcount import count_requests
 from notifier.config import CoordinationConfig, CoordinationKafka
 from notifier.fleet.shards import shard_of
 
@@ -161,6 +162,7 @@ class Membership:
             request_timeout_ms=max(round(kafka.request_timeout * 1000), 2 * session_ms + 5000),
             **self._security,
         )
+        count_requests(self._consumer, "fleet_membership")
         await self._consumer.start()
         self._consumer.subscribe([self.config.topic], listener=_Listener(self))
         self._tasks = [
@@ -224,6 +226,7 @@ class Membership:
             request_timeout_ms=round(self.kafka.request_timeout * 1000),
             **self._security,
         )
+        count_requests(client, "fleet_membership")
         try:
             async with asyncio.timeout(self.kafka.request_timeout):
                 await client.bootstrap()

@@ -6,7 +6,10 @@ latest record per key is all a new owner needs, and a record with no value (a to
 its key. A broker that refuses the setting gets a plain topic (one log line says so); readers
 apply "latest per key wins" themselves, so the result is the same, only the topic grows.
 
-Clients log in as the collector does (:func:`notifier.collect.security.client_security`).
+Clients log in as the collector does (:func:`notifier.collect.security.client_security`), and
+count their requests as ``counted_as`` in ``notifier_kafka_requests_total``
+(:mod:`notifier.collect.requestcount`): the shard state's by default, the fleet view's for its
+own topic.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from notifier.collect.requestcount import count_requests
 from notifier.collect.security import client_security
 from notifier.config.kafka_security import SecurityConfig
+from notifier.types import KafkaClientRole
 
 log = logging.getLogger("notifier.fleet.statetopic")
 
@@ -66,6 +71,7 @@ async def ensure_topic(
     compact: bool = True,
     client_id: str = CLIENT_ID,
     request_timeout_ms: int = 30_000,
+    counted_as: KafkaClientRole = "fleet_state",
 ) -> int:
     """Create ``topic`` with ``partitions`` partitions when it does not exist (compacted when
     ``compact`` and the broker accepts it). Returns its partition count; StateTopicError when it
@@ -77,6 +83,7 @@ async def ensure_topic(
         request_timeout_ms=request_timeout_ms,
         **_settings(security, client_id),
     )
+    count_requests(admin, counted_as)
     await admin.start()
     try:
         # list_topics asks for all topics: a metadata request naming the topic would let a
@@ -152,6 +159,7 @@ class StateWriter:
         client_id: str = CLIENT_ID,
         max_request_size: int = 1_048_576,
         compression_type: str | None = None,
+        counted_as: KafkaClientRole = "fleet_state",
     ) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(
@@ -162,6 +170,7 @@ class StateWriter:
             compression_type=compression_type,
             **_settings(security, client_id),
         )
+        count_requests(self._producer, counted_as)
 
     async def start(self) -> None:
         await self._producer.start()
@@ -208,6 +217,7 @@ class StateReader:
         client_id: str = CLIENT_ID,
         timeout: float = 60.0,
         fetch_max_wait_ms: int = 50,
+        counted_as: KafkaClientRole = "fleet_state",
     ) -> None:
         self.topic = topic
         self._timeout = timeout
@@ -222,6 +232,7 @@ class StateReader:
             fetch_max_wait_ms=fetch_max_wait_ms,
             **_settings(security, client_id),
         )
+        count_requests(self._consumer, counted_as)
 
     async def start(self) -> None:
         await self._consumer.start()

@@ -50,6 +50,7 @@ from notifier.api.views import (
     open_incidents,
     scan_rows,
 )
+from notifier.collect.requestcount import count_requests
 from notifier.collect.security import client_security
 from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import CLIENT_ID, StateWriter, ensure_topic
@@ -662,8 +663,10 @@ class FleetView:
 
     async def _open(self) -> None:
         self._caught_up = asyncio.Event()
-        await ensure_topic(self.bootstrap_servers, self.topic, 1, security=self.security)
-        self._writer = StateWriter(self.bootstrap_servers, self.topic, security=self.security)
+        await ensure_topic(self.bootstrap_servers, self.topic, 1, security=self.security,
+                           counted_as="fleet_view")  # fmt: skip
+        self._writer = StateWriter(self.bootstrap_servers, self.topic, security=self.security,
+                                   counted_as="fleet_view")  # fmt: skip
         await self._writer.start()
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap_servers,
@@ -673,6 +676,7 @@ class FleetView:
             client_id=CLIENT_ID,
             **client_security(self.security or SecurityConfig()),
         )
+        count_requests(consumer, "fleet_view")
         await consumer.start()
         self._consumer = consumer
         tp = TopicPartition(self.topic, VIEW_PARTITION)
