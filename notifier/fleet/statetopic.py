@@ -167,6 +167,9 @@ class StateWriter:
             acks="all",
             linger_ms=5,
             max_request_size=max_request_size,
+            # One batch per partition per request: with aiokafka's 16 KiB default, a scan's
+            # records (a shard's changes, a flush of bulletins) went out a request or two each.
+            max_batch_size=max_request_size,
             compression_type=compression_type,
             **_settings(security, client_id),
         )
