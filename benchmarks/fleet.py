@@ -8,9 +8,11 @@ group-partitions with ``--full``. A real HTTP receiver takes the notifications.
 1. One instance of a fleet (it owns every shard): for ``--cycles`` scan intervals, its CPU
    seconds (``/proc/<pid>/stat``, user + system) and every Kafka request it sent (the increase
    of ``notifier_kafka_requests_total`` on its ``/metrics``: the scans', the membership's
-   join, heartbeats and reachability probe, the state topic's, the fleet view's), per cycle
-   (``notifier_scans_total``), with the breakdown by client; and, for reference, the last
-   scan's own requests (``notifier_scan_requests``, by API).
+   join, heartbeats and reachability probe, the state topic's, the fleet view's), per cycle,
+   with the breakdown by client; and, for reference, the last scan's own requests
+   (``notifier_scan_requests``, by API). The window runs from the moment one of its scans
+   lands (``last_scan`` on ``/readyz``, polled every 0.5 s) to the moment the ``--cycles``-th
+   after it lands, so it holds exactly that many scans and intervals.
 2. Three instances of another fleet, the same figures for each. Target: each of the three at
    most 0.4 of the one, in CPU and in all requests (the scan work divides by three; what every
    instance repeats: ListGroups, the metadata, the membership, the fleet view).
@@ -162,34 +164,39 @@ class Bench:
 
     async def measure(self, fleet: list[FleetProcess], cycles: int) -> list[dict[str, Any]]:
         """CPU seconds and Kafka requests (all of them, by client) per cycle of each instance
-        over ``cycles`` intervals."""
-        before = [(i.cpu_s(), await scans(i), await i.kafka_requests()) for i in fleet]
-        await asyncio.sleep(cycles * self.interval)
-        figures = []
-        for instance, (cpu, scanned, sent) in zip(fleet, before, strict=True):
-            scanned_now, sent_now = await scans(instance), await instance.kafka_requests()
-            done = max(1.0, scanned_now - scanned)
-            by_api = {k: n - sent.get(k, 0) for k, n in sent_now.items() if n > sent.get(k, 0)}
-            by_client: dict[str, float] = {}
-            for (client, _), count in by_api.items():
-                by_client[client] = by_client.get(client, 0) + count
-            last_scan = await scan_requests(instance)
-            figures.append(
-                {
-                    "instance": instance.name,
-                    "groups": len(await instance.groups()),
-                    "cycles": int(scanned_now - scanned),
-                    "cpu_s_per_cycle": round((instance.cpu_s() - cpu) / done, 3),
-                    "requests_per_cycle": round(sum(by_client.values()) / done, 1),
-                    "requests_by_client": {c: round(n / done, 1) for c, n in by_client.items()},
-                    "requests_by_api": {
-                        f"{c}/{a}": round(n / done, 1) for (c, a), n in sorted(by_api.items())
-                    },
-                    "scan_requests": sum(last_scan.values()),
-                    "scan_requests_by_api": last_scan,
-                }
-            )
-        return figures
+        (all at once, each at its own phase)."""
+        return list(await asyncio.gather(*(self._measure(i, cycles) for i in fleet)))
+
+    async def _measure(self, instance: FleetProcess, cycles: int) -> dict[str, Any]:
+        """From the moment one of its scans lands to the moment the ``cycles``-th after it
+        lands: a window of exactly ``cycles`` scans and ``cycles`` intervals of everything
+        else (a fixed window would hold a scan more or less, as the phase falls)."""
+        first = await instance.next_scan(await instance.last_scan())
+        sent, cpu = await instance.kafka_requests(), instance.cpu_s()
+        last = first
+        for _ in range(cycles):
+            last = await instance.next_scan(last)
+        cpu_s = instance.cpu_s() - cpu
+        sent_now = await instance.kafka_requests()
+        by_api = {k: n - sent.get(k, 0) for k, n in sent_now.items() if n > sent.get(k, 0)}
+        by_client: dict[str, float] = {}
+        for (client, _), count in by_api.items():
+            by_client[client] = by_client.get(client, 0) + count
+        last_scan = await scan_requests(instance)
+        return {
+            "instance": instance.name,
+            "groups": len(await instance.groups()),
+            "cycles": cycles,
+            "seconds": round((last - first) / 1000, 1),
+            "cpu_s_per_cycle": round(cpu_s / cycles, 3),
+            "requests_per_cycle": round(sum(by_client.values()) / cycles, 1),
+            "requests_by_client": {c: round(n / cycles, 1) for c, n in by_client.items()},
+            "requests_by_api": {
+                f"{c}/{a}": round(n / cycles, 1) for (c, a), n in sorted(by_api.items())
+            },
+            "scan_requests": sum(last_scan.values()),
+            "scan_requests_by_api": last_scan,
+        }
 
     async def set_behind(self, group: str, behind: bool) -> None:
         """Commit every partition of ``group`` at 0 (everything unread) or at the log end."""

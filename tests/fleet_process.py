@@ -4,6 +4,7 @@ its counters, its CPU time) and the ways they stop it (SIGKILL, SIGTERM)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -84,6 +85,23 @@ class FleetProcess:
             (name, dict(_LABEL.findall(labels)), float(value))
             for name, labels, value in _SAMPLE.findall(answer.text)
         ]
+
+    async def last_scan(self) -> int | None:
+        """When its last successful scan of its cluster was (epoch ms, from ``/readyz``: a
+        cheap answer, unlike ``/metrics``, for polling while its CPU is measured)."""
+        answer = await self.api.get("/readyz")  # 503 while not ready: the same body
+        for cluster in answer.json()["clusters"]:
+            if cluster["cluster"] == self.cluster:
+                return cluster.get("last_scan")
+        return None
+
+    async def next_scan(self, after: int | None, poll_s: float = 0.5) -> int:
+        """Wait until a scan newer than ``after`` has landed; its time."""
+        while True:
+            found = await self.last_scan()
+            if found is not None and found != after:
+                return found
+            await asyncio.sleep(poll_s)
 
     async def kafka_requests(self) -> dict[tuple[str, str], int]:
         """``notifier_kafka_requests_total`` so far, by (client, api)."""
