@@ -551,3 +551,77 @@ async def test_an_instance_that_cannot_reach_the_coordination_cluster_at_start_u
     finally:
         await stop_instance(instance)
         await outage.close()
+
+
+# ------------------------------------------------------------------------------------------
+# Shards taken over: the next scan is brought forward
+
+
+@dataclass
+class Shares:
+    """The shards an instance owns, as its membership would say (set by the test)."""
+
+    owned: frozenset[int]
+    partitions: int = SHARDS
+    coordination_ok: bool = True
+
+    def owns(self, cluster: str, group: str) -> bool:
+        return shard_of(cluster, group, self.partitions) in self.owned
+
+
+class Unpublished:
+    """A shard publisher that keeps nothing (this test is about when scans happen)."""
+
+    async def publish_scan(self, cluster, groups_by_shard, coordinator, notifier) -> None:
+        return None
+
+
+async def test_shards_taken_over_are_scanned_soon_but_never_crowd_a_window(kafka_broker, tmp_path):
+    interval = 8.0
+    prefix = f"fleet-{uuid.uuid4().hex[:6]}"
+    groups = await populate(kafka_broker.bootstrap_servers, prefix, 40)
+    service = parse_service_config(
+        {
+            "clusters": [
+                {
+                    "name": "prod",
+                    "bootstrap_servers": kafka_broker.bootstrap_servers,
+                    "scan_interval": f"{interval:g}s",
+                    "group_allow": [f"^{prefix}-"],
+                }
+            ],
+            "history": {"enabled": False},
+            "api": {"enabled": False},
+        },
+        "fleet.yaml",
+    )
+    coordinator = Coordinator(service, load_rules(rules_or_default(None)), tmp_path, LogSink())
+    kept, new = frozenset(range(SHARDS // 2)), frozenset(range(SHARDS // 2, SHARDS))
+    shares = Shares(kept)
+    coordinator.join_fleet(shares, Unpublished())
+    state = coordinator.clusters["prod"]
+    await coordinator.start()
+    try:
+        await eventually(lambda: state.metrics.scans == 1, 30, "the first scheduled scan")
+        first_ts = state.store.last_scan_ts["prod"]
+        job = coordinator.scheduler.get_job("scan:prod")
+        tick = job.next_run_time
+
+        # Taken over a moment after a scan: the next one comes a quarter interval after it,
+        # not at the tick (most of an interval away) and not at once (a crowded pair).
+        shares.owned = kept | new
+        coordinator.shards_taken_over(new)
+        await eventually(lambda: state.metrics.scans == 2, interval, "the scan brought forward")
+        gap_s = (state.store.last_scan_ts["prod"] - first_ts) / 1000
+        assert interval / 4 - 0.1 <= gap_s < interval / 2, gap_s
+        assert set(state.groups) == set(groups), "the new shards' groups were scanned"
+        assert job.next_run_time > tick, "the schedule goes on from the scan brought forward"
+
+        # Taken over when the latest sample is older than that: the scan comes at once.
+        await asyncio.sleep(interval / 4 + 0.5)
+        taken_over = time.monotonic()
+        coordinator.shards_taken_over(new)
+        await eventually(lambda: state.metrics.scans == 3, interval, "a scan at once")
+        assert time.monotonic() - taken_over < interval / 4, "scanned at once"
+    finally:
+        await coordinator.stop()

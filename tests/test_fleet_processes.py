@@ -41,10 +41,12 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 CLUSTER = "fleet"
 GROUPS = 300
 SHARDS = 12
-SCAN_S = 5.0
-"""Longer than a rebalance takes on the embedded broker (it completes a join about 3 s after
-the members rejoined), as a production scan interval (10 s) is: a hand-over fits between two
-scans."""
+SCAN_S = 8.0
+"""Longer than a hand-over takes past the session timeout on the embedded broker (its rebalance
+completes a join 3 s after the members rejoined, a follower hears its assignment a heartbeat
+later; then the load and the scan, up to a quarter interval after the latest sample), as a
+production scan interval (10 s to a minute) is: a hand-over fits in the session timeout plus
+one interval."""
 SESSION_S = 6.0
 HEARTBEAT_S = 1.0
 RECORDS = 120
@@ -365,11 +367,13 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
     report = _delivery_report(fleet.bodies())
     assert report.sequence_errors == [], report.sequence_errors
     assert (report.opens, report.resolves) == (1, 1), report
-    # The issue's bound, session timeout plus a scan interval, and the heartbeat: the group
-    # coordinator expires the dead member a session timeout after its last heartbeat, and the
-    # survivors hear of the rebalance at their next one. The rebalance, the load and the first
-    # scan then fit within one scan interval.
-    bound_s = SESSION_S + HEARTBEAT_S + SCAN_S
+    # The issue's bound, session timeout plus a scan interval: the group coordinator expires
+    # the dead member at most a session timeout after the kill; the survivors rejoin (the
+    # embedded broker's rebalance takes 3-4 s: 3 s to gather the members, a heartbeat more for
+    # a follower's assignment), load the shards and scan them within a quarter interval (the
+    # next scan is brought forward, see Coordinator.shards_taken_over), all within a scan
+    # interval.
+    bound_s = SESSION_S + SCAN_S
     assert handover_s <= bound_s, (handover_s, bound_s)
 
 

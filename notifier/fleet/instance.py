@@ -119,6 +119,7 @@ class FleetInstance:
             drain=drain,
             security=client_security(kafka.security),
             instance=self.instance,
+            on_new_shards=coordinator.shards_taken_over,
         )
         coordinator.join_fleet(self._membership, publisher, self.notifier)
 

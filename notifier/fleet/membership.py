@@ -12,7 +12,9 @@ half a shard:
   scanned, their state is snapshotted to the state topic, their pending notifications get a
   bounded time to be delivered;
 - assigned: revoked shards that came back are kept as they are, the others dropped locally;
-  each new shard's state is loaded from the state topic; then the scans go on.
+  each new shard's state is loaded from the state topic; then the scans go on, and
+  ``on_new_shards`` hears of the new shards (the coordinator brings its next scan forward:
+  :meth:`~notifier.service.coordinator.Coordinator.shards_taken_over`).
 
 When the coordination cluster becomes unreachable, aiokafka marks the group coordinator dead
 and looks it up again and again; it does not rejoin (so it does not revoke) until a coordinator
@@ -68,7 +70,9 @@ class Membership:
 
     ``handover`` is held while shards change hands (the coordinator holds it around each scan);
     ``drain(timeout)`` waits for pending notifications to be delivered (the notifier's
-    ``wait_delivered``); ``ensure_topic()`` creates the state topic if it is missing."""
+    ``wait_delivered``); ``ensure_topic()`` creates the state topic if it is missing;
+    ``on_new_shards(shards)`` is told of the shards an assignment brought, once their state
+    is loaded and the hand-over lock released."""
 
     def __init__(
         self,
@@ -81,6 +85,7 @@ class Membership:
         drain: Callable[[float], Awaitable[Any]] | None = None,
         security: dict[str, Any] | None = None,
         instance: str | None = None,
+        on_new_shards: Callable[[frozenset[int]], Any] | None = None,
     ) -> None:
         self.config = config
         self.kafka = kafka
@@ -95,6 +100,7 @@ class Membership:
         self._handover = handover
         self._ensure_topic = ensure_topic
         self._drain = drain
+        self._on_new_shards = on_new_shards
         self._security = security or {}
         self._consumer: AIOKafkaConsumer | None = None
         self._tasks: list[asyncio.Task] = []
@@ -302,6 +308,8 @@ class Membership:
         kept, new, groups = await self._settle(shards)
         self.handovers += 1
         self._assigned_once.set()
+        if new and self._on_new_shards is not None:
+            self._on_new_shards(new)
         load_s = round(time.monotonic() - started, 3)
         log.info("shards assigned", extra={"event": "fleet_assigned", "instance": self.instance,
                                            "owned": sorted(self.owned), "kept": sorted(kept),

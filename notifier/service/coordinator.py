@@ -120,6 +120,10 @@ class ShardPublisher(Protocol):
     ) -> Any: ...
 
 
+EARLY_SCAN_SPACING = 0.25
+"""A scan brought forward for shards taken over comes no sooner than this many scan intervals
+after the cluster's latest sample (see :meth:`Coordinator.shards_taken_over`)."""
+
 PUBLISH_TIMEOUT_S = 10.0
 """How long a scan waits at most (and never more than a scan interval) for its changes to reach
 the state topic: a coordination cluster that does not answer must not stop the watching."""
@@ -727,6 +731,37 @@ class Coordinator:
                         extra={"event": "fleet_publish_failed", "cluster": name,
                                "error": str(exc) or type(exc).__name__})  # fmt: skip
 
+    def shards_taken_over(self, shards: frozenset[int]) -> None:
+        """The fleet membership's hook, once ``shards`` were taken over and their state loaded:
+        each cluster's next scan is brought forward rather than left to its tick, which may be
+        most of an interval away (after a ``kill -9``, the hand-over then costs the session
+        timeout and the rebalance, not a scan interval more). The schedule goes on from that
+        scan. It comes at once, or a quarter interval after the cluster's latest sample (this
+        instance's own last scan, or the old owner's last scan of a shard just loaded, when
+        later) if that is later: no sample comes closer than that to the one before it.
+        Left as it is when a scan of the cluster is under way or waits for the hand-over (it
+        takes the new shards), and while the cluster backs off after failures."""
+        if self.scheduler is None or not shards:
+            return
+        now_ms = _now_ms()
+        for name, state in self.clusters.items():
+            if name in self._scan_task or time.monotonic() < state.retry_at:
+                continue
+            latest = state.store.last_scan_ts.get(name)
+            spacing_ms = state.config.scan_interval * 1000 * EARLY_SCAN_SPACING
+            at_ms = now_ms if latest is None else max(now_ms, latest + spacing_ms)
+            job = self.scheduler.get_job(f"scan:{name}")
+            if job is None or job.next_run_time is None:
+                continue  # paused: stopping
+            at = _datetime(at_ms)
+            if job.next_run_time <= at:
+                continue  # due by then anyway
+            job.modify(next_run_time=at)
+            log.info("scan brought forward for the shards taken over",
+                     extra={"event": "fleet_scan_brought_forward", "cluster": name,
+                            "shards": sorted(shards),
+                            "in_s": round((at_ms - now_ms) / 1000, 1)})  # fmt: skip
+
     def _scan_failed(self, state: ClusterState, error: str) -> None:
         m = state.metrics
         m.failures += 1
@@ -960,3 +995,9 @@ def _now_datetime():
     from datetime import UTC, datetime
 
     return datetime.now(UTC)
+
+
+def _datetime(epoch_ms: float):
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC)
