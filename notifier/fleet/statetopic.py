@@ -33,6 +33,9 @@ log = logging.getLogger("notifier.fleet.statetopic")
 
 CLIENT_ID = "notifier-fleet"
 
+BATCH_BYTES = 512 * 1024
+"""The largest record batch a writer builds (a record larger than this goes alone)."""
+
 _TOPIC_ALREADY_EXISTS = 36
 # Brokers refuse a topic config they do not know or allow with one of these.
 _CONFIG_ERRORS = (40, 42, 44)
@@ -169,7 +172,8 @@ class StateWriter:
             max_request_size=max_request_size,
             # One batch per partition per request: with aiokafka's 16 KiB default, a scan's
             # records (a shard's changes, a flush of bulletins) went out a request or two each.
-            max_batch_size=max_request_size,
+            # Half a MiB stays well inside a broker's default message.max.bytes (1 MiB + 12).
+            max_batch_size=min(max_request_size, BATCH_BYTES),
             compression_type=compression_type,
             **_settings(security, client_id),
         )
