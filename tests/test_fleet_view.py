@@ -337,11 +337,12 @@ def test_the_table_keeps_the_latest_value_per_key_and_forgets_tombstones():
     bulletin = Bulletin("c", "g/x", "a", T0, T0, 10.0, {"group": "g/x"}, None, {}, {})
     table.apply("g/c/g/x", bulletin.encode())  # a group name may hold a slash
     table.apply("s/1", orjson.dumps({"id": "1"}))
-    assert table.members == {"a": member} and table.groups == {("c", "g/x"): bulletin}
+    assert table.members == {"a": member} and table.bulletin("c", "g/x") == bulletin
+    assert table.bulletins() == [bulletin]
     table.apply("g/c/g/x", None)
     table.apply("s/1", None)
     table.apply("m/a", None)
-    assert (table.groups, table.silences, table.members) == ({}, {}, {})
+    assert (table.bulletins(), table.silences, table.members) == ([], {}, {})
     with pytest.raises(ValueError, match="unknown key"):
         table.apply("x/1", b"{}")
 

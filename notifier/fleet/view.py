@@ -55,13 +55,11 @@ from notifier.collect.security import client_security
 from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import CLIENT_ID, StateWriter, ensure_topic
 from notifier.notify.silences import Silence
+from notifier.service.coordinator import STALE_AFTER_INTERVALS
 
 log = logging.getLogger(__name__)
 
 VIEW_PARTITION = 0
-STALE_AFTER_INTERVALS = 3
-"""A bulletin whose owner last scanned its group more than this many scan intervals ago is
-stale (the same test a cluster's own readiness uses)."""
 STEP_S = 0.005
 """How long one step of working bulletins out may hold the event loop."""
 TAIL_WAIT_MS = 2000
@@ -264,11 +262,6 @@ class ViewTable:
         """Every readable bulletin (of ``cluster`` only, when given), by cluster and group."""
         keys = sorted(k for k in self._bulletins if cluster is None or k[0] == cluster)
         return [b for key in keys if (b := self.bulletin(*key)) is not None]
-
-    @property
-    def groups(self) -> dict[tuple[str, str], Bulletin]:
-        """Every readable bulletin by (cluster, group)."""
-        return {(b.cluster, b.group): b for b in self.bulletins()}
 
 
 class RemoteGroup:
