@@ -992,9 +992,7 @@ def _now_ms() -> int:
 
 
 def _now_datetime():
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
+    return _datetime(_now_ms())
 
 
 def _datetime(epoch_ms: float):
