@@ -163,6 +163,22 @@ class Bench:
                 raise RuntimeError(f"{lost} groups without exactly one owner after {timeout} s")
             await asyncio.sleep(1)
 
+    async def settle(self, fleet: list[FleetProcess], timeout: float) -> None:
+        """Wait until no instance has taken an assignment for a scan interval and two
+        heartbeats: the leader asks for a rebalance of its own when the first assignment,
+        made before anyone had scanned, left the shards' work uneven."""
+        quiet_s = self.interval + 2 * HEARTBEAT_S
+        deadline = time.monotonic() + timeout
+        seen = [await i.assignments() for i in fleet]
+        since = time.monotonic()
+        while time.monotonic() - since < quiet_s:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the fleet still rebalancing after {timeout} s")
+            await asyncio.sleep(1)
+            now = [await i.assignments() for i in fleet]
+            if now != seen:
+                seen, since = now, time.monotonic()
+
     async def measure(self, fleet: list[FleetProcess], cycles: int) -> list[dict[str, Any]]:
         """CPU seconds and Kafka requests (all of them, by client) per cycle of each instance
         (all at once, each at its own phase)."""
@@ -332,7 +348,9 @@ async def run(layout: Layout, cycles: int, interval: float, incidents: int) -> d
 
                     fleet = await bench.start("trio", 3)
                     await bench.owners(fleet, 120)
-                    await asyncio.sleep(2 * interval)
+                    await bench.settle(fleet, 120)
+                    await bench.owners(fleet, 120)
+                    await asyncio.sleep(interval)
                     three = await bench.measure(fleet, cycles)
                     for figures in three:
                         print(f"three, {figures['instance']}: {_line(figures)}", flush=True)

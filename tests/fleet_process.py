@@ -95,6 +95,11 @@ class FleetProcess:
                 return cluster.get("last_scan")
         return None
 
+    async def assignments(self) -> int:
+        """How many shard assignments it has taken since it started (``/readyz``)."""
+        answer = await self.api.get("/readyz")
+        return int(answer.json().get("fleet", {}).get("assignments", 0))
+
     async def next_scan(self, after: int | None, poll_s: float = 0.5) -> int:
         """Wait until a scan newer than ``after`` has landed; its time."""
         while True:

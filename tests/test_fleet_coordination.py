@@ -272,13 +272,15 @@ async def eventually(condition: Callable[[], bool], timeout: float, what: str) -
 
 
 def settled(instances: list[Instance], since: float) -> bool:
-    """Every shard owned by exactly one instance, and each instance has scanned since."""
+    """Every shard owned by exactly one instance, each instance has scanned since, and the
+    leader is not about to ask for a rebalance of uneven work."""
     owned = [i.owned for i in instances]
     every = frozenset().union(*owned)
     return (
         every == frozenset(range(SHARDS))
         and sum(len(o) for o in owned) == SHARDS
         and all(i.scans_since(since) for i in instances)
+        and all(i.fleet.membership.rebalance_due() is None for i in instances)
     )
 
 

@@ -348,9 +348,8 @@ class ClusterCollector:
         metadata, refreshed = await self._current_metadata()
         listed = await self._list_groups(metadata)
         owns = self.group_filter
-        selected = {
-            g: node for g, node in listed.items() if self.matches(g) and (owns is None or owns(g))
-        }
+        matching = [g for g in listed if self.matches(g)]
+        selected = {g: listed[g] for g in matching if owns is None or owns(g)}
         unevaluated = self._unevaluated(selected)
         groups, skipped = await self._describe(
             {g: node for g, node in selected.items() if g not in unevaluated}
@@ -390,6 +389,7 @@ class ClusterCollector:
             duration_s=time.monotonic() - started,
             elapsed_at=elapsed_at,
             owners={n: g.owners for n, g in sorted(groups.items()) if g.owners},
+            listed_groups=tuple(matching),
         )
 
     # ----------------------------------------------------------------------------------------

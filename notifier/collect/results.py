@@ -66,6 +66,10 @@ class ScanResult:
     owners: Mapping[str, Mapping[TopicPartition, GroupMember]] = field(default_factory=dict)
     """Per group, the member each assigned partition belongs to (its client id and host, as
     the group's coordinator describes it); groups without assignments are left out."""
+    listed_groups: tuple[str, ...] = ()
+    """Every listed group the allow/deny lists let through, scanned here or not: a fleet
+    instance scans only its own shards' groups, and weighs every shard by these
+    (:mod:`notifier.fleet.balance`)."""
 
     @property
     def total_requests(self) -> int:

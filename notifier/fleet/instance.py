@@ -120,6 +120,7 @@ class FleetInstance:
             security=client_security(kafka.security),
             instance=self.instance,
             on_new_shards=coordinator.shards_taken_over,
+            work=coordinator.shard_work,
         )
         coordinator.join_fleet(self._membership, publisher, self.notifier)
 

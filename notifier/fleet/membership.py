@@ -34,16 +34,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.metadata import MetadataRequest
 
 from notifier.collect.requestcount import count_requests
 from notifier.config import CoordinationConfig, CoordinationKafka
+from notifier.fleet.assignor import ShardAssignor
+from notifier.fleet.balance import ShardWork
 from notifier.fleet.shards import shard_of
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ log = logging.getLogger(__name__)
 POLL_TIMEOUT_MS = 1000
 """How long each idle poll waits; polling keeps aiokafka from leaving the group for a consumer
 it would otherwise take for stuck (``max.poll.interval.ms``)."""
+
+PROBE_EVERY_S = 300.0
+"""The leader asks for a rebalance of its own (uneven work: see :mod:`notifier.fleet.assignor`)
+at most this often: each one pauses every instance's scans for a hand-over."""
 
 
 class ShardStore(Protocol):
@@ -72,7 +77,10 @@ class Membership:
     ``drain(timeout)`` waits for pending notifications to be delivered (the notifier's
     ``wait_delivered``); ``ensure_topic()`` creates the state topic if it is missing;
     ``on_new_shards(shards)`` is told of the shards an assignment brought, once their state
-    is loaded and the hand-over lock released."""
+    is loaded and the hand-over lock released; ``work()`` is each shard's work as this
+    instance knows it (the coordinator's
+    :meth:`~notifier.service.coordinator.Coordinator.shard_work`), which the fleet's leader
+    balances."""
 
     def __init__(
         self,
@@ -86,6 +94,7 @@ class Membership:
         security: dict[str, Any] | None = None,
         instance: str | None = None,
         on_new_shards: Callable[[frozenset[int]], Any] | None = None,
+        work: Callable[[], Mapping[int, ShardWork] | None] | None = None,
     ) -> None:
         self.config = config
         self.kafka = kafka
@@ -97,6 +106,7 @@ class Membership:
         self.unreachable_since: float | None = None
         """Wall-clock time (s) the coordination cluster became unreachable; None while up."""
         self.handovers = 0
+        """Assignments this instance has taken since it started (each a hand-over)."""
         self._handover = handover
         self._ensure_topic = ensure_topic
         self._drain = drain
@@ -111,6 +121,10 @@ class Membership:
         """Whether this membership holds the hand-over lock (from a revoke to its assignment)."""
         self._watchdog: asyncio.Task | None = None
         self._members: list[str] | None = None
+        self.assignor = ShardAssignor(
+            config.topic, config.partitions, lambda: self.owned | self._suspended, work
+        )
+        self._next_probe = 0.0
 
     # ---------------------------------------------------------------- reading
 
@@ -141,6 +155,7 @@ class Membership:
             "shards": sorted(self.owned),
             "partitions": self.partitions,
             "coordination": coordination,
+            "assignments": self.handovers,
         }
 
     # ---------------------------------------------------------------- lifecycle
@@ -156,8 +171,9 @@ class Membership:
             client_id=f"{kafka.client_id}-{self.instance}",
             group_id=self.config.group_id,
             enable_auto_commit=False,
-            # Only the shards that must move do: the others stay where their state is warm.
-            partition_assignment_strategy=(StickyPartitionAssignor,),
+            # Shards balanced by their work, and only those that must move do: the others stay
+            # where their state is warm.
+            partition_assignment_strategy=(self.assignor,),
             auto_offset_reset="latest",
             session_timeout_ms=session_ms,
             heartbeat_interval_ms=round(self.config.heartbeat_interval * 1000),
@@ -264,6 +280,7 @@ class Membership:
             self._holding = True
         self.owned = self.owned - shards
         self._suspended = self._suspended | shards
+        self.assignor.led = None  # a new generation comes
         await self._flush(shards)
         if self._drain is not None:
             try:
@@ -432,6 +449,7 @@ class Membership:
                     # whoever takes these shards next.
                     async with self._handover:
                         await self._flush(self.owned)
+                self._probe_balance()
                 continue
             failing_since = failing_since or now
             # One missed probe is noise; a heartbeat interval of them is an outage.
@@ -444,6 +462,27 @@ class Membership:
                            "shards": sorted(self.owned),
                            "bootstrap_servers": self.kafka.bootstrap_servers},
                 )  # fmt: skip
+
+    def rebalance_due(self) -> tuple[float, float] | None:
+        """As the leader, when the shards' work calls for a rebalance and one may be asked for
+        now: the imbalance now and after (see :meth:`ShardAssignor.worth_rebalancing`)."""
+        if time.monotonic() < self._next_probe:
+            return None
+        return self.assignor.worth_rebalancing()
+
+    def _probe_balance(self) -> None:
+        """As the leader: ask for a rebalance when the work the shards hold has turned out
+        uneven (see :mod:`notifier.fleet.assignor`), at most every :data:`PROBE_EVERY_S`."""
+        consumer = self._consumer
+        verdict = self.rebalance_due()
+        if consumer is None or verdict is None:
+            return
+        self._next_probe = time.monotonic() + PROBE_EVERY_S
+        log.info("asking the fleet to rebalance: the shards' work is uneven",
+                 extra={"event": "fleet_rebalance_requested", "instance": self.instance,
+                        "imbalance": round(verdict[0], 3),
+                        "imbalance_after": round(verdict[1], 3)})  # fmt: skip
+        consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
 
     async def _reachable(self) -> bool:
         """One metadata request for the state topic alone: a request for every topic is

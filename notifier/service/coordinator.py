@@ -47,6 +47,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
 from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
+from notifier.fleet.balance import ShardWork, shard_work
 from notifier.fleet.shards import by_shard
 from notifier.history import (
     HistoryEmptyError,
@@ -235,6 +236,9 @@ class ClusterState:
     owners: Mapping[str, Mapping[tuple[str, int], GroupMember]] = field(default_factory=dict)
     """Per group, the member that owns each assigned partition as of the last scan."""
     retry_at: float = 0.0
+    shard_work: dict[int, ShardWork] | None = None
+    """A fleet instance's shards' work in this cluster as its last scan saw it
+    (:func:`notifier.fleet.balance.shard_work`); None before the first scan."""
     clock: ScanClock = field(init=False)
     """Stamps each scan with its time on the cluster's one timeline (see scanclock)."""
 
@@ -694,8 +698,38 @@ class Coordinator:
         async with self.handover:  # a fleet instance's shards never change mid-scan
             result, transitions = await self._scan(state)
             if result is not None:
+                self._weigh_shards(state, result)
                 await self._publish_scan(state, result)
             return transitions
+
+    def _weigh_shards(self, state: ClusterState, result: ScanResult) -> None:
+        """Each shard's work in this cluster: every listed group, with the partitions of those
+        scanned here (the fleet's leader balances shards by it)."""
+        assert self.fleet is not None
+        counted = pc.value_counts(result.samples.column("group"))
+        partitions = dict(
+            zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())
+        )
+        for group in result.group_states:
+            partitions.setdefault(group, 0)
+        state.shard_work = shard_work(
+            state.config.name, result.listed_groups, partitions, self.fleet.partitions
+        )
+
+    def shard_work(self) -> dict[int, ShardWork] | None:
+        """Each shard's work over every cluster, as this instance knows it (every shard, an
+        empty one too: it weighs nothing); None until every cluster has been scanned once."""
+        if self.fleet is None:
+            return None
+        works = [state.shard_work for state in self.clusters.values()]
+        if not works or any(work is None for work in works):
+            return None
+        total = dict.fromkeys(range(self.fleet.partitions), ShardWork())
+        for work in works:
+            assert work is not None
+            for shard, counts in work.items():
+                total[shard] = total.get(shard, ShardWork()) + counts
+        return total
 
     async def _scan(self, state: ClusterState) -> tuple[ScanResult | None, list[Transition]]:
         """Scan, then ingest and evaluate; (None, []) when the scan failed."""
