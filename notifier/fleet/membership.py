@@ -46,6 +46,7 @@ from notifier.config import CoordinationConfig, CoordinationKafka
 from notifier.fleet.assignor import ShardAssignor
 from notifier.fleet.balance import ShardWork
 from notifier.fleet.shards import shard_of
+from notifier.fleet.statetopic import FETCHER_WAKEUP_MS
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,7 @@ class Membership:
             # where their state is warm.
             partition_assignment_strategy=(self.assignor,),
             auto_offset_reset="latest",
+            consumer_timeout_ms=FETCHER_WAKEUP_MS,
             session_timeout_ms=session_ms,
             heartbeat_interval_ms=round(self.config.heartbeat_interval * 1000),
             # Revoking flushes state and waits for deliveries (bounded by the session timeout):

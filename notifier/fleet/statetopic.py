@@ -31,6 +31,12 @@ from notifier.types import KafkaClientRole
 
 log = logging.getLogger("notifier.fleet.statetopic")
 
+FETCHER_WAKEUP_MS = 2000
+"""aiokafka's fetcher looks over its partitions every ``consumer_timeout_ms`` (200 ms by
+default) even when nothing happened; for a consumer that never fetches (its partitions stay
+paused) those wake-ups were most of what an idle instance spent. Assignments, resumes and
+finished fetches wake the fetcher at once whatever this is."""
+
 CLIENT_ID = "notifier-fleet"
 
 BATCH_BYTES = 512 * 1024

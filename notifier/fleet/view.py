@@ -53,7 +53,7 @@ from notifier.api.views import (
 from notifier.collect.requestcount import count_requests
 from notifier.collect.security import client_security
 from notifier.config.kafka_security import SecurityConfig
-from notifier.fleet.statetopic import CLIENT_ID, StateWriter, ensure_topic
+from notifier.fleet.statetopic import CLIENT_ID, FETCHER_WAKEUP_MS, StateWriter, ensure_topic
 from notifier.notify.silences import Silence
 from notifier.service.coordinator import STALE_AFTER_INTERVALS
 
@@ -671,6 +671,8 @@ class FleetView:
             auto_offset_reset="earliest",
             client_id=CLIENT_ID,
             fetch_max_wait_ms=TAIL_WAIT_MS,
+            # Its own fetch ending wakes the tail; the periodic look-over is idle CPU.
+            consumer_timeout_ms=FETCHER_WAKEUP_MS,
             **client_security(self.security or SecurityConfig()),
         )
         count_requests(consumer, "fleet_view")
