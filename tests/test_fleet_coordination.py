@@ -411,7 +411,9 @@ async def test_three_instances_split_the_groups_and_a_fourth_takes_shards_withou
         taken = [r for r in caplog.records
                  if getattr(r, "event", "") == "fleet_assigned" and r.instance == "i3"]  # fmt: skip
         assert taken and sum(r.loaded_groups for r in taken) > 0, [r.__dict__ for r in taken]
-        assert all(len(instances[n].owned) < len(before[f"i{n}"]) for n in range(3)), (
+        # Shards go by their work, so one may also come back in a swap: each of the three gave
+        # at least one of its own away.
+        assert all(before[f"i{n}"] - instances[n].owned for n in range(3)), (
             "each instance handed shards over",
             before,
             [i.owned for i in instances],
