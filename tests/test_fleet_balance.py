@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import uuid
 
 from aiokafka.coordinator.protocol import ConsumerProtocol, ConsumerProtocolMemberMetadata
@@ -27,6 +26,7 @@ from notifier.fleet.balance import (
 from notifier.fleet.membership import Membership
 from notifier.fleet.shards import shard_of
 from notifier.fleet.statetopic import ensure_topic
+from tests.test_fleet_coordination import eventually
 
 TOPIC = "notifier-fleet.eu.state"
 
@@ -288,10 +288,3 @@ async def test_a_fleet_that_joined_blind_rebalances_once_the_leader_knows_the_wo
     finally:
         for member in members:
             await member.stop()
-
-
-async def eventually(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout:g}s: {what}"
-        await asyncio.sleep(0.2)

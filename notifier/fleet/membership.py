@@ -282,7 +282,9 @@ class Membership:
             self._holding = True
         self.owned = self.owned - shards
         self._suspended = self._suspended | shards
-        self.assignor.led = None  # a new generation comes
+        # Until the new generation's assignment, the old one is no basis for a probe (and a
+        # rejoin asked for mid-join may cost a second rebalance).
+        self.assignor.led = None
         await self._flush(shards)
         if self._drain is not None:
             try:

@@ -728,7 +728,7 @@ class Coordinator:
         for work in works:
             assert work is not None
             for shard, counts in work.items():
-                total[shard] = total.get(shard, ShardWork()) + counts
+                total[shard] += counts
         return total
 
     async def _scan(self, state: ClusterState) -> tuple[ScanResult | None, list[Transition]]:
