@@ -10,11 +10,14 @@ inside a task. Once listening, the server logs where, and warns when writes are 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
 import ssl
+from types import FrameType
 
+import uvicorn
 from fastapi import FastAPI
 
 from notifier.config import TlsConfig
@@ -26,6 +29,42 @@ class ApiServerError(Exception):
     """The API cannot listen where the config says (the message names host and port)."""
 
 
+TICK_S = 1.0
+"""How often the idle server wakes: to refresh its ``Date`` header, which has a resolution of
+a second anyway (uvicorn itself wakes ten times a second, mostly to see whether to stop)."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, waking once a :data:`TICK_S` and at once when :meth:`stop` is called:
+    an idle instance's every wake-up is CPU that each instance of a fleet spends again."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._stopping = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def stop(self) -> None:
+        self.should_exit = True
+        self._stopping.set()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # A signal handler may run between any two steps of the loop: wake it the safe way.
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing waits
+                self._loop.call_soon_threadsafe(self._stopping.set)
+
+    async def main_loop(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        ticks = 0
+        while not await self.on_tick(ticks):
+            # uvicorn counts tenths of a second: a multiple of ten refreshes the Date header.
+            ticks = (ticks + 10) % 864_000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(TICK_S):
+                    await self._stopping.wait()
+
+
 class ApiServer:
     """uvicorn inside the service's event loop."""
 
@@ -33,8 +72,6 @@ class ApiServer:
         """``tls``: serve HTTPS with these files (absolute paths, checked by
         :meth:`TlsConfig.problems` when the config was loaded); with ``client_ca_file``,
         clients must present a certificate that CA signed."""
-        import uvicorn
-
         self.app = app
         self.tls = tls
         self.config = uvicorn.Config(
@@ -44,7 +81,7 @@ class ApiServer:
             ssl_ca_certs=tls.client_ca_file if tls else None,
             ssl_cert_reqs=ssl.CERT_REQUIRED if tls and tls.client_ca_file else ssl.CERT_NONE,
         )  # fmt: skip
-        self.server = uvicorn.Server(self.config)
+        self.server = _Server(self.config)
         self.task: asyncio.Task | None = None
         self._socket: socket.socket | None = None
 
@@ -94,6 +131,6 @@ class ApiServer:
             log.warning(guard.refusal, extra={"event": "api_writes_disabled"})
 
     async def stop(self) -> None:
-        self.server.should_exit = True
+        self.server.stop()
         if self.task is not None:
             await self.task

@@ -50,7 +50,7 @@ from notifier.fleet.statetopic import FETCHER_WAKEUP_MS
 
 log = logging.getLogger(__name__)
 
-POLL_TIMEOUT_MS = 1000
+POLL_TIMEOUT_MS = 5000
 """How long each idle poll waits; polling keeps aiokafka from leaving the group for a consumer
 it would otherwise take for stuck (``max.poll.interval.ms``)."""
 

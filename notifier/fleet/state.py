@@ -293,7 +293,9 @@ class ShardState:
             known -= {k for k in known if k[0] == cluster}
             known |= present
             batches.append((shard, records, present))
-        # Shards in parallel: their partitions may lead on different brokers.
+        # Shards in parallel: their partitions may lead on different brokers. A shard with
+        # nothing to say costs no task.
+        batches = [batch for batch in batches if batch[1]]
         sent = await asyncio.gather(
             *(self._send(shard, records, report) for shard, records, _ in batches),
             return_exceptions=True,

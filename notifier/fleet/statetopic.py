@@ -243,6 +243,8 @@ class StateReader:
             # A read stops at an end offset it knows, so a fetch never has to wait for records
             # to arrive; the wait only delays requests queued behind it on the connection.
             fetch_max_wait_ms=fetch_max_wait_ms,
+            # Between reads it has no partitions, and would still look every 200 ms.
+            consumer_timeout_ms=FETCHER_WAKEUP_MS,
             **_settings(security, client_id),
         )
         count_requests(self._consumer, counted_as)

@@ -66,6 +66,12 @@ TAIL_WAIT_MS = 2000
 """How long the broker may hold the tail's fetch when nothing new is there: a fetch returns as
 soon as a record arrives, so a longer wait costs no latency on Kafka and saves every instance
 a fetch request every half second (aiokafka's default) while the view is quiet."""
+CATCH_UP_POLL_MS = 500
+"""While the view written before the start is read: how long each read may wait before the
+reader looks again whether it has reached the end it was told of."""
+IDLE_POLL_MS = 30_000
+"""Once caught up: a read returns as soon as a record arrives, so a long wait costs no
+latency and saves the event loop a wake-up every half second."""
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 30.0
 """Back-off between attempts to join the view when its cluster is unreachable at start-up."""
@@ -448,7 +454,7 @@ class FleetView:
         refresh_every: int = 6,
         member_interval_s: float = 3.0,
         stale_after_s: float = 30.0,
-        poll_interval_s: float = 0.5,
+        poll_interval_s: float = 1.0,
         background_start: bool = False,
     ) -> None:
         if refresh_every < 1:
@@ -716,7 +722,8 @@ class FleetView:
             self._caught_up.set()
         while True:
             try:
-                batch = await consumer.getmany(tp, timeout_ms=500)
+                wait_ms = IDLE_POLL_MS if self._caught_up.is_set() else CATCH_UP_POLL_MS
+                batch = await consumer.getmany(tp, timeout_ms=wait_ms)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the consumer reconnects by itself; keep the table as it is
