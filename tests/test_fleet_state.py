@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from notifier.collect import ScanResult, client_security
+from notifier.collect import ScanError, ScanResult, client_security
 from notifier.config import with_parameters
 from notifier.config.kafka_security import SecurityConfig
 from notifier.demo import HttpReceiver
@@ -214,8 +214,16 @@ class Instance:
         return self.coordinator.clusters["it"]
 
     async def scan(self) -> ScanResult:
-        """One real scan of the cluster, processed here."""
-        result = await self.cluster.collector.scan()
+        """One real scan of the cluster, processed here. A scan the broker fails (it drops a
+        connection now and then) is made again, as the service's next interval would."""
+        for attempt in range(3):
+            try:
+                result = await self.cluster.collector.scan()
+                break
+            except ScanError:
+                if attempt == 2:
+                    raise
+                await asyncio.sleep(0.5)
         self.coordinator.process(self.cluster, result)
         return result
 
