@@ -14,12 +14,16 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
+import notifier.api.server
 from notifier.api import ApiServer, create_app
 from notifier.api.metrics import BY_NAME
 from notifier.config import RulesConfig, parse_rules, parse_service_config
@@ -481,6 +485,21 @@ async def test_the_healthcheck_passes_on_a_serving_api_and_fails_without_one(tmp
         await server.stop()
     assert ok == 0
     assert down != 0 and missing != 0
+
+
+async def test_an_idle_api_server_dates_its_answers_and_stops_when_told(tmp_path, monkeypatch):
+    # It wakes once a tick to refresh its Date header; a stop must not wait for the next one.
+    monkeypatch.setattr(notifier.api.server, "TICK_S", 3600.0)
+    coord, _ = service(tmp_path, [], RulesConfig())
+    server = ApiServer(create_app(coord), "127.0.0.1", 0)
+    await server.start()
+    try:
+        async with httpx.AsyncClient() as http:
+            answer = await http.get(f"http://127.0.0.1:{server.port}/healthz")
+    finally:
+        await asyncio.wait_for(server.stop(), 30)
+    dated = parsedate_to_datetime(answer.headers["date"]).timestamp()
+    assert abs(dated - time.time()) < 60
 
 
 async def _run(command: list[str], url: str) -> int:
