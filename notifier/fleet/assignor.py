@@ -111,8 +111,11 @@ class ShardAssignor:
     def worth_rebalancing(self) -> tuple[float, float] | None:
         """(imbalance now, imbalance after a rebalance) when this member leads the generation
         and the weights it knows now call for a rebalance; else None."""
-        led, work = self.led, self._work()
-        if not led or not work:
+        led = self.led
+        if not led:
+            return None
+        work = self._work()
+        if not work:
             return None
         weights = weigh(work)
         now = imbalance(led, weights)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import lru_cache
 from hashlib import blake2b
 
 
+# Every scan asks again for every listed group (the collector's ownership filter, the shards'
+# work, the state's publishing): remembered, a group costs one hash while it exists.
+@lru_cache(maxsize=1 << 16)
 def shard_of(cluster: str, group: str, partitions: int) -> int:
     """The shard of ``group`` of ``cluster`` among ``partitions`` shards."""
     digest = blake2b(f"{cluster}\0{group}".encode(), digest_size=8).digest()
