@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from notifier.config import RulesConfig, format_duration, parse_rules
+from notifier.config import format_duration
+from notifier.rules import RulesConfig, parse_rules
 
 
 @dataclass(frozen=True, slots=True)
