@@ -5,17 +5,26 @@ edit under ``notifier/``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from notifier.cli import main
 from notifier.config import ConfigError
-from notifier.rules import RulesConfig, load_rules, register, replay_table, with_parameters
-from notifier.rules.kinds import kind_names, unregister
+from notifier.rules import (
+    ROW_COLUMN_NAMES,
+    RulesConfig,
+    load_rules,
+    register,
+    replay_table,
+    with_parameters,
+)
+from notifier.rules.kinds import KindEvidence, kind_names, unregister
 from notifier.rules.testrules import RuleTest, series_samples
 from notifier.types import Transition, samples_to_table
 
@@ -131,6 +140,21 @@ def test_the_toy_kind_is_evaluated_and_reported(toy_kind, tmp_path):
     assert finding.message == "1 member, fewer than 2"
     assert finding.evidence["members"] == 1
     assert finding.evidence["partitions"] == ["orders/0"]
+
+
+def test_a_kind_that_keeps_evidence_must_come_before_the_store():
+    # The store allocates (and checkpoints) every kind's evidence columns once, when imported.
+    def no_update(*_args: object) -> None:
+        return None
+
+    late = dataclasses.replace(
+        toy_rule_kind.KIND,
+        evidence=KindEvidence(columns=(("e_toy", np.int64, 0),), update=no_update),
+    )
+    with pytest.raises(ValueError, match=r"register it before notifier\.rules\.store is imported"):
+        register(late)
+    assert "few_members" not in kind_names()
+    assert "e_rewind_from" in ROW_COLUMN_NAMES and "e_churn_since" in ROW_COLUMN_NAMES
 
 
 def test_a_kind_nobody_registered_is_unknown(tmp_path):

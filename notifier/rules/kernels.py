@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from notifier.rules.evidence import memberless
+from notifier.rules.habits import memberless
 
 OK, WARN, STOP, STALL, REWIND = range(5)
 """Partition status codes (the index into :data:`notifier.types.PARTITION_STATUS_CODES`)."""
@@ -187,7 +187,7 @@ def window_complete(
     (the partition was not in the latest scan) gives 0.
     """
     width = ts.shape[1]
-    # Unset slots hold a time far in the past (evidence.UNSET_TS), so the step from the last
+    # Unset slots hold a time far in the past (habits.UNSET_TS), so the step from the last
     # unset slot to the first sample is always a gap: no validity mask needed.
     broken = np.diff(ts, axis=1) > max_gap_ms
     trailing = np.where(broken.any(axis=1), np.argmax(broken[:, ::-1], axis=1), width - 1)

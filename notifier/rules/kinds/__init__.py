@@ -1,10 +1,12 @@
 """The rule kinds: one module each, and the one registry of them.
 
-A kind's module holds its config model, its kernel (``evaluate``, pure), and its finding text
-(``describe`` / ``describe_group``), and ends with ``KIND = RuleKind(...)``. The built-in kinds
+A kind's module holds its config model, its kernel (``evaluate``, pure), its finding text
+(``describe`` / ``describe_group``) and any evidence only it keeps from scan to scan
+(``evidence``), and ends with ``KIND = RuleKind(...)``. The built-in kinds
 are registered below, in the order the rules file's errors list them; a kind from elsewhere
 (a test's, a plug-in's) calls :func:`register` itself. The rules file's discriminated union
-(:mod:`notifier.rules.rulesfile`), parameter grids and the evaluator all read the registry, so
+(:mod:`notifier.rules.rulesfile`), parameter grids, the evaluator and the store's evidence
+(:mod:`notifier.rules.evidence`) all read the registry, so
 adding a kind touches nothing else. README, "How to add a rule kind, a channel or an endpoint".
 """
 
@@ -23,6 +25,7 @@ from notifier.rules.kinds.base import (
     AnyRegisteredKind,
     Description,
     GroupView,
+    KindEvidence,
     PartitionView,
     Rows,
     RuleKind,
@@ -34,6 +37,7 @@ from notifier.rules.kinds.base import (
     kind_names,
     kind_of,
     kinds,
+    kinds_with_evidence,
     on_change,
     position_evidence,
     register,
@@ -62,6 +66,7 @@ __all__ = [
     "AnyRegisteredKind",
     "Description",
     "GroupView",
+    "KindEvidence",
     "PartitionView",
     "Rows",
     "RuleKind",
@@ -73,6 +78,7 @@ __all__ = [
     "kind_names",
     "kind_of",
     "kinds",
+    "kinds_with_evidence",
     "on_change",
     "position_evidence",
     "register",

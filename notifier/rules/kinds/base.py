@@ -23,6 +23,7 @@ from pydantic import Field, GetCoreSchemaHandler
 from pydantic_core import CoreSchema
 
 from notifier.config.rules import KindRule, RuleBase
+from notifier.rules.habits import ScanTimes, ScanView
 from notifier.rules.kernels import SEVERITY_ERR, SEVERITY_NONE, SEVERITY_WARN
 from notifier.types import PARTITION_STATUS_CODES
 
@@ -238,10 +239,24 @@ class RuleKind:
     """A firing group's finding, for kinds whose ``group_level`` says so."""
     group_level: Callable[[Any], bool] = field(default=_every_partition)
     """Whether a rule of this kind reports one finding per group (not per partition)."""
+    evidence: KindEvidence | None = None
+    """Per-row state this kind keeps from scan to scan (the store allocates and checkpoints
+    it; built-in kinds only, since the store's columns are fixed when it is imported)."""
+
+
+@dataclass(frozen=True)
+class KindEvidence:
+    """Evidence only one kind reads: its store columns and how a scan advances them."""
+
+    columns: tuple[tuple[str, type, float], ...]
+    """``(name, dtype, value of a new row)``; names start with ``e_`` and are unique."""
+    update: Callable[[dict[str, np.ndarray], slice | np.ndarray, ScanView, ScanTimes], None]
+    """Advance the columns of the rows at ``index`` by one scan, in place (pure numpy)."""
 
 
 _KINDS: dict[str, RuleKind] = {}
 _LISTENERS: list[Callable[[], None]] = []
+_evidence_taken = False
 
 
 def register(kind: RuleKind) -> None:
@@ -250,8 +265,21 @@ def register(kind: RuleKind) -> None:
         raise ValueError(f"rule kind {kind.name!r} is already registered")
     if not issubclass(kind.model, KindRule):
         raise TypeError(f"rule kind {kind.name!r}: its model must be a KindRule")
+    if kind.evidence is not None and _evidence_taken:
+        raise ValueError(
+            f"rule kind {kind.name!r} keeps evidence, but the window store's columns are "
+            "already fixed: register it before notifier.rules.store is imported"
+        )
     _KINDS[kind.name] = kind
     _changed()
+
+
+def kinds_with_evidence() -> tuple[RuleKind, ...]:
+    """The kinds that keep evidence of their own; from now on no other may join (the store
+    allocates their columns once)."""
+    global _evidence_taken
+    _evidence_taken = True
+    return tuple(kind for kind in _KINDS.values() if kind.evidence is not None)
 
 
 def unregister(name: str) -> None:
@@ -357,6 +385,7 @@ __all__ = [
     "AnyRegisteredKind",
     "Description",
     "GroupView",
+    "KindEvidence",
     "PartitionView",
     "Rows",
     "RuleKind",
@@ -368,6 +397,7 @@ __all__ = [
     "kind_names",
     "kind_of",
     "kinds",
+    "kinds_with_evidence",
     "on_change",
     "position_evidence",
     "register",

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.evidence import memberless
+from notifier.rules.habits import memberless
 from notifier.rules.kernels import current_lag, pick, valid_mask
 from notifier.rules.kinds.base import (
     Description,

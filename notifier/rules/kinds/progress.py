@@ -10,7 +10,7 @@ from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.evidence import UNSET_TS, WAITS_TO_LEARN
+from notifier.rules.habits import UNSET_TS, WAITS_TO_LEARN
 from notifier.rules.kernels import SEVERITY_NONE, STALL, STOP
 from notifier.rules.kinds.base import (
     Description,

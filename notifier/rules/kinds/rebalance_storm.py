@@ -1,4 +1,6 @@
-"""``rebalance_storm``: the member set keeps changing, in the window or in a run that lasts."""
+"""``rebalance_storm``: the member set keeps changing, in the window or in a run that lasts; the
+current run of changes is this kind's own evidence (``e_churn_since``, ``e_churn_changes``,
+``e_last_change_ts``)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ import numpy as np
 
 from notifier.config.base import Duration, NonNegativeInt
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.evidence import UNSET_TS
+from notifier.rules.habits import UNSET_TS, ScanTimes, ScanView
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
     Description,
     GroupView,
+    KindEvidence,
     Rows,
     RuleKind,
     RuleRun,
@@ -34,6 +37,25 @@ class RebalanceStormRule(KindRule):
     max_changes: NonNegativeInt = 3
     lasting: Duration = 0.0
     TUNABLE: ClassVar[tuple[str, ...]] = (*RuleBase.TUNABLE, "max_changes", "lasting")
+
+
+def follow_churn(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
+) -> None:
+    """Runs of member-set changes: when the current run began (changes at most ``churn_gap``
+    apart belong to one run), how many changes it has had, and when the last one was."""
+    ts, changed = scan.ts, scan.member_changed
+    last_change = columns["e_last_change_ts"][index]
+    churn_since = columns["e_churn_since"][index]
+    changes = columns["e_churn_changes"][index]
+    continues = (churn_since != UNSET_TS) & (ts - last_change <= times.churn_gap_ms)
+    columns["e_churn_since"][index] = np.where(
+        changed, np.where(continues, churn_since, ts), np.where(continues, churn_since, UNSET_TS)
+    )
+    columns["e_churn_changes"][index] = np.where(
+        changed, np.where(continues, changes + 1, 1), np.where(continues, changes, 0)
+    )
+    columns["e_last_change_ts"][index] = np.where(changed, ts, last_change)
 
 
 def rebalance_storm(
@@ -116,4 +138,12 @@ KIND = RuleKind(
     evaluate=evaluate,
     describe_group=describe_group,
     group_level=every_group,
+    evidence=KindEvidence(
+        columns=(
+            ("e_churn_since", np.int64, UNSET_TS),
+            ("e_churn_changes", np.int32, 0),
+            ("e_last_change_ts", np.int64, UNSET_TS),
+        ),
+        update=follow_churn,
+    ),
 )
