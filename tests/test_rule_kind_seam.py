@@ -157,6 +157,13 @@ def test_a_kind_that_keeps_evidence_must_come_before_the_store():
     assert "e_rewind_from" in ROW_COLUMN_NAMES and "e_churn_since" in ROW_COLUMN_NAMES
 
 
+def test_a_kind_whose_model_names_another_kind_is_refused():
+    misnamed = dataclasses.replace(toy_rule_kind.KIND, name="team_size")
+    with pytest.raises(TypeError, match=r"must be Literal\['team_size'\]"):
+        register(misnamed)
+    assert "team_size" not in kind_names()
+
+
 def test_a_kind_nobody_registered_is_unknown(tmp_path):
     assert "few_members" not in kind_names()
     with pytest.raises(ConfigError, match="unknown rule kind 'few_members'"):

@@ -16,7 +16,7 @@ import math
 import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, get_args, get_origin
 
 import numpy as np
 from pydantic import Field, GetCoreSchemaHandler
@@ -265,6 +265,14 @@ def register(kind: RuleKind) -> None:
         raise ValueError(f"rule kind {kind.name!r} is already registered")
     if not issubclass(kind.model, KindRule):
         raise TypeError(f"rule kind {kind.name!r}: its model must be a KindRule")
+    tag = kind.model.model_fields["kind"].annotation
+    if get_origin(tag) is not Literal or get_args(tag) != (kind.name,):
+        raise TypeError(
+            f"rule kind {kind.name!r}: its model's `kind` must be Literal[{kind.name!r}], "
+            f"got {tag!r}"
+        )
+    if kind.name == "burrow":
+        raise ValueError("the kind name 'burrow' is Burrow's own section of the rules file")
     if kind.evidence is not None and _evidence_taken:
         raise ValueError(
             f"rule kind {kind.name!r} keeps evidence, but the window store's columns are "
