@@ -22,8 +22,8 @@ Imports only :mod:`notifier.types`, :mod:`notifier.config`, :mod:`notifier.notif
 :mod:`notifier.resources` and ``notifier.__version__``.
 """
 
-# The built-in kinds, each registering itself: adding a channel adds its folder here.
-from notifier.notify.channels import email, pagerduty, slack, webhook
+import importlib
+
 from notifier.notify.channels.base import Channel, ChannelPolicy, MessageRef, environment_proxy
 from notifier.notify.channels.delivery import Delivery, parse_retry_after
 from notifier.notify.channels.format import humanize_lag, humanize_seconds
@@ -37,7 +37,15 @@ from notifier.notify.channels.registry import (
 from notifier.notify.channels.templates import TemplateProblem, Templates, sample_notification
 from notifier.notify.channels.transport import AsyncioTransport
 
+BUILTIN_KINDS = ("slack", "email", "webhook", "pagerduty")
+"""The folders of the built-in channel kinds, imported (each registers itself) in this order,
+the order config errors list the kinds in. Adding a channel adds its folder here."""
+
+for _folder in BUILTIN_KINDS:
+    importlib.import_module(f"{__name__}.{_folder}")
+
 __all__ = [
+    "BUILTIN_KINDS",
     "AsyncioTransport",
     "Channel",
     "ChannelKind",
@@ -48,15 +56,11 @@ __all__ = [
     "Templates",
     "channel_kind",
     "channel_kinds",
-    "email",
     "environment_proxy",
     "humanize_lag",
     "humanize_seconds",
-    "pagerduty",
     "parse_retry_after",
     "register",
     "sample_notification",
-    "slack",
     "unregister",
-    "webhook",
 ]
