@@ -1,36 +1,72 @@
-"""The collector against Apache Kafka itself, compared with Kafka's own tools.
+"""The service against Apache Kafka itself: what a user running Kafka 4 (or 3.9) would see.
 
 One broker per tested release for the whole session (tests/conftest.py); each test keeps to its
-own topics and groups.
+own topics and groups, and runs the service as ``notifier run`` does (the coordinator scanning
+with the real collector, the Burrow API and /metrics over it) with the bundled rules at demo
+timings (a tenth of the waits, a window of six scans). Kafka's own clients play the consumers:
+the console consumer, a Java consumer (``group.protocol=consumer`` for KIP-848 groups, classic
+with the cooperative-sticky assignor), and aiokafka for eager classic groups.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import subprocess
+import threading
+import time
 import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from notifier.api.app import create_app
 from notifier.collect import ClusterCollector
+from notifier.config import RulesConfig, parse_service_config, with_parameters
+from notifier.demo import default_rules_path, demo_rules
 from notifier.demo.apache_kafka import ApacheKafkaBroker
-from notifier.types import table_to_samples
+from notifier.service import Coordinator, LogSink
+from notifier.types import GroupResult, GroupStatus, Transition, table_to_samples
 
 pytestmark = pytest.mark.kafka
+
+CLUSTER = "apache"
+SCAN_S = 1.0
+RATE = 10.0
+"""Records per second per partition of the steady traffic."""
+VALUE = b"v" * 1000
+"""Each record's value: the console consumer prints it, so a reader that slows down stops the
+consumer within a pipe's worth (64 KiB) of records."""
 
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-async def _topic_with_records(bootstrap: str, topic: str, counts: list[int]) -> None:
-    """``topic`` with ``len(counts)`` partitions, ``counts[p]`` records in partition p."""
+# --------------------------------------------------------------------------------------------
+# Topics, records and commits
+
+
+async def _create_topic(
+    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, len(counts), 1)])
+        await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=config or {})])
     finally:
         await admin.close()
+
+
+async def _topic_with_records(bootstrap: str, topic: str, counts: list[int]) -> None:
+    """``topic`` with ``len(counts)`` partitions, ``counts[p]`` records in partition p."""
+    await _create_topic(bootstrap, topic, len(counts))
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
@@ -55,6 +91,207 @@ async def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int
         await consumer.stop()
 
 
+@contextlib.asynccontextmanager
+async def _traffic(bootstrap: str, topics: dict[str, int]) -> AsyncIterator[None]:
+    """Steady traffic, :data:`RATE` records per second to every partition of ``topics``
+    (name: partitions), for as long as the block runs."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+
+    async def produce() -> None:
+        step = 1 / RATE
+        next_at = time.monotonic()
+        while True:
+            for topic, partitions in topics.items():
+                for partition in range(partitions):
+                    await producer.send(topic, VALUE, partition=partition)
+            next_at += step
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+    task = asyncio.create_task(produce())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await producer.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# Kafka's own Java consumer
+
+
+class ConsoleConsumer:
+    """``kafka-console-consumer`` in a group, its output read by a thread: as fast as it comes,
+    or ``rate`` records per second. It prints every record and polls one at a time
+    (``max.poll.records=1``), fetches a few at a time, and auto-commits what it polled every
+    second, so a reader that slows down makes a consumer that reads, and commits, that slowly."""
+
+    def __init__(
+        self,
+        broker: ApacheKafkaBroker,
+        topic: str,
+        group: str,
+        client_id: str,
+        *,
+        protocol: str = "consumer",
+        assignor: str | None = None,
+        log_dir: Path,
+    ) -> None:
+        self.broker = broker
+        self.topic, self.group, self.client_id = topic, group, client_id
+        self.protocol, self.assignor = protocol, assignor
+        self.log_path = log_dir / f"{client_id}.log"
+        self.rate: float | None = None
+        self.read = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> ConsoleConsumer:
+        properties = {
+            "group.protocol": self.protocol,
+            "client.id": self.client_id,
+            "auto.offset.reset": "earliest",
+            "auto.commit.interval.ms": "1000",
+            "max.poll.records": "1",
+            # A few records per partition per fetch: a slow reader moves every partition
+            # slowly, rather than one partition's fetched megabyte while the others stand still.
+            "max.partition.fetch.bytes": "4096",
+        }
+        if self.protocol == "classic":
+            properties.update({"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"})
+        if self.assignor:
+            properties["partition.assignment.strategy"] = self.assignor
+        args = ["--bootstrap-server", self.broker.bootstrap_servers]
+        args += ["--topic", self.topic, "--group", self.group]
+        for key, value in properties.items():
+            args += ["--consumer-property", f"{key}={value}"]
+        with self.log_path.open("ab") as log:
+            self._process = self.broker.tools.popen(
+                "console-consumer", *args, stdout=subprocess.PIPE, stderr=log
+            )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        for _ in iter(self._process.stdout.readline, b""):
+            self.read += 1
+            if self.rate is not None:
+                time.sleep(1 / self.rate)
+
+    def stop(self) -> None:
+        """SIGTERM, as a deploy stops it: it commits, leaves the group and exits."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(10)
+        if self._reader is not None:
+            self._reader.join(10)
+
+
+# --------------------------------------------------------------------------------------------
+# The service
+
+
+class RecordingSink(LogSink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.transitions: list[Transition] = []
+
+    def handle(self, transitions: list[Transition], now: int) -> None:
+        super().handle(transitions, now)
+        self.transitions.extend(transitions)
+
+
+def _rules(**parameters: Any) -> RulesConfig:
+    rules = demo_rules(default_rules_path(), intervals=6, time_scale=0.1)
+    return with_parameters(rules, parameters) if parameters else rules
+
+
+@dataclass
+class Service:
+    """The coordinator scanning the broker for the groups named ``prefix...``, and its API."""
+
+    coordinator: Coordinator
+    sink: RecordingSink
+    seen: dict[str, list[GroupResult]] = field(default_factory=dict)
+
+    def result(self, group: str) -> GroupResult | None:
+        evaluation = self.coordinator.clusters[CLUSTER].evaluation
+        if evaluation is None:
+            return None
+        result = evaluation.result(CLUSTER, group)
+        return None if result.status is GroupStatus.NOTFOUND else result
+
+    def transitions(self, group: str) -> list[Transition]:
+        return [t for t in self.sink.transitions if t.group == group]
+
+    def judged(self, group: str) -> bool:
+        """The group is scanned with a window complete enough for any rule to notify."""
+        result = self.result(group)
+        return result is not None and not result.partial and result.complete >= 1.0
+
+    async def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out after {timeout:g}s waiting for {what}"
+            await asyncio.sleep(0.05)
+
+    async def get(self, path: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=create_app(self.coordinator))
+        async with httpx.AsyncClient(transport=transport, base_url="http://notifier") as http:
+            return await http.get(path)
+
+
+@contextlib.asynccontextmanager
+async def _service(
+    broker: ApacheKafkaBroker, prefix: str, data_dir: Path, rules: RulesConfig | None = None
+) -> AsyncIterator[Service]:
+    config = parse_service_config(
+        {
+            "clusters": [
+                {
+                    "name": CLUSTER,
+                    "bootstrap_servers": broker.bootstrap_servers,
+                    "scan_interval": SCAN_S,
+                    "request_timeout": 5,
+                    "scan_timeout": 10,
+                    "group_allow": [f"^{prefix}"],
+                }
+            ],
+            "data_dir": str(data_dir),
+            "history": {"enabled": False},
+        },
+        "test",
+    )
+    sink = RecordingSink()
+    coordinator = Coordinator(config, rules or _rules(), data_dir, sink)
+    await coordinator.start()
+    try:
+        yield Service(coordinator, sink)
+    finally:
+        await coordinator.stop()
+
+
+def _statuses(transitions: list[Transition]) -> list[str]:
+    """``ERR:STOP``, ``WARN:WARN``, ...: each transition's status and its findings'."""
+    said = []
+    for t in transitions:
+        findings = sorted({f.status for f in t.result.findings}) if t.result else []
+        said.append(f"{t.current}:{','.join(findings)}")
+    return said
+
+
+# --------------------------------------------------------------------------------------------
+# The collector's figures are Kafka's figures
+
+
 async def test_lag_per_partition_equals_kafka_consumer_groups_describe(
     any_apache_kafka: ApacheKafkaBroker,
 ) -> None:
@@ -73,7 +310,7 @@ async def test_lag_per_partition_equals_kafka_consumer_groups_describe(
     }
     await _commit(bootstrap, group, committed)
 
-    async with ClusterCollector(bootstrap, cluster="apache", request_timeout_ms=10_000) as scan:
+    async with ClusterCollector(bootstrap, cluster=CLUSTER, request_timeout_ms=10_000) as scan:
         result = await scan.scan()
     kafka_says = broker.describe_lag(group)
 
@@ -92,3 +329,148 @@ async def test_lag_per_partition_equals_kafka_consumer_groups_describe(
         (invoices, 1): 3,
     }
     assert result.group_states[group] == "Empty"
+
+
+# --------------------------------------------------------------------------------------------
+# A consumer-protocol group (KIP-848): healthy, stopped, falling behind
+
+
+@dataclass
+class ConsumerProtocolStory:
+    groups: dict[str, str]
+    clients: dict[str, str]
+    types: dict[str, str]
+    healthy_status: dict[str, Any]
+    healthy_lag: dict[str, Any]
+    metrics: str
+    kafka_describe: str
+    transitions: dict[str, list[Transition]]
+
+
+@pytest.fixture(scope="module")
+def consumer_protocol_story(
+    apache_kafka: ApacheKafkaBroker, tmp_path_factory: pytest.TempPathFactory
+) -> ConsumerProtocolStory:
+    """Three consumer-protocol groups of one console consumer each, on steady traffic, watched
+    until every window is complete; then one is stopped and one slows to a fifth of what
+    arrives, until the service has said something about both."""
+    tmp = tmp_path_factory.mktemp("consumer-protocol")
+    prefix = _name("cp")
+    names = ("healthy", "stopped", "lagging")
+    groups = {n: f"{prefix}-{n}" for n in names}
+    clients = {n: f"{n}-client" for n in names}
+
+    async def story() -> ConsumerProtocolStory:
+        bootstrap = apache_kafka.bootstrap_servers
+        for group in groups.values():
+            await _create_topic(bootstrap, group, 2)
+        consumers = {
+            n: ConsoleConsumer(apache_kafka, groups[n], groups[n], clients[n], log_dir=tmp)
+            for n in names
+        }
+        async with _traffic(bootstrap, {g: 2 for g in groups.values()}):
+            for consumer in consumers.values():
+                consumer.start()
+            try:
+                async with _service(apache_kafka, prefix, tmp / "data") as service:
+
+                    def settled() -> bool:
+                        results = [service.result(g) for g in groups.values()]
+                        return all(
+                            service.judged(g)
+                            and r is not None
+                            and r.members == 1
+                            and r.burrow_complete >= 1.0
+                            for g, r in zip(groups.values(), results)
+                        )
+
+                    await service.wait_for(settled, 90, "three judged, settled groups")
+                    healthy = groups["healthy"]
+                    status = await service.get(f"/v3/kafka/{CLUSTER}/consumer/{healthy}/status")
+                    lag = await service.get(f"/v3/kafka/{CLUSTER}/consumer/{healthy}/lag")
+                    metrics = (await service.get("/metrics")).text
+                    describe = apache_kafka.consumer_groups("--describe", "--group", healthy)
+                    async with ClusterCollector(bootstrap, cluster=CLUSTER) as collector:
+                        types = dict((await collector.scan()).group_types)
+
+                    await asyncio.to_thread(consumers["stopped"].stop)
+                    consumers["lagging"].rate = RATE * 2 / 5
+
+                    def told() -> bool:
+                        stopped = service.transitions(groups["stopped"])
+                        lagging = service.transitions(groups["lagging"])
+                        return any(t.current is GroupStatus.ERR for t in stopped) and any(
+                            t.current is not GroupStatus.OK for t in lagging
+                        )
+
+                    await service.wait_for(told, 90, "the stopped and the lagging group's alerts")
+                    await asyncio.sleep(3 * SCAN_S)  # the healthy group keeps being judged
+                    return ConsumerProtocolStory(
+                        groups=groups,
+                        clients=clients,
+                        types=types,
+                        healthy_status=status.json(),
+                        healthy_lag=lag.json(),
+                        metrics=metrics,
+                        kafka_describe=describe,
+                        transitions={n: service.transitions(groups[n]) for n in names},
+                    )
+            finally:
+                for consumer in consumers.values():
+                    await asyncio.to_thread(consumer.stop)
+
+    return asyncio.run(story())
+
+
+def test_a_healthy_consumer_protocol_group_is_ok_with_no_alert(consumer_protocol_story):
+    story = consumer_protocol_story
+    assert story.transitions["healthy"] == []
+    status = story.healthy_status["status"]
+    assert (status["status"], status["complete"]) == ("OK", 1.0)
+    assert {story.types[g] for g in story.groups.values()} == {"consumer"}
+
+
+def test_a_stopped_consumer_protocol_group_is_err_stop(consumer_protocol_story):
+    transitions = consumer_protocol_story.transitions["stopped"]
+    assert transitions, "no alert for the stopped group"
+    first = transitions[0]
+    assert first.current is GroupStatus.ERR, _statuses(transitions)
+    assert first.result is not None
+    assert {f.status for f in first.result.findings} == {"STOP"}, _statuses(transitions)
+    assert first.result.members == 0 and first.result.group_state == "Empty"
+
+
+def test_a_consumer_protocol_group_falling_behind_is_warn(consumer_protocol_story):
+    transitions = consumer_protocol_story.transitions["lagging"]
+    assert transitions, "no alert for the lagging group"
+    first = transitions[0]
+    assert first.current is GroupStatus.WARN, _statuses(transitions)
+    assert first.result is not None
+    assert {f.rule for f in first.result.findings} == {"falling-behind"}
+    assert first.result.members == 1
+
+
+def test_consumer_protocol_members_owner_and_client_id_are_filled(consumer_protocol_story):
+    story = consumer_protocol_story
+    healthy, client = story.groups["healthy"], story.clients["healthy"]
+    partitions = story.healthy_lag["status"]["partitions"]
+    assert len(partitions) == 2
+    assert {(p["owner"], p["client_id"]) for p in partitions} == {("127.0.0.1", client)}
+    # Kafka's own view of the same member: its id, host and client id.
+    (row,) = {
+        tuple(line.split()[6:9])
+        for line in story.kafka_describe.splitlines()
+        if line.startswith(healthy)
+    }
+    member_id, host, client_id = row
+    assert (host, client_id) == ("/127.0.0.1", client)
+    lines = [
+        line
+        for line in story.metrics.splitlines()
+        if line.startswith("kafka_consumergroup_group_lag{") and f'group="{healthy}"' in line
+    ]
+    assert len(lines) == 2
+    for line in lines:
+        assert 'member_host="127.0.0.1"' in line
+        assert f'consumer_id="{member_id}"' in line
+        assert f'client_id="{client}"' in line
