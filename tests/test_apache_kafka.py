@@ -137,11 +137,12 @@ class ConsoleConsumer:
         *,
         protocol: str = "consumer",
         assignor: str | None = None,
+        offset_reset: str = "earliest",
         log_dir: Path,
     ) -> None:
         self.broker = broker
         self.topic, self.group, self.client_id = topic, group, client_id
-        self.protocol, self.assignor = protocol, assignor
+        self.protocol, self.assignor, self.offset_reset = protocol, assignor, offset_reset
         self.log_path = log_dir / f"{client_id}.log"
         self.rate: float | None = None
         self.read = 0
@@ -152,7 +153,7 @@ class ConsoleConsumer:
         properties = {
             "group.protocol": self.protocol,
             "client.id": self.client_id,
-            "auto.offset.reset": "earliest",
+            "auto.offset.reset": self.offset_reset,
             "auto.commit.interval.ms": "1000",
             "max.poll.records": "1",
             # A few records per partition per fetch: a slow reader moves every partition
@@ -474,3 +475,69 @@ def test_consumer_protocol_members_owner_and_client_id_are_filled(consumer_proto
         assert 'member_host="127.0.0.1"' in line
         assert f'consumer_id="{member_id}"' in line
         assert f'client_id="{client}"' in line
+
+
+# --------------------------------------------------------------------------------------------
+# Retention overtakes a slow consumer
+
+
+async def test_retention_overtaking_a_slow_consumer_is_warn_then_err(
+    apache_kafka: ApacheKafkaBroker, tmp_path: Path
+) -> None:
+    """Records older than 10 s are deleted (``retention.ms``, half-second segments); the
+    consumer reads half as fast as records arrive, so the log's start catches up with it. It
+    has ``auto.offset.reset=none``, as a consumer that must not skip records does: once they
+    are gone it stops with an error instead of jumping ahead."""
+    bootstrap = apache_kafka.bootstrap_servers
+    prefix = _name("ret")
+    topic = group = f"{prefix}-slow"
+    await _create_topic(bootstrap, topic, 1, {"segment.ms": "500", "retention.ms": "10000"})
+    await _commit(bootstrap, group, {(topic, 0): 0})
+    # The WARN band is 30% of the retained range rather than the default 10%: retention deletes
+    # whole segments, once a second, and a narrower band could be crossed between two scans.
+    rules = _rules(**{"rules.retention-risk.warn_fraction": 0.3})
+    consumer = ConsoleConsumer(
+        apache_kafka, topic, group, "slow-client", offset_reset="none", log_dir=tmp_path
+    )
+    consumer.rate = RATE / 2
+    said: list[tuple[str, int | None, int | None]] = []
+    """Each change of the retention rule's finding: its status, the committed offset and the
+    log's start."""
+    async with _traffic(bootstrap, {topic: 1}):
+        consumer.start()
+        try:
+            async with _service(apache_kafka, prefix, tmp_path / "data", rules) as service:
+
+                def lost() -> bool:
+                    result = service.result(group)
+                    if result is None or not result.partitions or not service.judged(group):
+                        return False  # what a user could be told, once the gate is open
+                    statuses = {f.status for f in result.findings if f.rule == "retention-risk"}
+                    status = "ERR" if "ERR" in statuses else ",".join(sorted(statuses))
+                    if not said or said[-1][0] != status:
+                        p = result.partitions[0]
+                        said.append((status, p.committed_offset, p.log_start_offset))
+                    return status == "ERR"
+
+                await service.wait_for(lost, 120, "the retention rule's ERR")
+                await service.wait_for(
+                    lambda: any(t.current is GroupStatus.ERR for t in service.transitions(group)),
+                    10,
+                    "the ERR notified",
+                )
+                transitions = service.transitions(group)
+        finally:
+            await asyncio.to_thread(consumer.stop)
+
+    warned = [i for i, (status, _, _) in enumerate(said) if status == "WARN"]
+    assert warned, said
+    _, committed, log_start = said[warned[-1]]
+    assert committed is not None and log_start is not None and committed >= log_start > 0, said
+    assert said[-1][0] == "ERR" and warned[-1] == len(said) - 2, said
+    _, committed, log_start = said[-1]
+    assert committed is not None and log_start is not None and committed < log_start, said
+    erred = next(t for t in transitions if t.current is GroupStatus.ERR)
+    assert erred.result is not None
+    assert any(f.rule == "retention-risk" and f.severity == "err" for f in erred.result.findings), (
+        _statuses(transitions)
+    )
