@@ -9,7 +9,9 @@ with a :class:`Verifier` — or requires a client certificate signed by the test
 relays every other request to Tansu and its answers back. The broker advertises the gate's
 port, so every connection the collector opens (bootstrap, coordinator, leaders) goes through
 the gate. As a broker with ``connections.max.reauth.ms`` does (KIP-368), a connection whose
-token has expired is closed on its next request.
+token has expired is closed on its next request. A refused OAUTHBEARER token is answered as
+Kafka's broker answers it: the error as a challenge, then the failure once the client
+acknowledges it.
 
 :class:`TokenEndpoint` is an OAuth 2.0 token endpoint (client-credentials grant) issuing
 HS256 JWTs, and :class:`JwtVerifier` checks them as a broker configured with its key would.
@@ -114,6 +116,8 @@ class _Session:
     authenticated: bool = False
     login: Login | None = None
     verify: Verifier | None = None
+    refused_token: Login | None = None
+    """An OAUTHBEARER refusal sent as a challenge, failed once the client acknowledges it."""
 
 
 class KafkaGate(_LoopbackServer):
@@ -199,10 +203,23 @@ class KafkaGate(_LoopbackServer):
             return error == 0
         if api_key == SASL_AUTHENTICATE and session.verify is not None:
             auth_bytes = SaslAuthenticateRequest_v0.decode(body).sasl_auth_bytes
-            try:
-                login = session.verify(auth_bytes)
-            except ValueError as exc:
-                login = Login(error=str(exc))
+            refused, session.refused_token = session.refused_token, None
+            if refused is not None:
+                # The client acknowledged the refusal (or sent anything else): fail the login.
+                login = refused
+            else:
+                try:
+                    login = session.verify(auth_bytes)
+                except ValueError as exc:
+                    login = Login(error=str(exc))
+            if login.error is not None and self.mechanism == "OAUTHBEARER" and refused is None:
+                # As Kafka's broker does (RFC 7628 §3.2.2): the error goes to the client as a
+                # challenge, and the login fails only on the client's %x01 that answers it.
+                session.refused_token = login
+                status = json.dumps({"status": login.error}).encode()
+                await _write_frame(client, struct.pack(">i", correlation_id) + _auth_answer(
+                    api_version, Login(challenge=status)))  # fmt: skip
+                return True
             if login.challenge is not None:
                 await _write_frame(client, struct.pack(">i", correlation_id) + _auth_answer(
                     api_version, login))  # fmt: skip
