@@ -14,7 +14,9 @@ Kafka's broker answers it: the error as a challenge, then the failure once the c
 acknowledges it.
 
 :class:`TokenEndpoint` is an OAuth 2.0 token endpoint (client-credentials grant) issuing
-HS256 JWTs, and :class:`JwtVerifier` checks them as a broker configured with its key would.
+HS256 JWTs, and :class:`JwtVerifier` checks them as a broker configured with its key would; given
+an RSA key it issues RS256 JWTs instead, which Apache Kafka's own validator checks against the
+endpoint's JSON Web Key Set (:func:`jwks`).
 :class:`MskIamVerifier` checks Amazon MSK IAM tokens: a SigV4-presigned ``kafka-cluster:Connect``
 URL, its signature recomputed with the secret key of the access key it names.
 """
@@ -44,6 +46,8 @@ from aiokafka.protocol.admin import (
     SaslHandShakeRequest_v0,
     SaslHandShakeResponse_v0,
 )
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
@@ -291,6 +295,25 @@ def sign_jwt(claims: dict[str, Any], key: bytes) -> str:
     return f"{header}.{payload}.{_b64url(signature)}"
 
 
+def sign_jwt_rs256(claims: dict[str, Any], key: rsa.RSAPrivateKey, kid: str) -> str:
+    header = _b64url(json.dumps({"alg": "RS256", "typ": "JWT", "kid": kid}).encode())
+    payload = _b64url(json.dumps(claims).encode())
+    signed = f"{header}.{payload}".encode()
+    signature = key.sign(signed, padding.PKCS1v15(), hashes.SHA256())
+    return f"{header}.{payload}.{_b64url(signature)}"
+
+
+def jwks(key: rsa.RSAPrivateKey, kid: str) -> dict[str, Any]:
+    """The JSON Web Key Set (RFC 7517) publishing the public half of ``key`` as ``kid``."""
+    numbers = key.public_key().public_numbers()
+
+    def unsigned(value: int) -> str:
+        return _b64url(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+
+    return {"keys": [{"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
+                      "n": unsigned(numbers.n), "e": unsigned(numbers.e)}]}  # fmt: skip
+
+
 @dataclass
 class JwtVerifier:
     """The broker's side of OAUTHBEARER: an HS256 JWT signed with ``key``, not expired, with
@@ -335,6 +358,10 @@ class TokenEndpoint(_LoopbackServer):
         lifetime: float = 3600,
         scopes: tuple[str, ...] = ("kafka",),
         tls: ssl.SSLContext | None = None,
+        rsa_key: rsa.RSAPrivateKey | None = None,
+        kid: str = "notifier-test",
+        audience: str | None = None,
+        issuer: str | None = None,
     ) -> None:
         super().__init__()
         self.client_id = client_id
@@ -349,6 +376,13 @@ class TokenEndpoint(_LoopbackServer):
         """Answers given instead of a token to the next requests (e.g. an outage)."""
         self.tls = tls
         """A server-side TLS context: serve HTTPS, as ``https://localhost:port``."""
+        self.rsa_key = rsa_key
+        """Sign RS256 tokens with this key (published by :func:`jwks` as ``kid``), not HS256."""
+        self.kid = kid
+        self.audience = audience
+        """The ``aud`` claim of every token, when set."""
+        self.issuer = issuer
+        """The ``iss`` claim of every token, when set."""
 
     @property
     def url(self) -> str:
@@ -399,7 +433,16 @@ class TokenEndpoint(_LoopbackServer):
         now = time.time()
         claims = {"sub": self.client_id, "iat": int(now), "exp": now + self.lifetime,
                   "scope": scope, "jti": secrets.token_hex(8)}  # fmt: skip
-        token = sign_jwt(claims, self.key)
+        if self.audience is not None:
+            claims["aud"] = self.audience
+        if self.issuer is not None:
+            claims["iss"] = self.issuer
+        if self.rsa_key is not None:
+            # NumericDate is whole seconds for JOSE libraries such as Kafka's jose4j.
+            claims["exp"] = int(claims["exp"])
+            token = sign_jwt_rs256(claims, self.rsa_key, self.kid)
+        else:
+            token = sign_jwt(claims, self.key)
         self.issued.append(token)
         return 200, {"access_token": token, "token_type": "Bearer",
                      "expires_in": self.lifetime, "scope": scope}  # fmt: skip
