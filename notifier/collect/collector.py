@@ -426,7 +426,8 @@ class ClusterCollector:
                 detail = (
                     f"no answer within {self._request_timeout_s:g}s"
                     if isinstance(exc, TimeoutError)
-                    else login_failure(exc, self._login) or repr(exc)
+                    else login_failure(exc, self._login, self._conn_settings["sasl_mechanism"])
+                    or repr(exc)
                 )
                 raise _TransportError(f"cannot connect to {host}:{port}: {detail}") from exc
             self._conns[address] = conn

@@ -536,11 +536,20 @@ _CERTIFICATE_ALERTS = (
 """TLS alerts by which a server refuses the client's certificate (or its absence)."""
 
 
-def login_failure(exc: BaseException, login: str) -> str | None:
-    """What a failed connection says about its login (``login`` from :func:`describe_login`),
-    or None when the failure is not the login's (a refused connection, a timeout)."""
+def login_failure(
+    exc: BaseException, login: str, sasl_mechanism: str | None = None
+) -> str | None:
+    """What a failed connection says about its login (``login`` from :func:`describe_login`,
+    with ``sasl_mechanism`` when it logs in with SASL), or None when the failure is not the
+    login's (a refused connection, a timeout)."""
     if isinstance(exc, _LOGIN_REFUSALS):
-        reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else type(exc).__name__
+        if exc.args and isinstance(exc.args[0], str):
+            reason = exc.args[0]
+        elif isinstance(exc, UnsupportedSaslMechanismError):
+            # aiokafka raises it from the SaslHandshake answer without the broker's list.
+            reason = f"the broker does not offer {sasl_mechanism} on this listener"
+        else:
+            reason = type(exc).__name__
         return f"the broker refused the login ({login}): {reason}"
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, ssl.SSLError):
