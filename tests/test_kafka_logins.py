@@ -159,11 +159,16 @@ def secured_broker_settings(
             f"{prefix}.ssl.keystore.location": str(files["broker_keystore"]),
         }
     properties |= {
+        # A listener with PLAIN alone, for a client that asks for a mechanism it lacks.
+        "listener.name.plainonly.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.plainonly.plain.sasl.jaas.config": (
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+        ),
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.mtls.ssl.truststore.type": "PEM",
         "listener.name.mtls.ssl.truststore.location": str(files["ca"]),
     }
-    listeners = {**SASL_LISTENERS, "MTLS": "SSL"}
+    listeners = {**SASL_LISTENERS, "PLAINONLY": "SASL_PLAINTEXT", "MTLS": "SSL"}
     format_options = [
         option
         for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -226,6 +231,7 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredK
         properties=properties,
         format_options=format_options,
         jvm_options=jvm_options,
+        heap="384m",
     )
     broker.start()
     try:
@@ -328,6 +334,19 @@ async def test_a_wrong_password_or_unknown_user_is_a_clear_error(
     assert_clear_refusal(
         message, elapsed, "prod", f"the broker refused the login (SASL {mechanism}", "failed"
     )
+
+
+async def test_a_mechanism_the_listener_does_not_offer_is_a_clear_error(
+    secured_kafka: SecuredKafka, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("KAFKA_PASSWORD", PASSWORD)
+    security = password_security("SASL", "SCRAM-SHA-512", secured_kafka.files)
+    text = service_yaml("prod", secured_kafka.broker.bootstrap("PLAINONLY"), security)
+    message, elapsed = await refused(load_cluster(tmp_path, text))
+    assert_clear_refusal(
+        message, elapsed, "prod", "the broker refused the login (SASL SCRAM-SHA-512",
+        "the broker does not offer SCRAM-SHA-512 on this listener",
+    )  # fmt: skip
 
 
 async def test_sasl_ssl_with_a_broker_certificate_the_client_does_not_trust(
