@@ -788,3 +788,130 @@ def test_a_broker_restart_under_caught_up_groups_is_no_group_alert(benign_story)
     )
     assert benign_story.restart_s < 60
     assert benign_story.cluster_events[-1:] == ["up"] or benign_story.cluster_events == []
+
+
+# --------------------------------------------------------------------------------------------
+# Rolling restarts of classic groups: eager (aiokafka, range) and cooperative-sticky (Java)
+
+
+@dataclass
+class RollingStory:
+    groups: dict[str, str]
+    transitions: dict[str, list[Transition]]
+    seen: dict[str, set[tuple[str, int, frozenset[str]]]]
+    """Per group, every (state, members, client ids owning partitions) a scan showed."""
+
+
+@pytest.fixture(scope="module")
+def rolling_story(
+    apache_kafka: ApacheKafkaBroker, tmp_path_factory: pytest.TempPathFactory
+) -> RollingStory:
+    """Two classic groups of three members on six partitions each, restarted one member at a
+    time (stop, start a new one, wait until the group has three members again), both at once,
+    under the bundled rules."""
+    tmp = tmp_path_factory.mktemp("rolling")
+    prefix = _name("roll")
+    groups = {"eager": f"{prefix}-eager", "cooperative": f"{prefix}-cooperative"}
+    partitions, size = 6, 3
+
+    async def story() -> RollingStory:
+        bootstrap = apache_kafka.bootstrap_servers
+        for group in groups.values():
+            await _create_topic(bootstrap, group, partitions)
+        seen: dict[str, set[tuple[str, int, frozenset[str]]]] = {g: set() for g in groups}
+        eager_group, cooperative_group = groups["eager"], groups["cooperative"]
+
+        def aio(i: int) -> AioMember:
+            return AioMember(bootstrap, eager_group, eager_group, f"eager-{i}")
+
+        def java(i: int) -> ConsoleConsumer:
+            return ConsoleConsumer(
+                apache_kafka, cooperative_group, cooperative_group, f"cooperative-{i}",
+                protocol="classic",
+                assignor="org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+                log_dir=tmp,
+            )  # fmt: skip
+
+        eager = [await aio(i).start() for i in range(size)]
+        cooperative = [java(i).start() for i in range(size)]
+        try:
+            async with (
+                _traffic(bootstrap, {g: partitions for g in groups.values()}),
+                _service(apache_kafka, prefix, tmp / "data", _bundled_rules()) as service,
+            ):
+                state = service.coordinator.clusters[CLUSTER]
+
+                def look() -> None:
+                    for name, group in groups.items():
+                        r = service.result(group)
+                        if r is not None:
+                            owners = state.owners.get(group, {})
+                            clients = frozenset(m.client_id for m in owners.values())
+                            seen[name].add((r.group_state, r.members, clients))
+
+                def settled(name: str, clients: set[str]) -> bool:
+                    look()
+                    r = service.result(groups[name])
+                    owners = state.owners.get(groups[name], {})
+                    return (
+                        r is not None
+                        and service.judged(groups[name])
+                        and r.group_state == "Stable"
+                        and r.members == size
+                        and len(owners) == partitions
+                        and {m.client_id for m in owners.values()} == clients
+                    )
+
+                async def roll_eager() -> None:
+                    for i in range(size):
+                        await eager[i].stop()
+                        eager[i] = await aio(size + i).start()
+                        clients = {f"eager-{size + j}" for j in range(i + 1)}
+                        clients |= {f"eager-{j}" for j in range(i + 1, size)}
+                        await service.wait_for(
+                            lambda c=clients: settled("eager", c), 90, f"eager step {i}"
+                        )
+
+                async def roll_cooperative() -> None:
+                    for i in range(size):
+                        await asyncio.to_thread(cooperative[i].stop)
+                        cooperative[i] = java(size + i).start()
+                        clients = {f"cooperative-{size + j}" for j in range(i + 1)}
+                        clients |= {f"cooperative-{j}" for j in range(i + 1, size)}
+                        await service.wait_for(
+                            lambda c=clients: settled("cooperative", c), 90, f"cooperative {i}"
+                        )
+
+                first = {f"eager-{i}" for i in range(size)}
+                await service.wait_for(lambda: settled("eager", first), 90, "eager settled")
+                first = {f"cooperative-{i}" for i in range(size)}
+                await service.wait_for(
+                    lambda: settled("cooperative", first), 90, "cooperative settled"
+                )
+                await asyncio.gather(roll_eager(), roll_cooperative())
+                scans = state.metrics.scans
+                await service.wait_for(
+                    lambda: state.metrics.scans >= scans + 5, 30, "five scans more"
+                )
+                return RollingStory(
+                    groups=groups,
+                    transitions={n: service.transitions(g) for n, g in groups.items()},
+                    seen=seen,
+                )
+        finally:
+            for member in eager:
+                await member.stop()
+            for consumer in cooperative:
+                await asyncio.to_thread(consumer.stop)
+
+    return asyncio.run(story())
+
+
+@pytest.mark.parametrize("assignment", ["eager", "cooperative"])
+def test_a_rolling_restart_of_a_classic_group_pages_nobody(rolling_story, assignment):
+    transitions = rolling_story.transitions[assignment]
+    assert transitions == [], _statuses(transitions)
+    seen = rolling_story.seen[assignment]
+    # The service watched the restart: six member ids came and went, each owning partitions.
+    clients = set().union(*(owners for _, _, owners in seen))
+    assert clients == {f"{assignment}-{i}" for i in range(6)}
