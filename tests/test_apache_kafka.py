@@ -915,3 +915,44 @@ def test_a_rolling_restart_of_a_classic_group_pages_nobody(rolling_story, assign
     # The service watched the restart: six member ids came and went, each owning partitions.
     clients = set().union(*(owners for _, _, owners in seen))
     assert clients == {f"{assignment}-{i}" for i in range(6)}
+
+
+# --------------------------------------------------------------------------------------------
+# Share groups (KIP-932)
+
+
+async def test_a_share_group_is_listed_as_not_evaluated(
+    apache_kafka: ApacheKafkaBroker, tmp_path: Path
+) -> None:
+    """Kafka 4.4 has share groups on by default (``share.version`` 2). The service lists one
+    and says it does not evaluate it; share-group lag (DescribeShareGroupOffsets) is not
+    read yet."""
+    bootstrap = apache_kafka.bootstrap_servers
+    prefix = _name("share")
+    topic = group = f"{prefix}-work"
+    await _create_topic(bootstrap, topic, 2)
+    with (tmp_path / "share.log").open("ab") as log:
+        share_consumer = apache_kafka.tools.popen(
+            "console-share-consumer", "--bootstrap-server", bootstrap,
+            "--topic", topic, "--group", group, stderr=log,
+        )  # fmt: skip
+    try:
+        async with (
+            _traffic(bootstrap, {topic: 2}),
+            _service(apache_kafka, prefix, tmp_path / "data") as service,
+        ):
+            state = service.coordinator.clusters[CLUSTER]
+            await service.wait_for(lambda: group in state.not_evaluated, 60, "the share group")
+            summary = (await service.get("/api/groups")).json()
+            listed = await asyncio.to_thread(
+                apache_kafka.tools.run, "share-groups", "--bootstrap-server", bootstrap, "--list"
+            )
+    finally:
+        share_consumer.terminate()
+        share_consumer.wait(30)
+
+    assert group in listed.stdout.split()
+    (cluster,) = [c for c in summary["clusters"] if c["cluster"] == CLUSTER]
+    assert {"group": group, "reason": state.not_evaluated[group]} in cluster["not_evaluated"]
+    assert state.not_evaluated[group].startswith("share group (KIP-932)")
+    assert service.result(group) is None and service.transitions(group) == []
