@@ -25,10 +25,12 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from notifier.api.app import create_app
 from notifier.collect import ClusterCollector
-from notifier.config import RulesConfig, parse_service_config, with_parameters
+from notifier.config import RulesConfig, load_rules, parse_service_config, with_parameters
 from notifier.demo import default_rules_path, demo_rules
 from notifier.demo.apache_kafka import ApacheKafkaBroker
 from notifier.service import Coordinator, LogSink
@@ -91,31 +93,57 @@ async def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int
         await consumer.stop()
 
 
+class Traffic:
+    """Steady traffic, :data:`RATE` records per second to every partition of ``topics`` (name:
+    partitions); a topic in :attr:`paused` gets none for the while."""
+
+    def __init__(self, bootstrap: str, topics: dict[str, int]) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.paused: set[str] = set()
+
+    async def run(self) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        await producer.start()
+        try:
+            step = 1 / RATE
+            next_at = time.monotonic()
+            while True:
+                sent = [
+                    self._send(producer, topic, partition)
+                    for topic, partitions in self.topics.items()
+                    if topic not in self.paused
+                    for partition in range(partitions)
+                ]
+                await asyncio.gather(*sent)
+                next_at += step
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        finally:
+            await producer.stop()
+
+    @staticmethod
+    async def _send(producer: AIOKafkaProducer, topic: str, partition: int) -> None:
+        """One record; while the broker restarts or the topic is re-created it may fail, and
+        the traffic goes on (aiokafka asserts when the topic's metadata momentarily lacks the
+        partition)."""
+        try:
+            delivered = await producer.send(topic, VALUE, partition=partition)
+            await asyncio.wait_for(delivered, 10)
+        except (KafkaError, AssertionError, TimeoutError):
+            await asyncio.sleep(0.1)
+
+
 @contextlib.asynccontextmanager
-async def _traffic(bootstrap: str, topics: dict[str, int]) -> AsyncIterator[None]:
-    """Steady traffic, :data:`RATE` records per second to every partition of ``topics``
-    (name: partitions), for as long as the block runs."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await producer.start()
-
-    async def produce() -> None:
-        step = 1 / RATE
-        next_at = time.monotonic()
-        while True:
-            for topic, partitions in topics.items():
-                for partition in range(partitions):
-                    await producer.send(topic, VALUE, partition=partition)
-            next_at += step
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-
-    task = asyncio.create_task(produce())
+async def _traffic(bootstrap: str, topics: dict[str, int]) -> AsyncIterator[Traffic]:
+    """:class:`Traffic` for as long as the block runs."""
+    traffic = Traffic(bootstrap, topics)
+    task = asyncio.create_task(traffic.run())
     try:
-        yield
+        yield traffic
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        await producer.stop()
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,6 +224,42 @@ class ConsoleConsumer:
             self._reader.join(10)
 
 
+class AioMember:
+    """A classic-group member written with aiokafka (eager assignment: every rebalance revokes
+    every partition), reading everything and auto-committing every second."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, client_id: str) -> None:
+        self.consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=client_id,
+            auto_offset_reset="earliest",
+            auto_commit_interval_ms=1000,
+            partition_assignment_strategy=(RangePartitionAssignor,),
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> AioMember:
+        await self.consumer.start()
+        self._task = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self) -> None:
+        while True:
+            await self.consumer.getmany(timeout_ms=200)
+
+    async def stop(self) -> None:
+        """As a deploy stops it: commits, leaves the group."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.consumer.stop()
+
+
 # --------------------------------------------------------------------------------------------
 # The service
 
@@ -211,8 +275,15 @@ class RecordingSink(LogSink):
 
 
 def _rules(**parameters: Any) -> RulesConfig:
+    """The bundled rules at demo timings (waits a tenth as long, a six-scan window)."""
     rules = demo_rules(default_rules_path(), intervals=6, time_scale=0.1)
     return with_parameters(rules, parameters) if parameters else rules
+
+
+def _bundled_rules() -> RulesConfig:
+    """The bundled rules as shipped: what must not page on the benign events of a real
+    fleet (a restart that takes a JVM a few seconds is no stop under them)."""
+    return load_rules(default_rules_path())
 
 
 @dataclass
@@ -252,7 +323,11 @@ class Service:
 
 @contextlib.asynccontextmanager
 async def _service(
-    broker: ApacheKafkaBroker, prefix: str, data_dir: Path, rules: RulesConfig | None = None
+    broker: ApacheKafkaBroker,
+    prefix: str,
+    data_dir: Path,
+    rules: RulesConfig | None = None,
+    sink: RecordingSink | None = None,
 ) -> AsyncIterator[Service]:
     config = parse_service_config(
         {
@@ -271,7 +346,7 @@ async def _service(
         },
         "test",
     )
-    sink = RecordingSink()
+    sink = sink or RecordingSink()
     coordinator = Coordinator(config, rules or _rules(), data_dir, sink)
     await coordinator.start()
     try:
@@ -311,7 +386,9 @@ async def test_lag_per_partition_equals_kafka_consumer_groups_describe(
     }
     await _commit(bootstrap, group, committed)
 
-    async with ClusterCollector(bootstrap, cluster=CLUSTER, request_timeout_ms=10_000) as scan:
+    async with ClusterCollector(
+        bootstrap, cluster=CLUSTER, request_timeout_ms=10_000, group_allow=f"^{group}$"
+    ) as scan:
         result = await scan.scan()
     kafka_says = broker.describe_lag(group)
 
@@ -329,7 +406,10 @@ async def test_lag_per_partition_equals_kafka_consumer_groups_describe(
         (invoices, 0): 0,
         (invoices, 1): 3,
     }
-    assert result.group_states[group] == "Empty"
+    assert result.group_states == {group: "Empty"}
+    # ListGroups v5 (Kafka 3.7 and later) types the group: DescribeGroups describes it.
+    assert result.group_types == {group: "classic"}
+    assert "ConsumerGroupDescribe" not in result.requests
 
 
 # --------------------------------------------------------------------------------------------
@@ -541,3 +621,343 @@ async def test_retention_overtaking_a_slow_consumer_is_warn_then_err(
     assert any(f.rule == "retention-risk" and f.severity == "err" for f in erred.result.findings), (
         _statuses(transitions)
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Benign events on caught-up groups: an offsets reset, a topic re-created, a broker restart
+
+
+async def _recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete ``topic`` and create it again under the same name (offsets start from 0)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                await admin.create_topics([NewTopic(topic, partitions, 1)])
+                return
+            except TopicAlreadyExistsError:  # deletion still under way
+                assert time.monotonic() < deadline, f"{topic} was never deleted"
+                await asyncio.sleep(0.2)
+    finally:
+        await admin.close()
+
+
+@dataclass
+class BenignStory:
+    groups: dict[str, str]
+    transitions: dict[str, list[Transition]]
+    reset_to: dict[tuple[str, int], int | None]
+    cluster_events: list[str]
+    restart_s: float
+    events: dict[str, int] = field(default_factory=dict)
+
+
+class EventSink(RecordingSink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+
+    def cluster_down(self, cluster: str, now: int, reason: str) -> None:
+        self.events.append("down")
+
+    def cluster_up(self, cluster: str, now: int) -> None:
+        self.events.append("up")
+
+
+@pytest.fixture(scope="module")
+def benign_story(
+    apache_kafka: ApacheKafkaBroker, tmp_path_factory: pytest.TempPathFactory
+) -> BenignStory:
+    """Four caught-up groups on steady traffic under the bundled rules: one has its offsets
+    reset to the log end while its consumer is down, one has its topic deleted and created
+    again; then the broker restarts under all four."""
+    tmp = tmp_path_factory.mktemp("benign")
+    prefix = _name("benign")
+    groups = {n: f"{prefix}-{n}" for n in ("reset", "recreated", "consumer", "classic")}
+    partitions = 2
+
+    async def story() -> BenignStory:
+        bootstrap = apache_kafka.bootstrap_servers
+        for group in groups.values():
+            await _create_topic(bootstrap, group, partitions)
+        console = {
+            n: ConsoleConsumer(apache_kafka, groups[n], groups[n], f"{n}-client", log_dir=tmp)
+            for n in ("reset", "recreated", "consumer")
+        }
+        classic = AioMember(bootstrap, groups["classic"], groups["classic"], "classic-client")
+        sink = EventSink()
+        async with _traffic(bootstrap, {g: partitions for g in groups.values()}) as traffic:
+            for consumer in console.values():
+                consumer.start()
+            await classic.start()
+            try:
+                async with _service(
+                    apache_kafka, prefix, tmp / "data", _bundled_rules(), sink
+                ) as service:
+                    state = service.coordinator.clusters[CLUSTER]
+
+                    def caught_up() -> bool:
+                        for group in groups.values():
+                            r = service.result(group)
+                            if r is None or not service.judged(group) or r.members != 1:
+                                return False
+                            if r.total_lag > 2 * RATE * partitions:
+                                return False
+                        return True
+
+                    async def caught_up_for_a_window() -> None:
+                        await service.wait_for(caught_up, 90, "every group caught up")
+                        scans = state.metrics.scans
+                        window = service.coordinator.rules.window.intervals
+                        await service.wait_for(
+                            lambda: state.metrics.scans >= scans + window, 60, "a window"
+                        )
+
+                    await caught_up_for_a_window()
+
+                    def reset() -> dict[tuple[str, int], int | None]:
+                        group = groups["reset"]
+                        console["reset"].stop()
+                        apache_kafka.consumer_groups(
+                            "--reset-offsets", "--to-latest", "--execute",
+                            "--group", group, "--topic", group,
+                        )  # fmt: skip
+                        reset_to = apache_kafka.describe_lag(group)
+                        console["reset"] = ConsoleConsumer(
+                            apache_kafka, group, group, "reset-client", log_dir=tmp
+                        ).start()
+                        return reset_to
+
+                    async def recreate() -> None:
+                        topic = groups["recreated"]
+                        traffic.paused.add(topic)
+                        await _recreate_topic(bootstrap, topic, partitions)
+                        traffic.paused.discard(topic)
+
+                    events = {"reset/recreate": int(time.time() * 1000)}
+                    reset_to, _ = await asyncio.gather(asyncio.to_thread(reset), recreate())
+                    await caught_up_for_a_window()
+
+                    started = time.monotonic()
+                    events["restart"] = int(time.time() * 1000)
+                    await apache_kafka.arestart()
+                    restart_s = time.monotonic() - started
+                    await caught_up_for_a_window()
+                    return BenignStory(
+                        groups=groups,
+                        transitions={n: service.transitions(g) for n, g in groups.items()},
+                        reset_to=reset_to,
+                        cluster_events=list(sink.events),
+                        restart_s=restart_s,
+                        events=events,
+                    )
+            finally:
+                for consumer in console.values():
+                    await asyncio.to_thread(consumer.stop)
+                await classic.stop()
+
+    return asyncio.run(story())
+
+
+def test_an_offsets_reset_of_a_caught_up_group_is_no_alert(benign_story):
+    assert benign_story.reset_to, "kafka-consumer-groups reset nothing"
+    assert benign_story.transitions["reset"] == [], _told(benign_story)
+
+
+def _told(story: BenignStory) -> dict[str, list[tuple[int, str, list[str]]]]:
+    """What the service said about each group (when, the status, the findings), and when
+    the events happened, for a failure's message."""
+    return {
+        **{k: [(v, "event", [])] for k, v in story.events.items()},
+        **{
+            name: [
+                (t.at, t.current, [f"{f.rule}:{f.status}" for f in t.result.findings])
+                for t in transitions
+                if t.result is not None
+            ]
+            for name, transitions in story.transitions.items()
+        },
+    }
+
+
+def test_a_topic_deleted_and_created_again_is_no_alert(benign_story):
+    assert benign_story.transitions["recreated"] == [], _told(benign_story)
+
+
+def test_a_broker_restart_under_caught_up_groups_is_no_group_alert(benign_story):
+    assert benign_story.transitions == {name: [] for name in benign_story.groups}, _told(
+        benign_story
+    )
+    assert benign_story.restart_s < 60
+    assert benign_story.cluster_events[-1:] == ["up"] or benign_story.cluster_events == []
+
+
+# --------------------------------------------------------------------------------------------
+# Rolling restarts of classic groups: eager (aiokafka, range) and cooperative-sticky (Java)
+
+
+@dataclass
+class RollingStory:
+    groups: dict[str, str]
+    transitions: dict[str, list[Transition]]
+    seen: dict[str, set[tuple[str, int, frozenset[str]]]]
+    """Per group, every (state, members, client ids owning partitions) a scan showed."""
+
+
+@pytest.fixture(scope="module")
+def rolling_story(
+    apache_kafka: ApacheKafkaBroker, tmp_path_factory: pytest.TempPathFactory
+) -> RollingStory:
+    """Two classic groups of three members on six partitions each, restarted one member at a
+    time (stop, start a new one, wait until the group has three members again), both at once,
+    under the bundled rules."""
+    tmp = tmp_path_factory.mktemp("rolling")
+    prefix = _name("roll")
+    groups = {"eager": f"{prefix}-eager", "cooperative": f"{prefix}-cooperative"}
+    partitions, size = 6, 3
+
+    async def story() -> RollingStory:
+        bootstrap = apache_kafka.bootstrap_servers
+        for group in groups.values():
+            await _create_topic(bootstrap, group, partitions)
+        seen: dict[str, set[tuple[str, int, frozenset[str]]]] = {g: set() for g in groups}
+        eager_group, cooperative_group = groups["eager"], groups["cooperative"]
+
+        def aio(i: int) -> AioMember:
+            return AioMember(bootstrap, eager_group, eager_group, f"eager-{i}")
+
+        def java(i: int) -> ConsoleConsumer:
+            return ConsoleConsumer(
+                apache_kafka, cooperative_group, cooperative_group, f"cooperative-{i}",
+                protocol="classic",
+                assignor="org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+                log_dir=tmp,
+            )  # fmt: skip
+
+        eager = [await aio(i).start() for i in range(size)]
+        cooperative = [java(i).start() for i in range(size)]
+        try:
+            async with (
+                _traffic(bootstrap, {g: partitions for g in groups.values()}),
+                _service(apache_kafka, prefix, tmp / "data", _bundled_rules()) as service,
+            ):
+                state = service.coordinator.clusters[CLUSTER]
+
+                def look() -> None:
+                    for name, group in groups.items():
+                        r = service.result(group)
+                        if r is not None:
+                            owners = state.owners.get(group, {})
+                            clients = frozenset(m.client_id for m in owners.values())
+                            seen[name].add((r.group_state, r.members, clients))
+
+                def settled(name: str, clients: set[str]) -> bool:
+                    look()
+                    r = service.result(groups[name])
+                    owners = state.owners.get(groups[name], {})
+                    return (
+                        r is not None
+                        and service.judged(groups[name])
+                        and r.group_state == "Stable"
+                        and r.members == size
+                        and len(owners) == partitions
+                        and {m.client_id for m in owners.values()} == clients
+                    )
+
+                async def roll_eager() -> None:
+                    for i in range(size):
+                        await eager[i].stop()
+                        eager[i] = await aio(size + i).start()
+                        clients = {f"eager-{size + j}" for j in range(i + 1)}
+                        clients |= {f"eager-{j}" for j in range(i + 1, size)}
+                        await service.wait_for(
+                            lambda c=clients: settled("eager", c), 90, f"eager step {i}"
+                        )
+
+                async def roll_cooperative() -> None:
+                    for i in range(size):
+                        await asyncio.to_thread(cooperative[i].stop)
+                        cooperative[i] = java(size + i).start()
+                        clients = {f"cooperative-{size + j}" for j in range(i + 1)}
+                        clients |= {f"cooperative-{j}" for j in range(i + 1, size)}
+                        await service.wait_for(
+                            lambda c=clients: settled("cooperative", c), 90, f"cooperative {i}"
+                        )
+
+                first = {f"eager-{i}" for i in range(size)}
+                await service.wait_for(lambda: settled("eager", first), 90, "eager settled")
+                first = {f"cooperative-{i}" for i in range(size)}
+                await service.wait_for(
+                    lambda: settled("cooperative", first), 90, "cooperative settled"
+                )
+                await asyncio.gather(roll_eager(), roll_cooperative())
+                scans = state.metrics.scans
+                await service.wait_for(
+                    lambda: state.metrics.scans >= scans + 5, 30, "five scans more"
+                )
+                return RollingStory(
+                    groups=groups,
+                    transitions={n: service.transitions(g) for n, g in groups.items()},
+                    seen=seen,
+                )
+        finally:
+            for member in eager:
+                await member.stop()
+            for consumer in cooperative:
+                await asyncio.to_thread(consumer.stop)
+
+    return asyncio.run(story())
+
+
+@pytest.mark.parametrize("assignment", ["eager", "cooperative"])
+def test_a_rolling_restart_of_a_classic_group_pages_nobody(rolling_story, assignment):
+    transitions = rolling_story.transitions[assignment]
+    assert transitions == [], _statuses(transitions)
+    seen = rolling_story.seen[assignment]
+    # The service watched the restart: six member ids came and went, each owning partitions.
+    clients = set().union(*(owners for _, _, owners in seen))
+    assert clients == {f"{assignment}-{i}" for i in range(6)}
+
+
+# --------------------------------------------------------------------------------------------
+# Share groups (KIP-932)
+
+
+async def test_a_share_group_is_listed_as_not_evaluated(
+    apache_kafka: ApacheKafkaBroker, tmp_path: Path
+) -> None:
+    """Kafka 4.4 has share groups on by default (``share.version`` 2). The service lists one
+    and says it does not evaluate it; share-group lag (DescribeShareGroupOffsets) is not
+    read yet."""
+    bootstrap = apache_kafka.bootstrap_servers
+    prefix = _name("share")
+    topic = group = f"{prefix}-work"
+    await _create_topic(bootstrap, topic, 2)
+    with (tmp_path / "share.log").open("ab") as log:
+        share_consumer = apache_kafka.tools.popen(
+            "console-share-consumer", "--bootstrap-server", bootstrap,
+            "--topic", topic, "--group", group, stderr=log,
+        )  # fmt: skip
+    try:
+        async with (
+            _traffic(bootstrap, {topic: 2}),
+            _service(apache_kafka, prefix, tmp_path / "data") as service,
+        ):
+            state = service.coordinator.clusters[CLUSTER]
+            await service.wait_for(lambda: group in state.not_evaluated, 60, "the share group")
+            summary = (await service.get("/api/groups")).json()
+            listed = await asyncio.to_thread(
+                apache_kafka.tools.run, "share-groups", "--bootstrap-server", bootstrap, "--list"
+            )
+    finally:
+        share_consumer.terminate()
+        share_consumer.wait(30)
+
+    assert group in listed.stdout.split()
+    (cluster,) = [c for c in summary["clusters"] if c["cluster"] == CLUSTER]
+    assert {"group": group, "reason": state.not_evaluated[group]} in cluster["not_evaluated"]
+    assert state.not_evaluated[group].startswith("share group (KIP-932)")
+    assert service.result(group) is None and service.transitions(group) == []

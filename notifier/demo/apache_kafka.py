@@ -727,8 +727,12 @@ def _escape_property(text: str, *, key: bool = False) -> str:
 
 
 def _cluster_id() -> str:
-    """A cluster id as ``kafka-storage random-uuid`` makes one: 16 random bytes, base64url."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as ``kafka-storage random-uuid`` makes one: 16 random bytes, base64url,
+    never starting with "-" (the tool would read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def parse_describe(output: str) -> list[dict[str, str]]:
