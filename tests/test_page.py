@@ -52,7 +52,8 @@ TOKEN = "s3cret-page-token"
 
 
 def chromium() -> str:
-    """Debian's Chromium (``.ci/run`` installs it); installed here on first use as root."""
+    """Debian's Chromium (``make test`` installs it: tests/setup-system.sh); installed here on
+    first use as root when pytest runs alone."""
     if not os.path.exists(CHROMIUM) and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"]
