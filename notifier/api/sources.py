@@ -274,8 +274,9 @@ class NotifierView(Protocol):
     ) -> SilenceView:
         """Raises :class:`notifier.config.ConfigError` naming each bad field."""
 
-    def delete_silence(self, silence_id: str) -> object:
-        """Raises :class:`notifier.config.ConfigError` for a silence the API cannot delete."""
+    def expire_silence(self, silence_id: str) -> SilenceView:
+        """End a silence now, keeping its record; raises :class:`notifier.config.ConfigError`
+        for a silence the API cannot expire (from the config file, or expired already)."""
 
     def metrics(self) -> Mapping[str, Any]:
         """Delivery counters by channel (``sent``, ``failed``, ``retried``), ``outbox_depth``,

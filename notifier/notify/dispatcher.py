@@ -230,8 +230,14 @@ class Dispatcher:
         return change.incident
 
     def add_silence(self, silence: Silence, now: int) -> None:
-        """Hold back matching alerts from ``silence.starts_at`` (flags update at once)."""
+        """Hold back matching alerts from ``silence.starts_at`` (flags update at once). A new
+        version of a known silence (say, expired now) replaces it, and what the old one held
+        back is looked at again right away."""
+        previous = self.silences.get(silence.id)
         self.silences[silence.id] = silence
+        if previous is not None and previous != silence:
+            for key in list(self._groups):
+                self._touch(key, now)
         for incident in self._live.values():
             if incident.closed_at is None and silence.active(now) and silence.matches(incident):
                 incident.silenced = True
