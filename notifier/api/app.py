@@ -449,9 +449,8 @@ def create_app(
             lambda: encode(group_evidence(state, cluster, group, fresh, result)),
         )  # fmt: skip
         live = group_live_members(
-            cluster, group, result.findings, open_incidents(notifier), ActiveSilences(notifier),
-            fresh, now,
-        )  # fmt: skip
+            cluster, group, result, open_incidents(notifier), ActiveSilences(notifier), fresh, now
+        )
         return JSONBytes(with_members(evidence, {**live, **mine}))
 
     @app.get(

@@ -955,6 +955,12 @@ def _group_param(gids: np.ndarray, value: Any, n_groups: int, group_ids: np.ndar
 # Transitions
 
 
+def kept_firing(finding: Finding) -> bool:
+    """Whether ``finding`` is a rule whose condition has cleared but that keeps firing for its
+    ``keep_firing_for`` (its evidence is when the condition last held)."""
+    return finding.since is None and set(finding.evidence) == {"last_true"}
+
+
 class TransitionTracker:
     """Turns gated group statuses into transitions (OK→WARN→ERR→OK).
 

@@ -263,6 +263,17 @@ function trend(values) {
 // ---------------------------------------------------------------------------------------------
 // The groups page
 
+// Why a group's status (its open incident's: what the pager said) is not what the last
+// evaluation says, or why it is kept: beside the status badge, the evaluation's own and the
+// reason (hold, recovering, keep_firing_for, an earlier scan).
+function statusReason(evaluated, reason) {
+  if (!reason) return [];
+  const parts = [" "];
+  if (evaluated) parts.push(el("span", { class: "evaluated", "data-evaluated": evaluated }, "evaluated ", badge(evaluated, "small")));
+  parts.push(el("div", { class: "muted small status-reason", "data-reason": reason.kind, text: `${reason.kind}: ${reason.message}` }));
+  return parts;
+}
+
 function notifierIndex() {
   pageHeader("groups");
   const state = { groups: [], clusters: [], incidents: {}, sortKey: "status", sortDesc: true };
@@ -322,6 +333,7 @@ function notifierIndex() {
       const t = trend(g.lag_history);
       const statusCell = el("td", { class: "status" }, badge(g.status));
       if (g.finding && g.finding.status !== g.status) statusCell.append(" ", badge(g.finding.status, "word"));
+      statusCell.append(...statusReason(g.evaluated_status !== g.status ? g.evaluated_status : null, g.status_reason));
       return el("tr", { class: `status-${g.status}`, "data-group": g.group, "data-status": g.status, "data-word": word(g) },
         statusCell,
         el("td", { text: g.cluster }),
@@ -512,7 +524,11 @@ function notifierGroup() {
 
   function render(g, incident) {
     const word = g.findings.length ? leadingWord(g.findings) : g.status;
-    document.getElementById("badge").replaceChildren(badge(g.status), ...(word !== g.status && WORD_RANK[word] === 3 ? [" ", badge(word, "word")] : []));
+    // The status shown first is the open incident's (what the pager said), the evaluation's
+    // beside it when they differ, with the reason.
+    const shown = g.incident ? g.incident.status : g.status;
+    document.getElementById("badge").replaceChildren(badge(shown), ...(word !== shown && WORD_RANK[word] === 3 ? [" ", badge(word, "word")] : []),
+      ...statusReason(shown !== g.status ? g.status : null, g.status_reason));
     const gate = g.minimum_complete === null ? "" : ` Rules notify only from windows at least ${Math.round(g.minimum_complete * 100)}% complete.`;
     const cards = [
       card("total lag", humanNumber(g.total_lag), "records not yet read, all partitions"),
