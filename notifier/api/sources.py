@@ -261,6 +261,10 @@ class NotifierView(Protocol):
         """Open incidents by (cluster, group), ``silenced`` as of now; the same mapping object
         as long as they stay the same."""
 
+    def waiting(self, incident_id: str) -> list[dict[str, Any]]:
+        """What each route that took a live incident waits for before notifying it, and
+        until when (:meth:`notifier.notify.Dispatcher.waiting`)."""
+
     def list_silences(self) -> Sequence[SilenceView]: ...
 
     def add_silence(

@@ -490,6 +490,11 @@ class Notifier:
         stored = self.store.incidents(limit=limit)
         return [live.get(i.id, i) for i in stored]
 
+    def waiting(self, incident_id: str) -> list[dict[str, Any]]:
+        """What each route that took a live incident waits for before it notifies it, and
+        until when (:meth:`Dispatcher.waiting`)."""
+        return self.core.waiting(incident_id, self.clock())
+
     def open_incidents(self) -> Mapping[tuple[str, str], Incident]:
         """Open incidents by (cluster, group), ``silenced`` as of now: the same mapping (read
         only) until a transition, a cluster going down or up, a silence added, deleted,

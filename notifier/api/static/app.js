@@ -489,7 +489,7 @@ function drawCharts(h) {
   const lagSeries = [{ name: "total lag (records)", cls: "total", points: at("total_lag") }];
   if (lagLines.some((t) => t.scope === "partition")) lagSeries.push({ name: "largest partition", cls: "largest", points: at("max_partition_lag") });
   const common = { spans: h.incidents, start: h.start, end: h.end, gapMs: h.gap_ms };
-  const note = h.scans === 0 ? el("p", { class: "muted", text: `No scans of this group in the history for the last ${h.hours} h.` })
+  const note = h.scans === 0 ? el("p", { class: "muted", text: `No scans of this group in the history for the last ${humanSeconds(h.hours * 3600)}.` })
     : el("p", { class: "muted small", text: `${h.scans} scans from ${fmtTime(h.start)} to ${fmtTime(h.end)}${h.bucket_seconds ? `; each point is the worst of ${humanSeconds(h.bucket_seconds)}` : ""}. Shaded: incidents. Dashed: the thresholds that apply now (lighter: where a firing rule clears).` });
   box.replaceChildren(
     chart({ ...common, metric: "lag_seconds", title: "lag in seconds (furthest-behind partition)", series: [{ name: "seconds behind", cls: "seconds", points: at("max_lag_seconds") }], thresholds: h.thresholds.filter((t) => t.metric === "lag_seconds"), format: durationTick }),
@@ -500,7 +500,7 @@ function drawCharts(h) {
   list.replaceChildren(...(incidents.length ? incidents.map((i) => el("li", {},
     el("a", { href: incidentHref(i.id), text: `${i.peak_status} incident` }),
     ` opened ${fmtTime(i.opened_at)}, ${i.closed_at ? `closed ${fmtTime(i.closed_at)} (${i.close_reason || "closed"}) after ${humanSeconds((i.closed_at - i.opened_at) / 1000)}` : "still open"}${i.silenced ? " · silenced" : ""}`))
-    : [el("li", { class: "muted", text: `No incidents in the last ${h.hours} h.` })]));
+    : [el("li", { class: "muted", text: `No incidents in the last ${humanSeconds(h.hours * 3600)}.` })]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -513,7 +513,9 @@ function notifierGroup() {
   document.getElementById("title").textContent = `${cluster} / ${group}`;
   document.title = `notifier — ${group}`;
   const hoursSelect = document.getElementById("hours");
-  hoursSelect.value = new URLSearchParams(location.search).get("hours") || "6";
+  // By default the span the group's history covers: a group watched for minutes fills the
+  // chart instead of being a sliver at the right edge of six hours.
+  hoursSelect.value = new URLSearchParams(location.search).get("hours") || "";
   const silence = document.getElementById("silence-group");
   silence.href = `/silences?${new URLSearchParams({ matchers: `cluster="${cluster}"\ngroup="${group}"` })}`;
 
@@ -583,7 +585,7 @@ function notifierGroup() {
   }
 
   async function refreshCharts() {
-    const path = `/api/groups/${encodeURIComponent(cluster)}/${encodeURIComponent(group)}/history?hours=${hoursSelect.value}`;
+    const path = `/api/groups/${encodeURIComponent(cluster)}/${encodeURIComponent(group)}/history${hoursSelect.value ? `?hours=${hoursSelect.value}` : ""}`;
     try {
       drawCharts(await getJson(path));
     } catch (error) {
@@ -592,7 +594,7 @@ function notifierGroup() {
   }
 
   hoursSelect.addEventListener("change", () => {
-    history.replaceState(null, "", `?hours=${hoursSelect.value}`);
+    history.replaceState(null, "", hoursSelect.value ? `?hours=${hoursSelect.value}` : location.pathname);
     refreshCharts();
   });
   refresh();
@@ -794,7 +796,8 @@ function notifierSilences() {
       const data = await getJson("/api/silences");
       const order = { active: 0, pending: 1, expired: 2 };
       const silences = data.silences.sort((a, b) => order[a.state] - order[b.state] || a.ends_at - b.ends_at);
-      document.getElementById("none").hidden = silences.length > 0;
+      // Expired silences stay listed (as Alertmanager keeps them) until the retention.
+      document.getElementById("none").hidden = silences.some((s) => s.state !== "expired");
       document.querySelector("#silences tbody").replaceChildren(...silences.map((s) => el("tr", { class: `silence ${s.state}`, "data-silence": s.id },
         el("td", {}, el("span", { class: `chip state ${s.state}`, text: s.state })),
         el("td", {}, el("code", { text: s.matchers.join("  ") })),
