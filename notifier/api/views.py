@@ -330,8 +330,8 @@ class ActiveSilences:
             now = notifier.clock()
             self.silences = [s for s in notifier.list_silences() if s.active(now)]
         self.key = tuple(s.id for s in self.silences)
-        """Which silences are active (a silence never changes once made): what :meth:`of`
-        answers from, besides its arguments."""
+        """Which silences are active (a silence changes only by expiring, which takes it out
+        of this set): what :meth:`of` answers from, besides its arguments."""
 
     def of(
         self, cluster: str, group: str, incident: Incident | None, findings: list[Finding]
