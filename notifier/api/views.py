@@ -22,7 +22,7 @@ from fastapi import HTTPException
 from notifier.api.burrow import burrow_point
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView, SilenceView
 from notifier.rules import Evaluation, group_without_partitions, not_found
-from notifier.rules.evaluate import kept_firing
+from notifier.rules.results import kept_firing
 from notifier.types import Finding, GroupResult, GroupStatus, Incident, Severity
 
 
