@@ -643,6 +643,13 @@ class NotifyConfig(FrozenModel):
     extras: dict[str, Any] = Field(default_factory=dict)
     """Passed to every template as ``extras`` (Burrow's notifier extras)."""
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    cluster_down_wait: Duration = 0.0
+    """How long a cluster-down alert waits before it is sent. It has an aggregation group of
+    its own (``{cluster="prod",alert="cluster-down"}``), so it never waits behind the
+    ``group_interval`` of the cluster's group alerts, nor their ``group_wait``: the outage is
+    confirmed already (``down_after_failures`` failed scans in a row), and the alert mutes
+    every group of the cluster, so until it is sent nobody hears of anything there. Default 0:
+    at once."""
 
     @model_validator(mode="after")
     def _check_routes(self) -> NotifyConfig:

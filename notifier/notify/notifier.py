@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import random
@@ -397,6 +398,11 @@ class Notifier:
         stored = self.store.incidents(limit=limit)
         return [live.get(i.id, i) for i in stored]
 
+    def waiting(self, incident_id: str) -> list[dict[str, Any]]:
+        """What each route that took a live incident waits for before it notifies it, and
+        until when (:meth:`Dispatcher.waiting`)."""
+        return self.core.waiting(incident_id, self.clock())
+
     def open_incidents(self) -> Mapping[tuple[str, str], Incident]:
         """Open incidents by (cluster, group), ``silenced`` as of now: the same mapping (read
         only) until a transition, a cluster going down or up, a silence added, deleted,
@@ -446,18 +452,24 @@ class Notifier:
         silences = sorted(self.core.silences.values(), key=lambda s: (s.starts_at, s.id))
         return [s for s in silences if include_expired or s.state(now) != "expired"]
 
-    def delete_silence(self, silence_id: str) -> Silence:
-        """Delete an API silence; a config silence must be removed from the config."""
+    def expire_silence(self, silence_id: str) -> Silence:
+        """End an API silence now. Its record stays, listed as expired until the outbox's
+        retention, as Alertmanager keeps an expired silence; a config silence must be removed
+        from the config. Raises :class:`SilenceError` naming the reason."""
         silence = self.core.silences.get(silence_id)
         if silence is None:
             raise SilenceError([("id", f"no silence {silence_id!r}")])
         if silence.source == "config":
             raise SilenceError([("id", "defined in the config file; remove it there")])
-        self.core.delete_silence(silence_id, self.clock())
-        self.store.delete_silence(silence_id)
+        now = self.clock()
+        if silence.state(now) == "expired":
+            raise SilenceError([("id", f"silence {silence_id} has already expired")])
+        ended = dataclasses.replace(silence, starts_at=min(silence.starts_at, now), ends_at=now)
+        self.store.save_silence(ended.id, ended.to_dict())
+        self.core.add_silence(ended, now)
         self._changes += 1
         self._wake.set()
-        return silence
+        return ended
 
     def apply_silence(self, silence: Silence) -> bool:
         """Install a silence made through another instance of the fleet (the fleet-wide view):

@@ -249,6 +249,12 @@ def _topics(store: WindowStore, rows: np.ndarray) -> list[str]:
     return [store.row_key_of(int(r))[2] for r in rows]
 
 
+def kept_firing(finding: Finding) -> bool:
+    """Whether ``finding`` is a rule whose condition has cleared but that keeps firing for its
+    ``keep_firing_for`` (:class:`Evaluation` gives it as evidence when the condition last held)."""
+    return finding.since is None and set(finding.evidence) == {"last_true"}
+
+
 def not_found(cluster: str, group: str, now: int) -> GroupResult:
     """Burrow's answer for an unknown group: NOTFOUND, complete 1.0, no partitions."""
     return GroupResult(
