@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, get_args,
 
 import numpy as np
 from pydantic import Field, GetCoreSchemaHandler
-from pydantic_core import CoreSchema
 
 from notifier.config.rules import KindRule, RuleBase
 from notifier.rules.habits import ScanTimes, ScanView
@@ -330,9 +329,9 @@ class AnyRegisteredKind:
     """Pydantic annotation: a rule of any registered kind, told apart by its ``kind`` (a
     discriminated union built from the registry whenever the schema is built)."""
 
-    def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
-    ) -> CoreSchema:
+    # The schema is pydantic-core's CoreSchema, which pydantic does not re-export (and
+    # pydantic-core is pydantic's dependency, not ours).
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
         models = [kind.model for kind in _KINDS.values()]
         if len(models) == 1:
             return handler.generate_schema(models[0])
