@@ -5,7 +5,8 @@
 * ``grouptypes``: group types (KIP-848): ListGroups v5, ConsumerGroupDescribe, and what a
   consumer-protocol group's state means to the rules; share and streams groups are not evaluated.
 * ``samples``: the sample table of a scan, member fingerprints, group states.
-* ``results``: :class:`ScanResult` and :class:`ScanError`, what the coordinator receives.
+* ``results``: :class:`ScanResult`, :class:`ScanError` and :class:`ClusterUnreachableError`,
+  what the coordinator receives.
 * ``broker``: :class:`EmbeddedBroker`, a Tansu broker process for tests and the demo.
 * ``readonly``: ``ReadOnly``, the read-only attributes of the collector and the broker.
 * ``security``: SASL settings for aiokafka and the OAUTHBEARER token providers (OIDC client
@@ -17,7 +18,7 @@ Imports :mod:`notifier.types` and, for the security settings, :mod:`notifier.con
 from notifier.collect.broker import BrokerError, EmbeddedBroker
 from notifier.collect.collector import ClusterCollector
 from notifier.collect.protocol import Group, decode_member
-from notifier.collect.results import ScanError, ScanResult
+from notifier.collect.results import ClusterUnreachableError, ScanError, ScanResult
 from notifier.collect.samples import build_samples, member_hash, normalize_group_state
 from notifier.collect.security import (
     CredentialsError,
@@ -31,6 +32,7 @@ from notifier.collect.security import (
 __all__ = [
     "BrokerError",
     "ClusterCollector",
+    "ClusterUnreachableError",
     "CredentialsError",
     "EmbeddedBroker",
     "Group",

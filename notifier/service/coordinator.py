@@ -10,8 +10,11 @@ cluster (never two at once for the same cluster), a checkpoint job and a history
 all in the service's event loop.
 
 A scan that fails is a gap: nothing is ingested, nothing is evaluated, so it can never become
-an alert. It is logged and counted; the next tries back off exponentially, to at most
-:data:`MAX_BACKOFF_INTERVALS` scan intervals; after
+an alert. It is logged and counted. A cluster no broker of which answers is tried again at every
+tick: such a scan stops at its first connection attempts, as cheap as a probe, and the cluster
+is scanned within one interval of answering again. A cluster that answers but whose scans fail
+(a struggling one) is spared: the next tries back off exponentially, to at most
+:data:`MAX_BACKOFF_INTERVALS` scan intervals. After
 ``down_after_failures`` failures in a row the cluster is reported down to the sink (which mutes
 its groups and raises one cluster alert) until a scan succeeds again.
 
@@ -45,7 +48,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
+from notifier.collect import (
+    ClusterCollector,
+    ClusterUnreachableError,
+    ScanError,
+    ScanResult,
+    collector_security,
+)
 from notifier.config import ClusterConfig, ServiceConfig
 from notifier.fleet.balance import ShardWork, shard_work
 from notifier.fleet.shards import by_shard
@@ -79,8 +88,9 @@ STALE_AFTER_INTERVALS = 3
 many scan intervals."""
 
 MAX_BACKOFF_INTERVALS = 3
-"""Failed scans back off to at most this many scan intervals: enough to spare a struggling
-cluster, short enough that its recovery is noticed within a few intervals."""
+"""Scans that fail although the cluster answers back off to at most this many scan intervals:
+enough to spare a struggling cluster, short enough that its recovery is noticed within a few
+intervals. (A cluster that does not answer at all is tried at every tick.)"""
 
 
 class TransitionSink(Protocol):
@@ -740,7 +750,9 @@ class Coordinator:
             try:
                 result = await state.collector.scan()
             except ScanError as exc:
-                self._scan_failed(state, str(exc))
+                self._scan_failed(
+                    state, str(exc), answered=not isinstance(exc, ClusterUnreachableError)
+                )
                 return None, []
             return result, self.process(state, result)
         finally:
@@ -798,13 +810,17 @@ class Coordinator:
                             "shards": sorted(shards),
                             "in_s": round((at_ms - now_ms) / 1000, 1)})  # fmt: skip
 
-    def _scan_failed(self, state: ClusterState, error: str) -> None:
+    def _scan_failed(self, state: ClusterState, error: str, answered: bool = True) -> None:
+        """``answered``: whether a broker answered before the scan failed (see the module's
+        docstring: a cluster that answers backs off, one that does not is tried every tick)."""
         m = state.metrics
         m.failures += 1
         m.consecutive_failures += 1
         m.last_error = error
         interval = state.config.scan_interval
-        backoff = interval * min(MAX_BACKOFF_INTERVALS, 2 ** (m.consecutive_failures - 1))
+        backoff = interval
+        if answered:
+            backoff *= min(MAX_BACKOFF_INTERVALS, 2 ** (m.consecutive_failures - 1))
         state.retry_at = time.monotonic() + backoff - interval
         name = state.config.name
         log.warning(
