@@ -21,7 +21,8 @@ its groups and raises one cluster alert) until a scan succeeds again.
 After a crash (:meth:`Coordinator.start`): the checkpoint gives the windows as they were when
 it was saved; the scans the history recorded after it are replayed through the same step, so
 the windows resume where the last process stopped and the gap is the downtime, not the time
-since the last checkpoint; and the open statuses are taken from the sink (the notifier's
+since the last checkpoint (without a checkpoint yet, the scans of the span the windows hold are
+replayed); and the open statuses are taken from the sink (the notifier's
 incidents, committed with every transition), so a transition handled after the checkpoint is
 neither repeated (no incident opened twice) nor missed (no incident left open).
 
@@ -400,7 +401,7 @@ class Coordinator:
         except checkpoint.CheckpointError:  # logged; drop whatever was half loaded
             state.pipeline = ClusterPipeline(self.rules, state.config.scan_interval)
             restored = False
-        replayed = self._replay_history(state) if restored else 0
+        replayed = self._replay_history(state)
         held = self.sink.open_statuses(name)
         if held is not None:
             statuses = {(name, group): status for group, status in held.items()}
@@ -415,13 +416,16 @@ class Coordinator:
 
     def _replay_history(self, state: ClusterState) -> int:
         """Step the cluster's pipeline through the scans the history recorded after the
-        checkpoint (their transitions were handled before the crash: they are dropped)."""
+        checkpoint, or, without one (a ``kill -9`` before the first checkpoint, a damaged
+        one), through those of the span the windows remember (:func:`_remembered_span_ms`).
+        Their transitions were handled before the crash: they are dropped."""
         name = state.config.name
-        since = state.store.last_scan_ts.get(name)
-        if self.history is None or since is None:
+        if self.history is None:
             return 0
+        since = state.store.last_scan_ts.get(name)
+        start = since + 1 if since is not None else _now_ms() - _remembered_span_ms(state.store)
         try:
-            table = read_history(self.history.root, start=since + 1)
+            table = read_history(self.history.root, start=start)
         except (HistoryEmptyError, HistoryNotFoundError):
             return 0
         except Exception as exc:  # a damaged file costs the replay, never the start
@@ -1037,6 +1041,15 @@ def _restamped(samples: pa.Table, ts: int) -> pa.Table:
     column = samples.schema.field(index)
     times = pa.repeat(pa.scalar(ts, column.type), samples.num_rows)
     return samples.set_column(index, column, times)
+
+
+def _remembered_span_ms(store: WindowStore) -> int:
+    """How far back the scans reach that a running service's windows are built from: a sample
+    window holds ``intervals`` scans, a LEO table ``lag_time_points`` (the commit rings keep
+    older changes too; replaying more than this would cost every start without a checkpoint
+    a read of up to ``retention_days`` of history)."""
+    settings = store.settings
+    return max(settings.intervals, settings.lag_time_points) * store.scan_interval_ms
 
 
 def _now_ms() -> int:
