@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 import orjson
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,6 +54,7 @@ from notifier.api.views import (
     open_incidents,
 )
 from notifier.config import EXPORTER_FAMILIES, MAX_SILENCE_MATCHERS, ConfigError, Secret
+from notifier.notify import SilenceLimitError, silences_page
 from notifier.rules import not_found
 from notifier.types import GroupResult, GroupStatus
 
@@ -108,6 +109,11 @@ class BodyLimit:
         message = f"request body larger than {self.max_bytes} bytes"
         body = {"error": True, "message": message, "request": request_info(request)}
         await JSONResponse(body, status_code=413)(scope, receive, send)
+
+
+SILENCES_PAGE = 100
+"""Silences per page of ``GET /api/silences`` unless the request says (``limit``)."""
+SILENCES_PAGE_MAX = 1000
 
 
 class SilenceIn(BaseModel):
@@ -470,11 +476,26 @@ def create_app(
     add_page_routes(app, coordinator, notifier, clock, STATIC, _NOT_FOUND, fleet)
     add_burrow_admin_routes(app, coordinator, notifier, clock, _NOT_FOUND)
 
-    @app.get("/api/silences", tags=["notifier"], responses=_errors(e404=_WRITE["e404"]))
-    def api_silences() -> dict[str, Any]:
+    @app.get(
+        "/api/silences",
+        tags=["notifier"],
+        responses=_errors(e404=_WRITE["e404"], e422=_INVALID),
+    )
+    def api_silences(
+        limit: Annotated[
+            int, Query(ge=1, le=SILENCES_PAGE_MAX, description="silences per page")
+        ] = SILENCES_PAGE,
+        after: Annotated[str | None, Query(description="the `next` of the previous page")] = None,
+    ) -> dict[str, Any]:
+        """Every silence, expired ones too, by start then id, a page at a time: ``next`` is
+        the cursor of the next page (``after=``), null on the last."""
         n = _silences(notifier)
         now = n.clock()
-        return {"silences": [s.to_dict(now) for s in n.list_silences()]}
+        try:
+            page, following = silences_page(n.list_silences(), limit, after)
+        except ValueError as exc:
+            raise HTTPException(422, f"after: {exc}") from None
+        return {"silences": [s.to_dict(now) for s in page], "next": following}
 
     @app.post(
         "/api/silences",
@@ -482,6 +503,7 @@ def create_app(
         status_code=201,
         responses=_errors(
             e400="the body cannot be read as JSON text (bad encoding, nested too deep)",
+            e409="as many silences are active or pending as notify.silence_limits allows",
             e413=f"the body is larger than {MAX_BODY_BYTES} bytes",
             e422=_INVALID,
             **_WRITE,
@@ -498,6 +520,8 @@ def create_app(
                 author=silence.author,
                 comment=silence.comment,
             )
+        except SilenceLimitError as exc:
+            raise HTTPException(409, "; ".join(f"{w}: {m}" for w, m in exc.problems)) from None
         except ConfigError as exc:
             raise HTTPException(422, "; ".join(f"{w}: {m}" for w, m in exc.problems)) from None
         if fleet is not None:

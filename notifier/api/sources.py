@@ -222,6 +222,10 @@ class SilenceView(Protocol):
     def id(self) -> str: ...
 
     @property
+    def starts_at(self) -> int:
+        """When it starts (epoch ms)."""
+
+    @property
     def ends_at(self) -> int:
         """When it ends (epoch ms)."""
 
