@@ -356,7 +356,12 @@ class ApacheKafkaBroker:
     """One Apache Kafka broker, also its own KRaft controller, on two free loopback ports.
 
     ``jars`` is a folder of Kafka jars (default: :func:`kafka_jars` of ``version``, resolved
-    on first start). ``properties`` add to or override the broker's configuration. The data,
+    on first start). ``properties`` add to or override the broker's configuration.
+    ``listeners`` adds listeners beside PLAINTEXT, by name and security protocol (e.g.
+    ``{"SASL_PLAIN": "SASL_PLAINTEXT", "MTLS": "SSL"}``), each on a free port
+    (:meth:`address`); their settings go in ``properties`` (``listener.name.sasl_plain....``).
+    ``format_args`` go to ``kafka-storage format`` (``--add-scram ...`` creates SCRAM users)
+    and ``jvm_options`` to the broker's ``java`` command. The data,
     the configuration and the broker's log (:attr:`log_path`) live in ``data_dir`` (a fresh
     temp directory by default, removed by :meth:`close` when it made it).
 
@@ -373,6 +378,9 @@ class ApacheKafkaBroker:
         jars: str | os.PathLike[str] | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         properties: Mapping[str, str] | None = None,
+        listeners: Mapping[str, str] | None = None,
+        format_args: Sequence[str] = (),
+        jvm_options: Sequence[str] = (),
         host: str = "127.0.0.1",
         heap: str = "768m",
         startup_timeout: float = 120.0,
@@ -384,6 +392,13 @@ class ApacheKafkaBroker:
         self._own_data_dir = data_dir is None
         self._data_dir = Path(data_dir) if data_dir is not None else None
         self._extra = dict(properties or {})
+        reserved = {"PLAINTEXT", "CONTROLLER"} & {name.upper() for name in listeners or {}}
+        if reserved:
+            raise ValueError(f"listener names {sorted(reserved)} are the broker's own")
+        self._listeners = {name.upper(): protocol for name, protocol in (listeners or {}).items()}
+        self._listener_ports: dict[str, int] = {}
+        self._format_args = list(format_args)
+        self._jvm_options = list(jvm_options)
         self._heap = heap
         self._startup_timeout = startup_timeout
         self._port = 0
@@ -416,6 +431,16 @@ class ApacheKafkaBroker:
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self._port}"
 
+    def address(self, listener: str) -> str:
+        """``host:port`` of one of the ``listeners`` given (known once started)."""
+        port = self._listener_ports.get(listener.upper())
+        if port is None:
+            raise KeyError(
+                f"no started listener {listener!r}; the broker has "
+                f"{', '.join(['PLAINTEXT', *self._listener_ports])}"
+            )
+        return f"{self.host}:{port}"
+
     @property
     def data_dir(self) -> Path:
         if self._data_dir is None:
@@ -436,18 +461,19 @@ class ApacheKafkaBroker:
 
     def server_properties(self) -> dict[str, str]:
         """The broker's configuration (ports are picked on the first start)."""
-        listeners = (
-            f"PLAINTEXT://{self.host}:{self._port},CONTROLLER://{self.host}:{self._controller_port}"
-        )
+        ports = {"PLAINTEXT": self._port, **self._listener_ports}
+        advertised = ",".join(f"{name}://{self.host}:{port}" for name, port in ports.items())
+        listeners = f"{advertised},CONTROLLER://{self.host}:{self._controller_port}"
+        protocols = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", **self._listeners}
         base = {
             "process.roles": "broker,controller",
             "node.id": str(self.NODE_ID),
             "controller.quorum.voters": f"{self.NODE_ID}@{self.host}:{self._controller_port}",
             "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self._port}",
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
             "log.dirs": str(self.data_dir / "logs"),
             "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
@@ -485,17 +511,25 @@ class ApacheKafkaBroker:
             return self
         jars = self.jars
         if not self._port:
-            self._port = _free_port(self.host)
-            self._controller_port = _free_port(self.host)
-            while self._controller_port == self._port:
-                self._controller_port = _free_port(self.host)
+            taken: set[int] = set()
+            for name in ("PLAINTEXT", "CONTROLLER", *self._listeners):
+                port = _free_port(self.host)
+                while port in taken:
+                    port = _free_port(self.host)
+                taken.add(port)
+                self._listener_ports[name] = port
+            self._port = self._listener_ports.pop("PLAINTEXT")
+            self._controller_port = self._listener_ports.pop("CONTROLLER")
         config = self.data_dir / "server.properties"
         config.write_text(
             "".join(f"{key}={value}\n" for key, value in self.server_properties().items())
         )
         tools = KafkaTools(jars, self.version)
         if not self._formatted:
-            tools.run("storage", "format", "-t", _cluster_id(), "-c", str(config), timeout=120)
+            tools.run(
+                "storage", "format", "-t", _cluster_id(), "-c", str(config), *self._format_args,
+                timeout=120,
+            )  # fmt: skip
             self._formatted = True
         self._launch(tools, config)
         return self
@@ -536,7 +570,7 @@ class ApacheKafkaBroker:
         command = [
             part for part in command if part not in ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
         ]
-        command[1:1] = ["-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
+        command[1:1] = ["-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", *self._jvm_options]
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         self._log_file.write(f"\n==== {' '.join(command)}\n".encode())
         self._log_file.flush()
