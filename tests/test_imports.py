@@ -16,6 +16,7 @@ The package's own ``__init__`` (its version) is no stage and may be imported by 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -141,8 +142,9 @@ def allowed(row: Row, target_package: str, target: str) -> bool:
     return False
 
 
-def all_imports() -> list[Import]:
-    return [found for path in sorted(PACKAGE.rglob("*.py")) for found in imports_of(path)]
+@functools.cache
+def all_imports() -> tuple[Import, ...]:
+    return tuple(found for path in sorted(PACKAGE.rglob("*.py")) for found in imports_of(path))
 
 
 def test_every_package_imports_only_what_the_architecture_allows():
