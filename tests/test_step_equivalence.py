@@ -35,9 +35,9 @@ from notifier.backtest import (
     synthesize,
 )
 from notifier.collect import ScanError, ScanResult
-from notifier.config import RulesConfig, parse_rules, parse_service_config
+from notifier.config import parse_service_config
 from notifier.history import HistoryWriter, read_history
-from notifier.rules import replay_table, scans
+from notifier.rules import RulesConfig, parse_rules, replay_table, scans
 from notifier.service import Coordinator
 from notifier.types import Transition
 
