@@ -41,7 +41,7 @@ from notifier.api.series import (
 )
 from notifier.api.sources import ClusterView, CoordinatorView, FleetSource, NotifierView
 from notifier.api.views import group_result, jsonable
-from notifier.notify.channels import humanize_seconds
+from notifier.notify.channels.format import humanize_seconds
 from notifier.types import SAMPLE_SCHEMA, GroupStatus, Incident
 
 SLOW_READS = 2
