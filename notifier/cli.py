@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from notifier.client import register as register_client_commands
-from notifier.config import ConfigError, NotifyConfig, load_rules, parse_duration
+from notifier.config import ConfigError, NotifyConfig, parse_duration
+from notifier.rules import load_rules
+
+if TYPE_CHECKING:
+    from notifier.config import ServiceConfig
+    from notifier.service import Coordinator
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -184,15 +189,15 @@ def run(config_path: Path) -> None:
     )
 
 
-def _fleet(service, coordinator, notifier) -> tuple[Any, Any]:
+def _fleet(service: ServiceConfig, coordinator: Coordinator, notifier: Any) -> tuple[Any, Any]:
     """The fleet instance (membership and shard state) and the fleet-wide view over it. The
     view is made before the membership exists (the API is built on it first): it asks the
     instance, which answers "no shards" until it has joined."""
     from notifier.fleet.instance import FleetInstance
     from notifier.fleet.view import FleetView, view_topic
 
-    config, kafka = service.coordination, service.coordination_kafka()
-    instance = FleetInstance(service, coordinator, notifier)
+    instance = FleetInstance(service, coordinator, notifier)  # refuses a config without them
+    config, kafka = instance.config, instance.kafka
     view = FleetView(
         kafka.bootstrap_servers, view_topic(config.topic), instance, coordinator, notifier,
         security=kafka.security, stale_after_s=3 * config.session_timeout,

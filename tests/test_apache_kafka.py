@@ -31,9 +31,10 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from notifier.api.app import create_app
 from notifier.collect import ClusterCollector
-from notifier.config import RulesConfig, load_rules, parse_service_config, with_parameters
+from notifier.config import parse_service_config
 from notifier.demo import default_rules_path, demo_rules
 from notifier.demo.apache_kafka import ApacheKafkaBroker, KafkaUnavailable, kafka_jars
+from notifier.rules import RulesConfig, load_rules, with_parameters
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupResult, GroupStatus, Transition, table_to_samples
 

@@ -87,6 +87,11 @@ _TOOLS_3 = {
 """Kafka 3.9 had no share groups, and two tools still in the Scala core."""
 
 
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_RESERVED_LISTENERS = ("PLAINTEXT", "CONTROLLER")
+"""The broker's own listeners: inter-broker traffic (and the readiness probe), and KRaft's."""
+
+
 class KafkaUnavailable(BrokerError):
     """Apache Kafka cannot be run here: Java or Maven is missing, or a jar does not resolve."""
 
@@ -356,14 +361,19 @@ class ApacheKafkaBroker:
     """One Apache Kafka broker, also its own KRaft controller, on two free loopback ports.
 
     ``jars`` is a folder of Kafka jars (default: :func:`kafka_jars` of ``version``, resolved
-    on first start). ``properties`` add to or override the broker's configuration.
-    ``listeners`` adds listeners beside PLAINTEXT, by name and security protocol (e.g.
-    ``{"SASL_PLAIN": "SASL_PLAINTEXT", "MTLS": "SSL"}``), each on a free port
-    (:meth:`address`); their settings go in ``properties`` (``listener.name.sasl_plain....``).
-    ``format_args`` go to ``kafka-storage format`` (``--add-scram ...`` creates SCRAM users)
-    and ``jvm_options`` to the broker's ``java`` command. The data,
+    on first start). ``properties`` add to or override the broker's configuration. The data,
     the configuration and the broker's log (:attr:`log_path`) live in ``data_dir`` (a fresh
     temp directory by default, removed by :meth:`close` when it made it).
+
+    The ``PLAINTEXT`` listener (:attr:`bootstrap_servers`) carries the inter-broker traffic and
+    the readiness probe. ``listeners`` adds more, each on its own free loopback port: name →
+    security protocol, e.g. ``{"SCRAM": "SASL_PLAINTEXT", "MTLS": "SSL"}``, reached at
+    :meth:`bootstrap` ``(name)``; their settings go in ``properties`` with Kafka's per-listener
+    prefix (``listener.name.scram.sasl.enabled.mechanisms``,
+    ``listener.name.scram.scram-sha-256.sasl.jaas.config``, ``listener.name.mtls.ssl.…``).
+    ``format_options`` are added to ``kafka-storage format`` (``--add-scram`` creates SCRAM
+    users before the first start), ``jvm_options`` to the broker's ``java`` command (system
+    properties such as ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=…``).
 
     :meth:`restart` keeps the ports and the data: topics, records, groups and committed
     offsets survive it, as on a real cluster. Usable as a sync or async context manager.
@@ -379,26 +389,35 @@ class ApacheKafkaBroker:
         data_dir: str | os.PathLike[str] | None = None,
         properties: Mapping[str, str] | None = None,
         listeners: Mapping[str, str] | None = None,
-        format_args: Sequence[str] = (),
+        format_options: Sequence[str] = (),
         jvm_options: Sequence[str] = (),
         host: str = "127.0.0.1",
         heap: str = "768m",
         startup_timeout: float = 120.0,
     ) -> None:
         _major(version)
+        extra_listeners = dict(listeners or {})
+        for name, protocol in extra_listeners.items():
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name) or name in _RESERVED_LISTENERS:
+                raise ValueError(
+                    f"listener name {name!r}: expected upper-case letters, digits and _, "
+                    f"other than {' and '.join(_RESERVED_LISTENERS)}"
+                )
+            if protocol not in _SECURITY_PROTOCOLS:
+                raise ValueError(
+                    f"listener {name}: security protocol {protocol!r}, expected one of "
+                    f"{', '.join(_SECURITY_PROTOCOLS)}"
+                )
+        self._listeners = extra_listeners
+        self._listener_ports: dict[str, int] = {}
+        self._format_options = tuple(format_options)
+        self._jvm_options = tuple(jvm_options)
         self.version = version
         self.host = host
         self._jars = Path(jars) if jars is not None else None
         self._own_data_dir = data_dir is None
         self._data_dir = Path(data_dir) if data_dir is not None else None
         self._extra = dict(properties or {})
-        reserved = {"PLAINTEXT", "CONTROLLER"} & {name.upper() for name in listeners or {}}
-        if reserved:
-            raise ValueError(f"listener names {sorted(reserved)} are the broker's own")
-        self._listeners = {name.upper(): protocol for name, protocol in (listeners or {}).items()}
-        self._listener_ports: dict[str, int] = {}
-        self._format_args = list(format_args)
-        self._jvm_options = list(jvm_options)
         self._heap = heap
         self._startup_timeout = startup_timeout
         self._port = 0
@@ -431,15 +450,18 @@ class ApacheKafkaBroker:
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self._port}"
 
-    def address(self, listener: str) -> str:
-        """``host:port`` of one of the ``listeners`` given (known once started)."""
-        port = self._listener_ports.get(listener.upper())
-        if port is None:
-            raise KeyError(
-                f"no started listener {listener!r}; the broker has "
-                f"{', '.join(['PLAINTEXT', *self._listener_ports])}"
-            )
-        return f"{self.host}:{port}"
+    def listener_port(self, name: str) -> int:
+        """The port of listener ``name`` (one of ``listeners``; picked on the first start)."""
+        if name == "PLAINTEXT":
+            return self._port
+        if name not in self._listeners:
+            known = ", ".join(["PLAINTEXT", *self._listeners])
+            raise KeyError(f"no listener {name!r} on this broker; it has {known}")
+        return self._listener_ports.get(name, 0)
+
+    def bootstrap(self, name: str = "PLAINTEXT") -> str:
+        """``host:port`` of listener ``name``, for a client's ``bootstrap_servers``."""
+        return f"{self.host}:{self.listener_port(name)}"
 
     @property
     def data_dir(self) -> Path:
@@ -461,19 +483,23 @@ class ApacheKafkaBroker:
 
     def server_properties(self) -> dict[str, str]:
         """The broker's configuration (ports are picked on the first start)."""
-        ports = {"PLAINTEXT": self._port, **self._listener_ports}
-        advertised = ",".join(f"{name}://{self.host}:{port}" for name, port in ports.items())
-        listeners = f"{advertised},CONTROLLER://{self.host}:{self._controller_port}"
-        protocols = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", **self._listeners}
+        advertised = [f"PLAINTEXT://{self.host}:{self._port}"] + [
+            f"{name}://{self.host}:{self.listener_port(name)}" for name in self._listeners
+        ]
+        protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [
+            f"{name}:{protocol}" for name, protocol in self._listeners.items()
+        ]
         base = {
             "process.roles": "broker,controller",
             "node.id": str(self.NODE_ID),
             "controller.quorum.voters": f"{self.NODE_ID}@{self.host}:{self._controller_port}",
-            "listeners": listeners,
-            "advertised.listeners": advertised,
+            "listeners": ",".join(
+                [*advertised, f"CONTROLLER://{self.host}:{self._controller_port}"]
+            ),
+            "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
+            "listener.security.protocol.map": ",".join(protocols),
             "log.dirs": str(self.data_dir / "logs"),
             "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
@@ -512,24 +538,37 @@ class ApacheKafkaBroker:
         jars = self.jars
         if not self._port:
             taken: set[int] = set()
-            for name in ("PLAINTEXT", "CONTROLLER", *self._listeners):
+            for name in ["PLAINTEXT", "CONTROLLER", *self._listeners]:
                 port = _free_port(self.host)
                 while port in taken:
                     port = _free_port(self.host)
                 taken.add(port)
-                self._listener_ports[name] = port
-            self._port = self._listener_ports.pop("PLAINTEXT")
-            self._controller_port = self._listener_ports.pop("CONTROLLER")
+                if name == "PLAINTEXT":
+                    self._port = port
+                elif name == "CONTROLLER":
+                    self._controller_port = port
+                else:
+                    self._listener_ports[name] = port
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "server.properties"
         config.write_text(
-            "".join(f"{key}={value}\n" for key, value in self.server_properties().items())
+            "".join(
+                f"{_escape_property(key, key=True)}={_escape_property(value)}\n"
+                for key, value in self.server_properties().items()
+            )
         )
         tools = KafkaTools(jars, self.version)
         if not self._formatted:
             tools.run(
-                "storage", "format", "-t", _cluster_id(), "-c", str(config), *self._format_args,
+                "storage",
+                "format",
+                "-t",
+                _cluster_id(),
+                "-c",
+                str(config),
+                *self._format_options,
                 timeout=120,
-            )  # fmt: skip
+            )
             self._formatted = True
         self._launch(tools, config)
         return self
@@ -669,6 +708,19 @@ class ApacheKafkaBroker:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<ApacheKafkaBroker {self.version} {self.bootstrap_servers} {state}>"
+
+
+def _escape_property(text: str, *, key: bool = False) -> str:
+    """``text`` as a key or a value of a Java properties file: backslashes and line breaks (a
+    PEM in a value) read as themselves, and in a key the separators too."""
+    escaped = (
+        text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    )
+    if key:
+        escaped = re.sub(r"([=: #!])", r"\\\1", escaped)
+    elif escaped.startswith(" "):
+        escaped = "\\" + escaped
+    return escaped
 
 
 def _cluster_id() -> str:
