@@ -209,13 +209,10 @@ def _resolve(version: str, into: Path) -> None:
 
 def _failed_artifacts(maven_output: str) -> str:
     """The artifacts Maven names as unresolvable, e.g. ``org.apache.kafka:kafka_2.13:jar:9.9``."""
-    listed = re.search(
-        r"artifacts could not be resolved: (.+?)(?:: Could not|: Failed|$)",
-        maven_output,
-        re.MULTILINE,
-    )
+    listed = re.search(r"artifacts could not be resolved: (.+)", maven_output)
     if listed:
-        return f"unresolved artifacts {listed.group(1).strip()}"
+        # "g:a:jar:v, g:a:jar:v: why": coordinates hold no spaces, the reason follows ": ".
+        return f"unresolved artifacts {listed.group(1).split(': ', 1)[0]}"
     single = re.search(
         r"Could not (?:find|transfer|resolve) artifact ([\w.\-]+:[\w.\-]+:[\w.\-]+:[\w.\-]+)",
         maven_output,
