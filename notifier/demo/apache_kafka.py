@@ -492,6 +492,7 @@ class ApacheKafkaBroker:
             self._controller_port = _free_port(self.host)
             while self._controller_port == self._port:
                 self._controller_port = _free_port(self.host)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "server.properties"
         config.write_text(
             "".join(f"{key}={value}\n" for key, value in self.server_properties().items())
