@@ -302,6 +302,14 @@ def replay(history_path: Path, rules_path: Path | None, interval: str) -> None:
     "--local-receivers: and every scenario's open, escalation and resolve reached every "
     "channel). Default: until Ctrl-C.",
 )
+@click.option(
+    "--kafka",
+    metavar="VERSION|DIR",
+    default=None,
+    help="Run the stories on Apache Kafka instead of the embedded broker: a version such as "
+    "4.4.0 or 3.9.2 (its jars resolved from Maven Central with mvn on first use, then cached; "
+    "needs Java 17 and Maven) or a folder of Kafka jars (a Kafka download or its libs/).",
+)
 @click.option("--port", type=int, default=None, help="Port of the embedded broker (default: free).")
 @click.option(
     "--data-dir",
@@ -337,6 +345,7 @@ def replay(history_path: Path, rules_path: Path | None, interval: str) -> None:
 )
 def demo(
     duration: str | None,
+    kafka: str | None,
     port: int | None,
     data_dir: Path | None,
     scan_interval: str,
@@ -368,10 +377,11 @@ def demo(
         api_port=api_port,
         notify=_notify_section(notify_path) if notify_path else None,
         local_receivers=local_receivers,
+        kafka=kafka,
     )
     try:
         code = demo_module.main(settings, out=click.echo)
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
     sys.exit(code)
