@@ -488,7 +488,7 @@ def synth(
     """Write a synthetic history with injected incidents and their incidents.csv."""
     from datetime import UTC, datetime
 
-    from notifier.backtest import FleetResult, SynthResult, synthesize, synthesize_fleet
+    from notifier.synth import FleetResult, SynthResult, synthesize, synthesize_fleet
 
     try:
         interval_s = parse_duration(interval)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from notifier.collect import EmbeddedBroker
 from notifier.config import NotifyConfig
 from notifier.demo import HttpReceiver
+from notifier.embedded import EmbeddedBroker
 from notifier.notify import Notifier
 
 

@@ -13,10 +13,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from notifier.backtest import GridConfig, ReplayOptions, SampleArrays, replay, synthesize
+from notifier.backtest import GridConfig, ReplayOptions, SampleArrays, replay
 from notifier.config import RulesConfig, load_rules
 from notifier.history import read_history
 from notifier.rules import replay_table
+from notifier.synth import synthesize
 from notifier.types import Transition
 
 from .scripted import RecordingSink, drive, replayed_service
