@@ -1,9 +1,9 @@
 """``/api/incidents``: incidents with what each channel was sent and whether it was delivered
 (open ones first), and one incident with its timeline. Read-only.
 
-The notifier's outbox is read in worker threads (:meth:`~notifier.api.context.ApiContext.
-in_thread`), so a busy outbox never holds up the event loop the scans run on. In a fleet, an
-incident of another instance's group is that instance's answer.
+The notifier's outbox is read in worker threads (``api.in_thread``, see
+:mod:`notifier.api.context`), so a busy outbox never holds up the event loop the scans run on.
+In a fleet, an incident of another instance's group is that instance's answer.
 """
 
 from __future__ import annotations
