@@ -45,8 +45,8 @@ from notifier.backtest import (  # noqa: E402
     run_backtest,
     spark_session,
 )
-from notifier.config import RulesConfig  # noqa: E402
 from notifier.history import read_history  # noqa: E402
+from notifier.rules import RulesConfig  # noqa: E402
 from notifier.synth import synthesize  # noqa: E402
 from tests import reference as ref  # noqa: E402
 

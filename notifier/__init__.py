@@ -23,11 +23,11 @@ __version__ = "0.1.0"
 _EXPORTS = {
     # configuration
     "ConfigError": "notifier.config",
-    "RulesConfig": "notifier.config",
+    "RulesConfig": "notifier.rules",
     "ServiceConfig": "notifier.config",
     "NotifyConfig": "notifier.config",
-    "load_rules": "notifier.config",
-    "parse_rules": "notifier.config",
+    "load_rules": "notifier.rules",
+    "parse_rules": "notifier.rules",
     "load_service_config": "notifier.config",
     "parse_service_config": "notifier.config",
     "load_notify": "notifier.config",
@@ -111,18 +111,16 @@ if TYPE_CHECKING:
     from notifier.config import (
         ConfigError,
         NotifyConfig,
-        RulesConfig,
         ServiceConfig,
         load_notify,
-        load_rules,
         load_service_config,
         parse_notify,
-        parse_rules,
         parse_service_config,
     )
     from notifier.embedded import EmbeddedBroker
     from notifier.history import HistoryError, HistoryWriter, load_incidents, read_history
     from notifier.notify import Notifier
+    from notifier.rules import RulesConfig, load_rules, parse_rules
     from notifier.service import Coordinator, Reloader
     from notifier.synth import synthesize, synthesize_fleet
     from notifier.types import (

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from notifier.api import create_app
 from notifier.collect import ScanError
-from notifier.config import RulesConfig, load_rules
+from notifier.rules import RulesConfig, load_rules
 from notifier.types import Sample
 
 from .conformance import load_vectors

@@ -17,8 +17,9 @@ from notifier.api import create_app
 from notifier.api.cache import encode
 from notifier.api.priority import ScanPriority
 from notifier.api.views import group_detail, groups_overview
-from notifier.config import load_rules, parse_notify
+from notifier.config import parse_notify
 from notifier.notify import Notifier
+from notifier.rules import load_rules
 from notifier.types import GroupStatus, Sample, Transition
 
 from .scripted import drive, scan_result, service

@@ -16,8 +16,9 @@ from pydantic import BaseModel
 from starlette.routing import Match
 
 from notifier.api import ROUTERS, create_app, reload
-from notifier.config import load_rules, parse_notify
+from notifier.config import parse_notify
 from notifier.notify import Notifier
+from notifier.rules import load_rules
 
 from . import toy_endpoint
 from .scripted import drive, replayed_service

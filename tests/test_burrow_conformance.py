@@ -10,8 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from notifier.config import RulesConfig, WindowSettings
-from notifier.rules import Evaluator, ScanColumns, WindowStore, group_without_partitions, not_found
+from notifier.config import WindowSettings
+from notifier.rules import (
+    Evaluator,
+    RulesConfig,
+    ScanColumns,
+    WindowStore,
+    group_without_partitions,
+    not_found,
+)
 from notifier.rules import kernels as kernels
 from notifier.types import PARTITION_STATUS_CODES, GroupStatus, Sample
 

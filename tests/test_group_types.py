@@ -26,7 +26,8 @@ from notifier import resources
 from notifier.api import create_app
 from notifier.cli import main
 from notifier.collect import ClusterCollector, ScanError, ScanResult, member_hash
-from notifier.config import load_rules, parse_service_config
+from notifier.config import parse_service_config
+from notifier.rules import load_rules
 from notifier.service import Coordinator, make_collector
 from notifier.types import Sample, table_to_samples
 from tests.kafka_script import Member, ScriptedKafka

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from notifier.config import RulesConfig, ServiceConfig, parse_service_config, with_parameters
+from notifier.config import ServiceConfig, parse_service_config
 from notifier.demo import (
     CHANNELS,
     DETECTION_ALLOWANCE_SCANS,
@@ -42,6 +42,7 @@ from notifier.demo import (
     run_demo,
 )
 from notifier.embedded import EmbeddedBroker
+from notifier.rules import RulesConfig, with_parameters
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupStatus, Transition
 from tests.test_collect import _commit, _produce

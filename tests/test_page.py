@@ -27,10 +27,11 @@ import pytest
 
 from notifier.api import ApiServer, create_app
 from notifier.collect import ScanError
-from notifier.config import load_rules, parse_notify, parse_service_config
+from notifier.config import parse_notify, parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.history import HistoryWriter
 from notifier.notify import Notifier
+from notifier.rules import load_rules
 from notifier.service import Coordinator
 from notifier.types import Sample
 

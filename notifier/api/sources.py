@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from notifier.config import ClusterConfig, NotifyConfig, RulesConfig, ServiceConfig
-from notifier.rules import Evaluation, LeoReset
+from notifier.config import ClusterConfig, NotifyConfig, ServiceConfig
+from notifier.rules import Evaluation, LeoReset, RulesConfig
 from notifier.types import CommitPoint, GroupMember, Incident
 
 
