@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from notifier.demo import SCENARIOS, DemoSettings, format_summary  # noqa: E402
-from notifier.demo.apache_kafka import CLASSIC_KAFKA_VERSION, ApacheKafkaBroker  # noqa: E402
+from notifier.embedded.apache_kafka import CLASSIC_KAFKA_VERSION, ApacheKafkaBroker  # noqa: E402
 from notifier.service import logs  # noqa: E402
 from tests.burrow import (  # noqa: E402
     BurrowSettings,

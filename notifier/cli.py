@@ -163,12 +163,11 @@ def run(config_path: Path) -> None:
         companions.append(view)
     if service.api.enabled:
         from notifier.api import ApiServer, ApiServerError, create_app
-        from notifier.api.reload import add_reload_routes
 
         api = service.api
         app = create_app(coordinator, notifier, api.token, host=api.host,
-                         metric_families=service.metrics.families, fleet=view)  # fmt: skip
-        add_reload_routes(app, reloader)
+                         metric_families=service.metrics.families, fleet=view,
+                         reloader=reloader)  # fmt: skip
         server = ApiServer(app, api.host, api.port, tls=api.tls)
         try:
             server.bind()  # a port in use is a config problem: say so before anything starts
@@ -503,7 +502,7 @@ def synth(
     """Write a synthetic history with injected incidents and their incidents.csv."""
     from datetime import UTC, datetime
 
-    from notifier.backtest import FleetResult, SynthResult, synthesize, synthesize_fleet
+    from notifier.synth import FleetResult, SynthResult, synthesize, synthesize_fleet
 
     try:
         interval_s = parse_duration(interval)

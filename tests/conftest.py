@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from notifier.collect import EmbeddedBroker
 from notifier.config import NotifyConfig
 from notifier.demo import HttpReceiver
-from notifier.demo.apache_kafka import (
+from notifier.embedded import EmbeddedBroker
+from notifier.embedded.apache_kafka import (
     CLASSIC_KAFKA_VERSION,
     KAFKA_VERSION,
     ApacheKafkaBroker,

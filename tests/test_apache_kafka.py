@@ -33,7 +33,7 @@ from notifier.api.app import create_app
 from notifier.collect import ClusterCollector
 from notifier.config import parse_service_config
 from notifier.demo import default_rules_path, demo_rules
-from notifier.demo.apache_kafka import ApacheKafkaBroker, KafkaUnavailable, kafka_jars
+from notifier.embedded.apache_kafka import ApacheKafkaBroker, KafkaUnavailable, kafka_jars
 from notifier.rules import RulesConfig, load_rules, with_parameters
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupResult, GroupStatus, Transition, table_to_samples

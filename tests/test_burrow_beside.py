@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from notifier.cli import main as cli
 from notifier.demo import DemoSettings
-from notifier.demo.apache_kafka import ApacheKafkaBroker
 from notifier.demo.run import apache_kafka_broker
+from notifier.embedded.apache_kafka import ApacheKafkaBroker
 
 from .burrow import BurrowSettings, BurrowStatus, burrow_missing, format_table, side_by_side
 

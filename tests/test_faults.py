@@ -37,9 +37,10 @@ import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from notifier.api import create_app
-from notifier.collect import EmbeddedBroker, ScanResult
+from notifier.collect import ScanResult
 from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
+from notifier.embedded import EmbeddedBroker
 from notifier.history import HistoryWriter, read_history
 from notifier.notify import Notifier, NotifyStore, OutboxEntry
 from notifier.rules import parse_rules

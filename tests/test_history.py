@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from notifier import history
 from notifier.history import (
     HistoryEmptyError,
     HistoryError,
@@ -34,6 +33,7 @@ from notifier.history import (
     validate_schema,
     write_parquet_atomic,
 )
+from notifier.history import writer as history
 from notifier.types import SAMPLE_SCHEMA, Sample, samples_to_table, table_to_samples
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,19 +26,13 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 
-from notifier.backtest import (
-    GridConfig,
-    ReplayOptions,
-    ReplayOutput,
-    SampleArrays,
-    replay,
-    synthesize,
-)
+from notifier.backtest import GridConfig, ReplayOptions, ReplayOutput, SampleArrays, replay
 from notifier.collect import ScanError, ScanResult
 from notifier.config import parse_service_config
 from notifier.history import HistoryWriter, read_history
 from notifier.rules import RulesConfig, parse_rules, replay_table, scans
 from notifier.service import Coordinator
+from notifier.synth import synthesize
 from notifier.types import Transition
 
 from .scripted import RecordingSink, ScriptedCollector, scan_result

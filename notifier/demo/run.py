@@ -3,7 +3,7 @@
 A new user should see, in about two minutes and without a Kafka cluster, what the service is
 for: consumer groups misbehaving in the ways docs/architecture.md describes and the service
 noticing each one. So :func:`run_demo` starts the embedded Tansu broker
-(:mod:`notifier.collect.broker`), creates one topic per scenario, runs the scenarios' real
+(:mod:`notifier.embedded.broker`), creates one topic per scenario, runs the scenarios' real
 aiokafka producers and consumer groups with scripted behaviours
 (:mod:`notifier.demo.scenarios`), and runs the real service
 (:class:`notifier.service.coordinator.Coordinator`: collector, window store, rules, gate,
@@ -27,9 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from notifier.api import ApiServer, create_app
-from notifier.collect import EmbeddedBroker
 from notifier.config import ServiceConfig, parse_notify, parse_service_config
-from notifier.demo.apache_kafka import ApacheKafkaBroker
 from notifier.demo.kafka import create_topics
 from notifier.demo.receivers import HttpReceiver, SmtpReceiver
 from notifier.demo.receiving import Received, local_notify_config, received_events
@@ -38,6 +36,8 @@ from notifier.demo.scenarios import SCENARIOS
 from notifier.demo.settings import CLUSTER, DemoSettings, default_rules_path, demo_rules
 from notifier.demo.story import ScenarioRun, ScriptEnv
 from notifier.demo.watch import DemoSink, watch_detections
+from notifier.embedded import EmbeddedBroker
+from notifier.embedded.apache_kafka import ApacheKafkaBroker
 from notifier.notify import Notifier
 from notifier.service import Coordinator
 

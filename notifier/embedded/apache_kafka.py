@@ -40,7 +40,7 @@ from typing import IO
 from aiokafka.protocol.api import RequestHeader_v1
 from aiokafka.protocol.metadata import MetadataRequest_v1, MetadataResponse_v1
 
-from notifier.collect.broker import BrokerError
+from notifier.embedded.broker import BrokerError
 
 __all__ = [
     "CLASSIC_KAFKA_VERSION",
