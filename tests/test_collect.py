@@ -26,10 +26,8 @@ from aiokafka.coordinator.protocol import (
 )
 
 from notifier.collect import (
-    BrokerError,
     ClusterCollector,
     ClusterUnreachableError,
-    EmbeddedBroker,
     Group,
     ScanError,
     ScanResult,
@@ -38,6 +36,7 @@ from notifier.collect import (
     member_hash,
     normalize_group_state,
 )
+from notifier.embedded import BrokerError, EmbeddedBroker
 from notifier.types import SAMPLE_SCHEMA, Sample, table_to_samples
 
 FAST_GROUP = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 300}

@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 
-from notifier.collect import EmbeddedBroker
 from notifier.config import ServiceConfig, parse_service_config
 from notifier.demo import (
     CHANNELS,
@@ -43,6 +42,7 @@ from notifier.demo import (
     format_summary,
     run_demo,
 )
+from notifier.embedded import EmbeddedBroker
 from notifier.rules import RulesConfig, with_parameters
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupStatus, Transition
