@@ -214,6 +214,10 @@ class CoordinatorView(Protocol):
     def scanning(self) -> bool:
         """Whether a scan is under way (requests give way to it)."""
 
+    def add_scan_listener(self, listener: Callable[[str], None]) -> None:
+        """Have ``listener(cluster)`` called after each successful scan (a bound method,
+        held weakly)."""
+
 
 class SilenceView(Protocol):
     """A silence as the API returns it."""

@@ -40,6 +40,7 @@ import json
 import logging
 import signal
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,6 +278,7 @@ class Coordinator:
         self._stopping = asyncio.Event()
         self._scans_in_flight: set[asyncio.Task] = set()
         self._scanning = 0
+        self._scan_listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
         self._scan_task: dict[str, asyncio.Task] = {}
         """The scan under way for each cluster (a reload waits for it before it swaps the
         cluster's collector or forgets the cluster)."""
@@ -799,12 +801,29 @@ class Coordinator:
             self.sink.handle(transitions, result.ts)
         if self.history is not None and samples.num_rows:
             self.history.append(samples)
+        self._tell_scan_listeners(name)
         log.debug(
             "scan", extra={"event": "scan", "cluster": name, "rows": result.samples.num_rows,
                            "duration_s": round(result.duration_s, 3),
                            "requests": result.total_requests, "transitions": len(transitions)},
         )  # fmt: skip
         return transitions
+
+    def add_scan_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(cluster)`` after each successful scan has been evaluated (the API
+        starts working out what it shows of the scan at once, rather than at the first request
+        after it). ``listener`` is a bound method, held weakly: an app that is dropped is no
+        longer told."""
+        self._scan_listeners.append(weakref.WeakMethod(listener))
+
+    def _tell_scan_listeners(self, cluster: str) -> None:
+        alive = []
+        for ref in self._scan_listeners:
+            listener = ref()
+            if listener is not None:
+                alive.append(ref)
+                listener(cluster)
+        self._scan_listeners = alive
 
     @staticmethod
     def _leo_reset(state: ClusterState, reset: LeoReset) -> None:
