@@ -204,20 +204,88 @@ def test_an_unknown_family_in_the_switch_is_an_error_naming_file_field_and_choic
     with pytest.raises(ConfigError) as caught:
         parse_service_config(
             {"clusters": [{"name": "prod", "bootstrap_servers": "k:9092"}],
-             "metrics": {"families": ["kafka_exporter", "burrow"]}}, "notifier.yaml"
+             "metrics": {"families": ["kafka_exporter", "jmx_exporter"]}}, "notifier.yaml"
         )  # fmt: skip
     message = str(caught.value)
     assert "notifier.yaml" in message and "metrics.families[1]" in message
-    assert "'kafka_exporter' or 'kafka_lag_exporter'" in message and "'burrow'" in message
+    assert "'kafka_exporter' or 'kafka_lag_exporter'" in message and "'jmx_exporter'" in message
+    assert "'burrow'" in message
 
 
-def test_the_switch_takes_one_family_as_a_string_and_defaults_to_both():
+def test_the_switch_takes_one_family_as_a_string_and_defaults_to_all_three():
     base = {"clusters": [{"name": "prod", "bootstrap_servers": "k:9092"}]}
     assert parse_service_config(base, "f").metrics.families == [
-        "kafka_exporter", "kafka_lag_exporter"
+        "burrow", "kafka_exporter", "kafka_lag_exporter"
     ]  # fmt: skip
     one = parse_service_config(base | {"metrics": {"families": "kafka_exporter"}}, "f")
     assert one.metrics.families == ["kafka_exporter"]
+
+
+# Burrow's families as its httpserver/prometheus.go registers them: names, label sets, help.
+BURROW = {
+    "burrow_kafka_consumer_lag_total": ({"cluster", "consumer_group"},
+        "The sum of all partition current lag values for the group"),
+    "burrow_kafka_consumer_status": ({"cluster", "consumer_group"},
+        "The status of the consumer group. It is calculated from the highest status for the "
+        "individual partitions. Statuses are an index list from NOTFOUND, OK, WARN, or ERR"),
+    "burrow_kafka_topic_partition_status": ({"cluster", "consumer_group", "topic", "partition"},
+        "The status of topic partition. It is calculated from the highest status for the "
+        "individual partitions. Statuses are an index list from OK, WARN, STOP, STALL, REWIND"),
+    "burrow_kafka_consumer_current_offset": ({"cluster", "consumer_group", "topic", "partition"},
+        "Latest offset that Burrow is storing for this partition"),
+    "burrow_kafka_consumer_partition_lag": ({"cluster", "consumer_group", "topic", "partition"},
+        "Number of messages the consumer group is behind by for a partition as reported by "
+        "Burrow"),
+    "burrow_kafka_topic_partition_offset": ({"cluster", "topic", "partition"},
+        "Latest offset the topic that Burrow is storing for this partition"),
+}  # fmt: skip
+
+
+async def test_burrows_families_with_burrows_names_labels_and_values(tmp_path):
+    """Values as Burrow's exporter sets them from the group's full status: statuses as the
+    index in NOTFOUND, OK, WARN, ERR, STOP, STALL, REWIND; every partition's current lag (0
+    when unknown); the window's last offset and the partition's status only where its window
+    is complete; the topic's latest offsets."""
+    scans = _scans()
+    rules = RulesConfig.model_validate({"window": {"intervals": 3}})
+    coord, _ = service(tmp_path, scans, rules, cluster="prod")
+    await drive(coord, len(scans), "prod")
+    app = create_app(coord, clock=lambda: T0 + 55_000)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://notifier"
+    ) as http:
+        text = (await http.get("/metrics")).text
+        lag = (await http.get("/v3/kafka/prod/consumer/orders/lag")).json()["status"]
+    families = _families(text)
+    for name, (labels, help_text) in BURROW.items():
+        family = families[name]
+        assert family.type == "gauge" and family.documentation == help_text, name
+        assert family.samples, name
+        for sample in family.samples:
+            assert set(sample.labels) == labels, (name, sample.labels)
+
+    # The same figures as Burrow's /lag for the group: p0 is WARN (lag growing), complete.
+    assert lag["status"] == "WARN" and lag["partitions"][0]["status"] == "WARN"
+    assert _one(families["burrow_kafka_consumer_status"], consumer_group="orders") == 2
+    assert _one(families["burrow_kafka_consumer_status"], consumer_group="audit") == 1
+    assert _one(families["burrow_kafka_consumer_lag_total"], consumer_group="orders") == 35
+    partition_lag = families["burrow_kafka_consumer_partition_lag"]
+    assert {s.labels["partition"]: s.value for s in partition_lag.samples
+            if s.labels["consumer_group"] == "orders"} == {"0": 35, "1": 0, "2": 0}  # fmt: skip
+    # Only p0's window (3 commits) is complete: offset and status for it alone.
+    current = families["burrow_kafka_consumer_current_offset"]
+    assert _values(current) == {(("cluster", "prod"), ("consumer_group", "orders"),
+                                 ("partition", "0"), ("topic", "t")): lag["partitions"][0]["end"]
+                                ["offset"]}  # fmt: skip
+    status = families["burrow_kafka_topic_partition_status"]
+    assert [(s.labels["partition"], s.value) for s in status.samples] == [("0", 2)]
+    offsets = families["burrow_kafka_topic_partition_offset"]
+    assert _one(offsets, topic="t", partition="0") == 150
+    assert _one(offsets, topic="u", partition="0") == 3
+
+    # Switched off, they are gone.
+    only = _families(await _scrape(tmp_path / "ke", ["kafka_exporter"]))
+    assert not [name for name in only if name.startswith("burrow_")]
 
 
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -249,6 +317,8 @@ def lint_exposition(text: str) -> list[str]:
             typed[name] = kind
             if kind == "counter" and not name.endswith("_total"):
                 problems.append(f'{name} counter metrics should have "_total" suffix')
+            if kind != "counter" and name.endswith("_total"):
+                problems.append(f'{name} non-counter metrics should not have "_total" suffix')
             reserved = [s for s in ("_sum", "_count", "_bucket") if name.endswith(s)]
             if reserved and kind not in ("histogram", "summary"):
                 problems.append(f"{name} non-histogram and non-summary metrics should not have "
@@ -287,12 +357,14 @@ def lint_exposition(text: str) -> list[str]:
     return problems
 
 
-# kafka_exporter's own names break one of promtool's lint rules; they are kept as it names
-# them (dashboards query them), and nothing else may.
+# kafka_exporter's and Burrow's own names break two of promtool's lint rules; they are kept
+# as those exporters name them (dashboards query them), and nothing else may.
 KAFKA_EXPORTER_SUMS = [
     f'{name} non-histogram and non-summary metrics should not have "_sum" suffix'
     for name in ("kafka_consumergroup_current_offset_sum", "kafka_consumergroup_lag_sum")
 ]
+BURROW_TOTAL = ['burrow_kafka_consumer_lag_total non-counter metrics should not have "_total" '
+                'suffix']  # fmt: skip
 
 
 def _promtool(text: str) -> list[str]:
@@ -309,8 +381,11 @@ def _promtool(text: str) -> list[str]:
 
 async def test_the_exposition_passes_promtools_checks(tmp_path):
     both = await _scrape(tmp_path / "both")
-    assert sorted(lint_exposition(both)) == KAFKA_EXPORTER_SUMS
-    assert _promtool(both) == KAFKA_EXPORTER_SUMS
+    assert sorted(lint_exposition(both)) == sorted(BURROW_TOTAL + KAFKA_EXPORTER_SUMS)
+    assert _promtool(both) == sorted(BURROW_TOTAL + KAFKA_EXPORTER_SUMS)
+    own = await _scrape(tmp_path / "own", [])
+    assert lint_exposition(own) == []
+    assert _promtool(own) == []
     lag_exporter = await _scrape(tmp_path / "kle", ["kafka_lag_exporter"])
     assert lint_exposition(lag_exporter) == []
     assert _promtool(lag_exporter) == []
