@@ -247,18 +247,8 @@ def create_app(
         clusters = sorted(coordinator.clusters)
         return JSONBytes(burrow_body(request, "cluster list returned", clusters=clusters))
 
-    @app.get("/v3/kafka/{cluster}", tags=["burrow"], responses=_NOT_FOUND)
-    async def burrow_cluster(cluster: str, request: Request) -> JSONBytes:
-        state = _cluster(coordinator, cluster)
-        config = state.config
-        module = {
-            "class-name": "kafka",
-            "servers": config.bootstrap_servers,
-            "client-profile": {"name": config.client_id, "client-id": config.client_id},
-            "topic-refresh": config.metadata_max_age,
-            "offset-refresh": config.scan_interval,
-        }
-        return JSONBytes(burrow_body(request, "cluster module detail returned", module=module))
+    # GET /v3/kafka/{cluster}: the handler of /v3/config/cluster/{cluster} (burrow_admin), as
+    # in Burrow's route table.
 
     @app.get("/v3/kafka/{cluster}/consumer", tags=["burrow"], responses=_NOT_FOUND)
     async def burrow_consumers(cluster: str, request: Request) -> JSONBytes:

@@ -5,14 +5,20 @@ log level, the configuration, and the health paths load balancers call.
   ``GET /burrow/admin/ready``: ``READY`` (200) once every cluster has been scanned and none
   is stale, else ``STARTING`` or ``STALE`` (503), both as plain text, as Burrow answers.
 * ``GET /v3/kafka/{cluster}/topic/{topic}/consumers``: the groups that commit to or are
-  assigned the topic.
-* ``DELETE /v3/kafka/{cluster}/consumer/{group}``: forget the group (its windows, evidence and
-  rule state), resolve its incident as ``removed``, checkpoint; a group still consumed comes
-  back as a new one on the next scan.
+  assigned the topic (``[]`` for a topic no group reads; 404 only for an unknown cluster).
+* ``DELETE /v3/kafka/{cluster}/consumer/{group}[/topic/{topic}]``: forget the group (or its
+  partitions of one topic): its windows, evidence and rule state; resolve its incident as
+  ``removed``, checkpoint; a group still consumed comes back as a new one on the next scan.
+  200 whether or not the group was known, as Burrow answers.
 * ``GET|POST /v3/admin/loglevel``: the service's log level, Burrow's names (``debug``,
-  ``info``, ``warn``, ``error``, ``fatal``; ``trace`` and ``warning`` are accepted too).
+  ``info``, ``warn``, ``error``, ``fatal``; ``trace`` and ``warning`` are accepted too); a body
+  that is not JSON is 400, a level Burrow does not know 404 ``unknown log level``.
+* ``GET /v3/kafka/{cluster}`` and ``/v3/config/cluster/{cluster}``: one answer (one handler in
+  Burrow), the cluster module.
 * ``GET /v3/config`` and ``/v3/config/{storage,evaluator,cluster,consumer,notifier}[/{name}]``:
-  the configuration in Burrow's module shapes. No secret is shown: passwords, tokens, routing
+  the configuration in Burrow's module shapes, its numbers integers as Burrow's Go types are,
+  its group lists under Burrow 1.3's ``group-allowlist``/``group-denylist`` and the older
+  ``group-whitelist``/``group-blacklist``. No secret is shown: passwords, tokens, routing
   keys and header values are left out, and webhook URLs (whose path is their credential) are
   cut to scheme, host and port.
 
@@ -23,10 +29,12 @@ write: the token beyond loopback, 401 on a wrong one.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
@@ -115,32 +123,43 @@ def add_burrow_admin_routes(
 
     @app.get("/v3/kafka/{cluster}/topic/{topic}/consumers", tags=["burrow"], responses=not_found)
     def burrow_topic_consumers(cluster: str, topic: str, request: Request) -> dict[str, Any]:
-        """The groups that commit to the topic or are assigned its partitions."""
+        """The groups that commit to the topic or are assigned its partitions; ``[]`` for a
+        topic no group reads (or none the cluster has), as Burrow answers."""
         state = cluster_state(cluster)
         store = state.store
-        if not any(c == cluster and t == topic for (c, t, _p) in store._table_of):
-            raise HTTPException(404, "cluster or topic not found")
         evaluation = state.evaluation
         rows = evaluation.rows.tolist() if evaluation is not None else []
         keys = (store.row_key_of(row) for row in rows)
         groups = sorted({group for (_c, group, t, _p) in keys if t == topic})
         return burrow_body(request, "consumers of topic returned", consumers=groups)
 
-    @app.delete(
-        "/v3/kafka/{cluster}/consumer/{group}",
-        tags=["burrow"],
-        responses={**not_found, **guarded},
-    )
+    @app.delete("/v3/kafka/{cluster}/consumer/{group}", tags=["burrow"], responses=guarded)
     async def burrow_remove_consumer(cluster: str, group: str, request: Request) -> dict[str, Any]:
         """Forget the group: its windows, commit rings and evidence are dropped, its open
         incident resolves as ``removed`` and the cluster's checkpoint is written at once. A
         group the cluster still lists comes back on the next scan as a new group, judged
-        only once its windows have filled again."""
-        # On the event loop, not in a worker thread: the scans change the same store there,
-        # so the group is forgotten between two scans, never in the middle of one.
-        cluster_state(cluster)
-        if not coordinator.forget_group(cluster, group):
-            raise HTTPException(404, "cluster or consumer not found")
+        only once its windows have filled again. 200 even for a group (or cluster) nothing
+        is known of: there is nothing left to forget, as Burrow answers."""
+        return forget(request, cluster, group, None)
+
+    @app.delete(
+        "/v3/kafka/{cluster}/consumer/{group}/topic/{topic}", tags=["burrow"], responses=guarded
+    )
+    async def burrow_remove_consumer_topic(
+        cluster: str, group: str, topic: str, request: Request
+    ) -> dict[str, Any]:
+        """Forget the group's partitions of one topic (the group whole when it reads no other
+        topic); the topic comes back on the next scan if the group still commits to it."""
+        return forget(request, cluster, group, topic)
+
+    def forget(request: Request, cluster: str, group: str, topic: str | None) -> dict[str, Any]:
+        # Called on the event loop, not in a worker thread: the scans change the same store
+        # there, so the group is forgotten between two scans, never in the middle of one.
+        if cluster in coordinator.clusters:
+            forgotten = coordinator.forget_group(cluster, group, topic)
+            log.info("DELETE of a consumer group", extra={"event": "group_delete_requested",
+                     "cluster": cluster, "group": group, "topic": topic,
+                     "known": forgotten})  # fmt: skip
         return burrow_body(request, "consumer group removed")
 
     # ---- log level
@@ -156,18 +175,31 @@ def add_burrow_admin_routes(
         "/v3/admin/loglevel",
         tags=["burrow"],
         responses={
-            400: not_found[422] | {"description": "the body is not JSON"},
-            422: not_found[422],
+            400: not_found[404] | {"description": "the body is not a JSON object with a "
+                                                  "string `level`"},
+            404: not_found[404] | {"description": "unknown log level"},
             **guarded,
         },
-    )
-    def burrow_set_log_level(request: Request, body: LogLevelIn) -> dict[str, Any]:
+        openapi_extra={"requestBody": {"required": True, "content": {
+            "application/json": {"schema": LogLevelIn.model_json_schema()}}}},
+    )  # fmt: skip
+    async def burrow_set_log_level(request: Request) -> dict[str, Any]:
         """Change the level the service logs at until it restarts (the config's
-        ``logging.level`` applies again then)."""
-        level = BURROW_LEVELS.get(body.level.strip().lower())
+        ``logging.level`` applies again then). Burrow's answers: 400 when the body cannot
+        be read, 404 ``unknown log level``."""
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            body = None
+        wanted = body.get("level", "") if isinstance(body, dict) else None
+        if not isinstance(wanted, str):
+            raise HTTPException(400, 'could not decode message body: expected {"level": "<name>"}')
+        level = BURROW_LEVELS.get(wanted.strip().lower())
         if level is None:
             raise HTTPException(
-                422, f"level: expected one of {', '.join(BURROW_LEVELS)}, got {body.level!r}"
+                404,
+                f"unknown log level: level: expected one of {', '.join(BURROW_LEVELS)}, "
+                f"got {wanted!r}",
             )
         root = logging.getLogger()
         # Said before a change to a quieter level would swallow it.
@@ -190,7 +222,7 @@ def add_burrow_admin_routes(
             "main config returned",
             general={"pidfile": "", "stdout-logfile": "", "access-control-allow-origin": "",
                      "data-dir": config.data_dir,
-                     "checkpoint-interval": config.checkpoint_interval},
+                     "checkpoint-interval": whole_seconds(config.checkpoint_interval)},
             logging={"filename": "", "max-size": 0, "max-backups": 0, "max-age": 0,
                      "use-local-time": False, "use-compression": False,
                      "level": _LEVEL_NAMES.get(level, "info"),
@@ -228,8 +260,8 @@ def add_burrow_admin_routes(
         window = coordinator.rules.window
         return module_detail(request, "storage", {
             "class-name": "inmemory", "intervals": window.intervals,
-            "min-distance": window.min_distance, "group-whitelist": "",
-            "expire-group": window.expire_group,
+            "min-distance": whole_seconds(window.min_distance), "group-allowlist": "",
+            "group-whitelist": "", "expire-group": whole_seconds(window.expire_group),
         })  # fmt: skip
 
     @app.get("/v3/config/evaluator", tags=["burrow"])
@@ -244,7 +276,7 @@ def add_burrow_admin_routes(
             raise HTTPException(404, "evaluator module not found")
         intervals = [s.config.scan_interval for s in coordinator.clusters.values()]
         return module_detail(request, "evaluator", {
-            "class-name": "caching", "expire-cache": min(intervals, default=0),
+            "class-name": "caching", "expire-cache": whole_seconds(min(intervals, default=0)),
             "minimum-complete": coordinator.rules.burrow.minimum_complete,
         })  # fmt: skip
 
@@ -252,14 +284,22 @@ def add_burrow_admin_routes(
     def burrow_config_clusters(request: Request) -> dict[str, Any]:
         return module_list(request, "cluster", sorted(coordinator.clusters))
 
-    @app.get("/v3/config/cluster/{cluster}", tags=["burrow"], responses=not_found)
-    def burrow_config_cluster(cluster: str, request: Request) -> dict[str, Any]:
+    def burrow_cluster_module(cluster: str, request: Request) -> dict[str, Any]:
+        """The cluster module: its servers, client profile, and how often its topics
+        (``topic-refresh``) and offsets (``offset-refresh``) are read, in seconds."""
         config = cluster_config(cluster, "cluster")
         return module_detail(request, "cluster", {
             "class-name": "kafka", "servers": config.bootstrap_servers,
             "client-profile": client_profile(config),
-            "topic-refresh": config.metadata_max_age, "offset-refresh": config.scan_interval,
+            "topic-refresh": whole_seconds(config.metadata_max_age),
+            "offset-refresh": whole_seconds(config.scan_interval),
         })  # fmt: skip
+
+    # One handler for both paths, as in Burrow's route table.
+    for path in ("/v3/kafka/{cluster}", "/v3/config/cluster/{cluster}"):
+        app.get(path, tags=["burrow"], responses=not_found, name=f"burrow_cluster_module {path}")(
+            burrow_cluster_module
+        )
 
     @app.get("/v3/config/consumer", tags=["burrow"])
     def burrow_config_consumers(request: Request) -> dict[str, Any]:
@@ -272,6 +312,8 @@ def add_burrow_admin_routes(
         config = cluster_config(name, "consumer")
         return module_detail(request, "consumer", {
             "class-name": "kafka", "cluster": config.name, "servers": config.bootstrap_servers,
+            "group-allowlist": "|".join(config.group_allow),
+            "group-denylist": "|".join(config.group_deny),
             "group-whitelist": "|".join(config.group_allow),
             "group-blacklist": "|".join(config.group_deny),
             "zookeeper-path": "", "zookeeper-timeout": 0,
@@ -294,6 +336,14 @@ def add_burrow_admin_routes(
         receiver, entry = found
         module = channel_module(notifier.config, receiver, entry)
         return module_detail(request, "notifier", module)
+
+
+def whole_seconds(seconds: float) -> int:
+    """A duration as Burrow's Go ``int``/``int64`` seconds (a float would not decode there);
+    a positive duration under a second is 1, not 0 (which Burrow reads as "off")."""
+    if seconds <= 0:
+        return 0
+    return max(1, math.floor(seconds + 0.5))
 
 
 def client_profile(config: ClusterConfig) -> dict[str, Any]:
@@ -336,7 +386,8 @@ def channel_module(config: NotifyConfig, receiver: str, entry: ChannelEntry) -> 
     settings = entry.config
     module: dict[str, Any] = {
         "class-name": settings.burrow_class, "kind": entry.kind, "receiver": receiver,
-        "group-whitelist": "", "timeout": settings.timeout, "extra": dict(config.extras),
+        "group-allowlist": "", "group-whitelist": "", "timeout": whole_seconds(settings.timeout),
+        "extra": dict(config.extras),
     }  # fmt: skip
     module.update(settings.burrow_fields())
     return module

@@ -202,9 +202,10 @@ class CoordinatorView(Protocol):
     @property
     def rules(self) -> RulesConfig: ...
 
-    def forget_group(self, cluster: str, group: str) -> bool:
-        """Drop a group's state and resolve its incident as removed (Burrow's DELETE of a
-        consumer); False when the cluster knows no such group."""
+    def forget_group(self, cluster: str, group: str, topic: str | None = None) -> bool:
+        """Drop a group's state (with ``topic``, its partitions of that topic) and resolve its
+        incident as removed (Burrow's DELETE of a consumer); False when the cluster knows no
+        such group."""
 
     @property
     def history(self) -> HistoryView | None:
