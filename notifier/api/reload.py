@@ -2,8 +2,9 @@
 (Prometheus and Alertmanager answer the same path). It writes, so the API's
 :class:`~notifier.api.auth.WriteGuard` asks for the token like every other writing endpoint.
 
-200 with what changed (and what waits for a restart); 422 when the files are wrong, with the
-error naming the file, the field and what was expected — the running configuration stays.
+200 with what changed and which sections wait for a restart (``reloaded`` is true only when
+none does); 422 when the files are wrong, ``error: true`` with a message naming the file, the
+field and what was expected — the running configuration stays.
 """
 
 from __future__ import annotations
@@ -44,10 +45,5 @@ def add_reload_routes(app: FastAPI, reloader: Reloadable) -> None:
     )
     async def reload(request: Request) -> JSONResponse:
         outcome = await reloader.reload("api")
-        body = outcome.to_dict()
-        if outcome.ok:
-            return JSONResponse(body)
-        return JSONResponse(
-            {"error": True, "message": body.get("error"), **body, "request": request_info(request)},
-            status_code=422,
-        )
+        body = {**outcome.to_dict(), "request": request_info(request)}
+        return JSONResponse(body, status_code=200 if outcome.ok else 422)
