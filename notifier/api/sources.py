@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from notifier.collect import ClusterLayout
 from notifier.config import ClusterConfig, NotifyConfig, ServiceConfig
 from notifier.rules import Evaluation, LeoReset, RulesConfig
 from notifier.types import CommitPoint, GroupMember, Incident
@@ -155,6 +156,11 @@ class ClusterView(Protocol):
     @property
     def owners(self) -> Mapping[str, Mapping[tuple[str, int], GroupMember]]:
         """Per group, the member that owns each assigned partition as of the last scan."""
+
+    @property
+    def layout(self) -> ClusterLayout | None:
+        """The brokers and topics (leaders, replicas, in-sync replicas) of the last scan's
+        metadata; None before the first scan."""
 
     def stale(self, now_ms: int) -> bool:
         """Whether the cluster's data is too old to show as current (no recent successful

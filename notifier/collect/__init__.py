@@ -17,7 +17,7 @@ Imports :mod:`notifier.types` and, for the security settings, :mod:`notifier.con
 from notifier.collect.broker import BrokerError, EmbeddedBroker
 from notifier.collect.collector import ClusterCollector
 from notifier.collect.protocol import Group, decode_member
-from notifier.collect.results import ScanError, ScanResult
+from notifier.collect.results import ClusterLayout, PartitionLayout, ScanError, ScanResult
 from notifier.collect.samples import build_samples, member_hash, normalize_group_state
 from notifier.collect.security import (
     CredentialsError,
@@ -31,11 +31,13 @@ from notifier.collect.security import (
 __all__ = [
     "BrokerError",
     "ClusterCollector",
+    "ClusterLayout",
     "CredentialsError",
     "EmbeddedBroker",
     "Group",
     "MskIamTokenProvider",
     "OidcTokenProvider",
+    "PartitionLayout",
     "RefreshingTokenProvider",
     "ScanError",
     "ScanResult",

@@ -402,6 +402,7 @@ class ClusterCollector:
             duration_s=time.monotonic() - started,
             elapsed_at=elapsed_at,
             owners={n: g.owners for n, g in sorted(groups.items()) if g.owners},
+            layout=(self._metadata or metadata).layout,
             listed_groups=tuple(matching),
         )
 

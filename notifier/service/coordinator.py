@@ -45,7 +45,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
+from notifier.collect import (
+    ClusterCollector,
+    ClusterLayout,
+    ScanError,
+    ScanResult,
+    collector_security,
+)
 from notifier.config import ClusterConfig, ServiceConfig
 from notifier.fleet.balance import ShardWork, shard_work
 from notifier.fleet.shards import by_shard
@@ -235,6 +241,8 @@ class ClusterState:
     group_members: Mapping[str, int] = field(default_factory=dict)
     """Each group's number of members in the last scan."""
     owners: Mapping[str, Mapping[tuple[str, int], GroupMember]] = field(default_factory=dict)
+    layout: ClusterLayout | None = None
+    """The brokers and topics of the last scan's metadata."""
     """Per group, the member that owns each assigned partition as of the last scan."""
     retry_at: float = 0.0
     shard_work: dict[int, ShardWork] | None = None
@@ -848,6 +856,7 @@ class Coordinator:
         state.groups = dict(result.group_states)
         state.not_evaluated = dict(result.skipped_groups)
         state.group_members, state.owners = result.group_members, result.owners
+        state.layout = result.layout
         for transition in transitions:
             owners = result.owners.get(transition.group)
             if transition.result is not None and owners:
