@@ -44,6 +44,7 @@ from prometheus_client.utils import floatToGoString
 
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import freshness
+from notifier.collect import ClusterLayout
 from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
 from notifier.config import EXPORTER_FAMILIES
 from notifier.rules import NULL, Evaluation
@@ -111,7 +112,25 @@ FAMILIES: tuple[Family, ...] = (
             "Current Offset of a Broker at Topic/Partition"),
     _family(_KE, "gauge", "kafka_topic_partition_oldest_offset", "cluster topic partition",
             "Oldest Offset of a Broker at Topic/Partition"),
+    # kafka_exporter's broker and topic families, from the metadata the scans read.
+    _family(_KE, "gauge", "kafka_brokers", "cluster", "Number of Brokers in the Kafka Cluster."),
+    _family(_KE, "gauge", "kafka_broker_info", "cluster id address",
+            "Information about the Kafka Broker."),
+    _family(_KE, "gauge", "kafka_topic_partitions", "cluster topic",
+            "Number of partitions for this Topic"),
+    _family(_KE, "gauge", "kafka_topic_partition_leader", "cluster topic partition",
+            "Leader Broker ID of this Topic/Partition"),
+    _family(_KE, "gauge", "kafka_topic_partition_replicas", "cluster topic partition",
+            "Number of Replicas for this Topic/Partition"),
+    _family(_KE, "gauge", "kafka_topic_partition_in_sync_replica", "cluster topic partition",
+            "Number of In-Sync Replicas for this Topic/Partition"),
+    _family(_KE, "gauge", "kafka_topic_partition_leader_is_preferred", "cluster topic partition",
+            "1 if Topic/Partition is using the Preferred Broker"),
+    _family(_KE, "gauge", "kafka_topic_partition_under_replicated_partition",
+            "cluster topic partition", "1 if Topic/Partition is under Replicated"),
     # Kafka Lag Exporter (seglo/kafka-lag-exporter), as its Metrics.scala defines them.
+    _family(_KLE, "gauge", "kafka_consumergroup_poll_time_ms", "cluster_name",
+            "Group time poll time"),
     _family(_KLE, "gauge", "kafka_partition_latest_offset", "cluster_name topic partition",
             "Latest offset of a partition"),
     _family(_KLE, "gauge", "kafka_partition_earliest_offset", "cluster_name topic partition",
@@ -299,6 +318,7 @@ class MetricsExposition:
         self.sources: frozenset[str] = frozenset(families) | {"notifier"}
         self.families = tuple(f for f in FAMILIES if f.source in self.sources)
         self._rendered: dict[str, _Rendered] = {}
+        self._layouts: dict[str, tuple[ClusterLayout, dict[str, bytes]]] = {}
 
     def render(self) -> bytes:
         """The whole exposition, every family with its ``# HELP`` and ``# TYPE``."""
@@ -306,11 +326,26 @@ class MetricsExposition:
         chunks: dict[str, list[bytes]] = {f.name: [] for f in self.families}
         now = self.clock()
         kept: dict[str, _Rendered] = {}
+        layouts: dict[str, tuple[ClusterLayout, dict[str, bytes]]] = {}
         for name, state in self.coordinator.clusters.items():
             self._cluster_lines(name, state, now, lines)
             evaluation = state.evaluation
             if evaluation is None or freshness(state, now).stale:
                 continue
+            layout = state.layout
+            if layout is not None and _KE in self.sources:
+                drawn = self._layouts.get(name)
+                if drawn is None or drawn[0] is not layout:
+                    drawn = (
+                        layout,
+                        {
+                            family: self._labelled("".join(text)).encode()
+                            for family, text in _layout_lines(name, layout).items()
+                        },
+                    )
+                layouts[name] = drawn
+                for family_name, chunk in drawn[1].items():
+                    chunks[family_name].append(chunk)
             rendered = self._rendered.get(name)
             if rendered is None or rendered.evaluation is not evaluation:
                 grouped = self._group_lines(name, state, evaluation)
@@ -323,6 +358,7 @@ class MetricsExposition:
             for family_name, chunk in rendered.chunks.items():
                 chunks[family_name].append(chunk)
         self._rendered = kept
+        self._layouts = layouts
         self._incident_lines(lines)
         self._request_lines(lines)
         self._history_lines(lines)
@@ -374,6 +410,11 @@ class MetricsExposition:
         for family, value in values:
             if value is not None:
                 lines[family].append(f"{family}{{{cluster}}} {_value(value)}\n")
+        if _KLE in self.sources and m.last_duration_s is not None:
+            lines["kafka_consumergroup_poll_time_ms"].append(
+                f"kafka_consumergroup_poll_time_ms{{cluster_name={_quote(name)}}} "
+                f"{round(m.last_duration_s * 1000)}\n"
+            )
         for api, count in m.last_requests.items():
             lines["notifier_scan_requests"].append(
                 f"notifier_scan_requests{{{cluster},api={_quote(api)}}} {_value(count)}\n"
@@ -680,6 +721,45 @@ class MetricsExposition:
                 for (g, t), v in topic_sums.items()
             ],
         }
+
+
+def _layout_lines(cluster: str, layout: ClusterLayout) -> dict[str, list[str]]:
+    """kafka_exporter's broker and topic families: every topic of the metadata (internal ones
+    too, as its default topic filter lets through); no leader series for a partition without
+    a leader, as there."""
+    c = f"cluster={_quote(cluster)}"
+    out: dict[str, list[str]] = {
+        "kafka_brokers": [f"kafka_brokers{{{c}}} {len(layout.brokers)}\n"],
+        "kafka_broker_info": [
+            f"kafka_broker_info{{{c},id={_quote(str(node))},address={_quote(address)}}} 1\n"
+            for node, address in sorted(layout.brokers.items())
+        ],
+        "kafka_topic_partitions": [],
+        "kafka_topic_partition_leader": [],
+        "kafka_topic_partition_replicas": [],
+        "kafka_topic_partition_in_sync_replica": [],
+        "kafka_topic_partition_leader_is_preferred": [],
+        "kafka_topic_partition_under_replicated_partition": [],
+    }
+    for topic, partitions in sorted(layout.topics.items()):
+        t = f"{c},topic={_quote(topic)}"
+        out["kafka_topic_partitions"].append(f"kafka_topic_partitions{{{t}}} {len(partitions)}\n")
+        for partition, where in sorted(partitions.items()):
+            labels = f'{t},partition="{partition}"'
+            preferred = 1 if where.replicas and where.leader == where.replicas[0] else 0
+            under = 1 if len(where.in_sync) < len(where.replicas) else 0
+            if where.leader >= 0:
+                out["kafka_topic_partition_leader"].append(
+                    f"kafka_topic_partition_leader{{{labels}}} {where.leader}\n"
+                )
+            for family, value in (
+                ("kafka_topic_partition_replicas", len(where.replicas)),
+                ("kafka_topic_partition_in_sync_replica", len(where.in_sync)),
+                ("kafka_topic_partition_leader_is_preferred", preferred),
+                ("kafka_topic_partition_under_replicated_partition", under),
+            ):
+                out[family].append(f"{family}{{{labels}}} {value}\n")
+    return out
 
 
 def add_metrics_routes(
