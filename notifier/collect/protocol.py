@@ -62,6 +62,8 @@ API_NAMES: Mapping[int, str] = {
     37: "CreatePartitions",
     42: "DeleteGroups",
     69: "ConsumerGroupDescribe",
+    77: "ShareGroupDescribe",
+    90: "DescribeShareGroupOffsets",
 }
 """Kafka API names by API key (those aiokafka and the collector send): the keys of
 :attr:`ScanResult.requests` and the ``api`` label of ``notifier_kafka_requests_total``."""
