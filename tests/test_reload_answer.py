@@ -10,9 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from fastapi import FastAPI
 
-from notifier.api.reload import add_reload_routes
+from notifier.api import create_app
 from notifier.config import load_service_config
 from notifier.rules import load_rules
 from notifier.service import Coordinator
@@ -41,8 +40,7 @@ def reloading(tmp_path):
     rules = load_rules(tmp_path / "rules.yaml")
     coord = Coordinator(config, rules, tmp_path, RecordingSink(),
                         collector_factory=lambda _: ScriptedCollector([]))  # fmt: skip
-    app = FastAPI()
-    add_reload_routes(app, Reloader(path, coord, None, config))
+    app = create_app(coord, reloader=Reloader(path, coord, None, config))
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://n")
     return path, http
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
-from notifier.api.burrow import request_info
+from notifier.api.burrow import RequestInfo, request_info
+from notifier.api.context import Api
 
 
 class ReloadOutcome(Protocol):
@@ -30,20 +32,40 @@ class Reloadable(Protocol):
     async def reload(self, source: str = "api") -> ReloadOutcome: ...
 
 
-def add_reload_routes(app: FastAPI, reloader: Reloadable) -> None:
-    """Register ``POST /-/reload`` on ``app``."""
+class ReloadBody(BaseModel):
+    """What a reload did, in the envelope every endpoint answers with."""
 
-    @app.post(
-        "/-/reload",
-        tags=["notifier"],
-        summary="Reload the service config and the rules file",
-        responses={
-            401: {"description": "the API token is missing or wrong"},
-            403: {"description": "writes are refused: no api.token on a non-loopback address"},
-            422: {"description": "the files are wrong; nothing changed"},
-        },
+    error: bool = Field(description="true when the files are wrong and nothing changed")
+    message: str = Field(description="reloaded; or which sections wait for a restart; or why "
+                         "nothing changed (the file, the field)")  # fmt: skip
+    reloaded: bool = Field(description="the whole file runs now (nothing waits for a restart)")
+    applied: bool = Field(description="what can change live was changed")
+    source: str = Field(description="api, sighup, ...: what asked for the reload")
+    changed: list[str] = Field(description="what the reload changed in the running service")
+    restart_needed: list[str] = Field(
+        description="sections of the file the running process keeps until it restarts: api, "
+        "logging, metrics, data_dir, history, notify (added or removed)"
     )
-    async def reload(request: Request) -> JSONResponse:
-        outcome = await reloader.reload("api")
-        body = {**outcome.to_dict(), "request": request_info(request)}
-        return JSONResponse(body, status_code=200 if outcome.ok else 422)
+    request: RequestInfo
+
+
+router = APIRouter(tags=["notifier"])
+"""Included by :func:`~notifier.api.app.create_app` when it is given a ``reloader``."""
+
+
+@router.post(
+    "/-/reload",
+    summary="Reload the service config and the rules file",
+    response_model=ReloadBody,
+    responses={
+        401: {"description": "the API token is missing or wrong"},
+        403: {"description": "writes are refused: no api.token on a non-loopback address"},
+        422: {"model": ReloadBody, "description": "the files are wrong; nothing changed"},
+    },
+)
+async def reload(request: Request, api: Api) -> JSONResponse:
+    if api.reloader is None:  # the router is only included with a reloader
+        raise HTTPException(404, "reloading is not available here")
+    outcome = await api.reloader.reload("api")
+    body = {**outcome.to_dict(), "request": request_info(request)}
+    return JSONResponse(body, status_code=200 if outcome.ok else 422)
