@@ -215,7 +215,9 @@ def parse_metadata(response: Any) -> Metadata:
         leaders[name] = {int(p["partition"]): int(p["leader"]) for p in topic["partitions"]}
         topics[name] = {
             int(p["partition"]): PartitionLayout(
-                int(p["leader"]), tuple(map(int, p["replicas"])), tuple(map(int, p["isr"]))
+                int(p["leader"]),
+                tuple(map(int, p["replicas"] or ())),
+                tuple(map(int, p["isr"] or ())),
             )
             for p in topic["partitions"]
         }
