@@ -17,7 +17,13 @@ Imports :mod:`notifier.types` and, for the security settings, :mod:`notifier.con
 
 from notifier.collect.collector import ClusterCollector
 from notifier.collect.protocol import Group, decode_member
-from notifier.collect.results import ClusterUnreachableError, ScanError, ScanResult
+from notifier.collect.results import (
+    ClusterLayout,
+    ClusterUnreachableError,
+    PartitionLayout,
+    ScanError,
+    ScanResult,
+)
 from notifier.collect.samples import build_samples, member_hash, normalize_group_state
 from notifier.collect.security import (
     CredentialsError,
@@ -30,11 +36,13 @@ from notifier.collect.security import (
 
 __all__ = [
     "ClusterCollector",
+    "ClusterLayout",
     "ClusterUnreachableError",
     "CredentialsError",
     "Group",
     "MskIamTokenProvider",
     "OidcTokenProvider",
+    "PartitionLayout",
     "RefreshingTokenProvider",
     "ScanError",
     "ScanResult",

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
@@ -156,9 +158,9 @@ class ScanColumns:
         )
 
 
-def _int_column(table: pa.Table, name: str) -> np.ndarray:
-    column = table.column(name)
-    return pc.fill_null(column, NULL).to_numpy().astype(np.int64)
+def _int_column(table: pa.Table, name: str) -> NDArray[np.int64]:
+    column = table.column(name)  # pyarrow is untyped
+    return cast("NDArray[np.int64]", pc.fill_null(column, NULL).to_numpy().astype(np.int64))
 
 
 class WindowStore:
@@ -614,7 +616,7 @@ class WindowStore:
         n = int(self.r_count[row])
         return [int(v) for v in self.r_order[row, self.ring_size - n :]]
 
-    def samples(self, row: int) -> list[dict]:
+    def samples(self, row: int) -> list[dict[str, Any]]:
         """The sample window of one row, oldest first (for the API and evidence)."""
         from notifier.types import GROUP_STATES
 
@@ -692,6 +694,19 @@ class WindowStore:
         alive = self.alive_rows()
         self.remove_rows(alive[np.isin(self.row_group[alive], gids)])
         return sorted(wanted)
+
+    def remove_group_topic(self, key: tuple[str, str], topic: str) -> int:
+        """Forget one group's partitions of one topic (Burrow's DELETE of a consumer's topic);
+        returns how many partitions were forgotten."""
+        gid = self._group_of.get(key)
+        if gid is None:
+            return 0
+        cluster = key[0]
+        tables = [t for (c, name, _), t in self._table_of.items() if (c, name) == (cluster, topic)]
+        alive = self.alive_rows()
+        rows = alive[(self.row_group[alive] == gid) & np.isin(self.row_table[alive], tables)]
+        self.remove_rows(rows)
+        return int(rows.size)
 
     def expire(self, now_ms: int) -> list[tuple[str, str]]:
         """Burrow's expire-group: drop groups whose offsets have not moved for ``expire_group``.
