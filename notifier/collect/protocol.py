@@ -4,6 +4,9 @@ records its answers are decoded into.
 aiokafka 0.14 decodes a DescribeGroups v3 answer with the v2 layout (it ignores the trailing
 ``authorized_operations`` of each group), which garbles any answer with more than one group;
 :class:`DescribeGroups` is a request of our own whose v3 answer is decoded with the v3 layout.
+Its OffsetFetch stops at v3 (one group per request); :class:`OffsetFetch` adds v8 (KIP-709,
+``OffsetFetchRequest.json``/``OffsetFetchResponse.json``: many groups in one request, a flexible
+version with compact strings and arrays and tagged fields).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
+from aiokafka.errors import IncompatibleBrokerVersion
 from aiokafka.protocol.admin import (
     DescribeGroupsRequest_v0,
     DescribeGroupsRequest_v1,
@@ -24,7 +28,22 @@ from aiokafka.protocol.admin import (
     DescribeGroupsRequest_v3,
     DescribeGroupsResponse_v3,
 )
-from aiokafka.protocol.api import Request
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.commit import (
+    OffsetFetchRequest_v1,
+    OffsetFetchRequest_v2,
+    OffsetFetchRequest_v3,
+)
+from aiokafka.protocol.types import (
+    Boolean,
+    CompactArray,
+    CompactString,
+    Int16,
+    Int32,
+    Int64,
+    Schema,
+    TaggedFields,
+)
 
 from notifier.collect.results import ScanError, TopicPartition
 from notifier.types import GroupMember
@@ -113,6 +132,112 @@ class DescribeGroups(
         if request_struct_class.API_VERSION >= 3:
             return request_struct_class(self._groups, False)
         return request_struct_class(self._groups)
+
+
+class OffsetFetchResponse_v8(Response):
+    API_KEY = 9
+    API_VERSION = 8
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        (
+            "groups",
+            CompactArray(
+                ("group_id", CompactString("utf-8")),
+                (
+                    "topics",
+                    CompactArray(
+                        ("name", CompactString("utf-8")),
+                        (
+                            "partitions",
+                            CompactArray(
+                                ("partition_index", Int32),
+                                ("committed_offset", Int64),
+                                ("committed_leader_epoch", Int32),
+                                ("metadata", CompactString("utf-8")),
+                                ("error_code", Int16),
+                                ("tags", TaggedFields),
+                            ),
+                        ),
+                        ("tags", TaggedFields),
+                    ),
+                ),
+                ("error_code", Int16),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class OffsetFetchRequest_v8(RequestStruct):
+    API_KEY = 9
+    API_VERSION = 8
+    FLEXIBLE_VERSION = True
+    RESPONSE_TYPE = OffsetFetchResponse_v8
+    SCHEMA = Schema(
+        (
+            "groups",
+            CompactArray(
+                ("group_id", CompactString("utf-8")),
+                (
+                    "topics",
+                    CompactArray(
+                        ("name", CompactString("utf-8")),
+                        ("partition_indexes", CompactArray(Int32)),
+                        ("tags", TaggedFields),
+                    ),
+                ),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("require_stable", Boolean),
+        ("tags", TaggedFields),
+    )
+
+
+OffsetFetchWanted = list[tuple[str, list[int]]] | None
+"""The partitions asked for, by topic; ``None``: every partition the group committed to."""
+
+
+class OffsetFetch(
+    Request[
+        OffsetFetchRequest_v1
+        | OffsetFetchRequest_v2
+        | OffsetFetchRequest_v3
+        | OffsetFetchRequest_v8
+    ]
+):
+    """OffsetFetch for one group, or for many in one request where the broker has v8
+    (KIP-709). Before v8 a request holds one group: asking a broker without v8 for several
+    raises :class:`IncompatibleBrokerVersion` before anything is sent, as asking one before v2
+    for every partition (``None``) does."""
+
+    API_KEY = 9
+
+    def __init__(self, groups: Sequence[tuple[str, OffsetFetchWanted]]) -> None:
+        if not groups:
+            raise ValueError("an OffsetFetch names at least one group")
+        self.groups = list(groups)
+
+    def build(self, request_struct_class: type[Any]) -> Any:
+        version = request_struct_class.API_VERSION
+        if version >= 8:
+            return request_struct_class(
+                [
+                    (group, None if wanted is None else [(t, ps, {}) for t, ps in wanted], {})
+                    for group, wanted in self.groups
+                ],
+                False,
+                {},
+            )
+        if len(self.groups) > 1:
+            raise IncompatibleBrokerVersion(
+                f"OffsetFetch v{version} holds one group; {len(self.groups)} need v8 (KIP-709)"
+            )
+        group, wanted = self.groups[0]
+        if wanted is None and version < 2:
+            raise IncompatibleBrokerVersion("OffsetFetch for every partition needs v2")
+        return request_struct_class(group, wanted)
 
 
 class CoordinatorMoved(Exception):
@@ -214,14 +339,51 @@ def parse_metadata(response: Any) -> Metadata:
 
 
 def parse_offset_fetch(group: str, response: Any) -> dict[TopicPartition, int]:
+    """One group's committed offsets from an OffsetFetch answer of any version; raises
+    :class:`CoordinatorMoved` when its coordinator is elsewhere now."""
+    if response.API_VERSION >= 8:
+        answers = parse_offset_fetch_groups(response)
+        if group not in answers:
+            raise ScanError(f"OffsetFetch did not answer for {group!r}")
+        answer = answers[group]
+        if isinstance(answer, CoordinatorMoved):
+            raise answer
+        return answer
     top_error = getattr(response, "error_code", NONE)
     if top_error in COORDINATOR_ERRORS:
         raise CoordinatorMoved(f"error code {top_error}")
     if top_error != NONE:
         raise ScanError(f"OffsetFetch({group!r}) failed with error code {top_error}")
+    return _commits(group, [(t, [p[:2] + p[3:] for p in ps]) for t, ps in response.topics])
+
+
+def parse_offset_fetch_groups(
+    response: Any,
+) -> dict[str, dict[TopicPartition, int] | CoordinatorMoved]:
+    """Each group's committed offsets from a v8+ OffsetFetch answer, or
+    :class:`CoordinatorMoved` for a group whose coordinator is elsewhere now."""
+    out: dict[str, dict[TopicPartition, int] | CoordinatorMoved] = {}
+    for group, topics, error_code, _tags in response.groups:
+        if error_code in COORDINATOR_ERRORS:
+            out[group] = CoordinatorMoved(f"error code {error_code}")
+            continue
+        if error_code != NONE:
+            raise ScanError(f"OffsetFetch({group!r}) failed with error code {error_code}")
+        # partition, offset, leader epoch, metadata, error code, tags
+        rows = [(topic, [(p[0], p[1], p[4]) for p in parts]) for topic, parts, _ in topics or []]
+        try:
+            out[group] = _commits(group, rows)
+        except CoordinatorMoved as moved:
+            out[group] = moved
+    return out
+
+
+def _commits(
+    group: str, topics: Sequence[tuple[str, Sequence[tuple[int, int, int]]]]
+) -> dict[TopicPartition, int]:
     commits: dict[TopicPartition, int] = {}
-    for topic, partitions in response.topics:
-        for partition, offset, _metadata, error_code in partitions:
+    for topic, partitions in topics:
+        for partition, offset, error_code in partitions:
             if error_code == NONE:
                 if offset >= 0:
                     commits[(topic, partition)] = int(offset)
