@@ -33,9 +33,10 @@ import pyarrow.compute as pc
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
 from notifier.rules.evidence import NULL, UNSET_TS
-from notifier.types import GROUP_STATE_CODE, CommitPoint, Sample
+from notifier.types import GROUP_STATE_CODE, GROUP_STATES, CommitPoint, Sample
 
 _INITIAL_ROWS = 1024
+_STATE_NAMES = pa.array(GROUP_STATES)
 
 _SHAPES = ("row", "window", "ring", "table", "points")
 
@@ -124,12 +125,9 @@ class ScanColumns:
     @classmethod
     def from_table(cls, table: pa.Table, cluster: str, ts: int) -> ScanColumns:
         """From rows of one cluster and one scan time in the sample schema."""
-        state_names = table.column("group_state").to_pylist()
-        states = np.fromiter(
-            (GROUP_STATE_CODE.get(s, GROUP_STATE_CODE["Unknown"]) for s in state_names),
-            dtype=np.int8,
-            count=len(state_names),
-        )
+        # A state's code is its index in GROUP_STATES; a name not there is "Unknown".
+        codes = pc.index_in(table.column("group_state"), value_set=_STATE_NAMES)
+        states = pc.fill_null(codes, GROUP_STATE_CODE["Unknown"]).to_numpy().astype(np.int8)
         return cls(
             cluster=cluster,
             ts=ts,
