@@ -264,7 +264,7 @@ class Floor:
                 request = OffsetFetch(wanted)
             response = await self._send(node, request, "OffsetFetch")
             if response.API_VERSION >= 8:
-                return sum(len(parts) for g in response.groups for _, parts, _ in g[1])
+                return sum(topic.partition.size for g in response.groups for topic in g[1])
             return sum(len(parts) for _, parts in response.topics)
 
         batch = self.describe_batch
