@@ -87,6 +87,11 @@ _TOOLS_3 = {
 """Kafka 3.9 had no share groups, and two tools still in the Scala core."""
 
 
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_RESERVED_LISTENERS = ("PLAINTEXT", "CONTROLLER")
+"""The broker's own listeners: inter-broker traffic (and the readiness probe), and KRaft's."""
+
+
 class KafkaUnavailable(BrokerError):
     """Apache Kafka cannot be run here: Java or Maven is missing, or a jar does not resolve."""
 
@@ -363,6 +368,16 @@ class ApacheKafkaBroker:
     the configuration and the broker's log (:attr:`log_path`) live in ``data_dir`` (a fresh
     temp directory by default, removed by :meth:`close` when it made it).
 
+    The ``PLAINTEXT`` listener (:attr:`bootstrap_servers`) carries the inter-broker traffic and
+    the readiness probe. ``listeners`` adds more, each on its own free loopback port: name →
+    security protocol, e.g. ``{"SCRAM": "SASL_PLAINTEXT", "MTLS": "SSL"}``, reached at
+    :meth:`bootstrap` ``(name)``; their settings go in ``properties`` with Kafka's per-listener
+    prefix (``listener.name.scram.sasl.enabled.mechanisms``,
+    ``listener.name.scram.scram-sha-256.sasl.jaas.config``, ``listener.name.mtls.ssl.…``).
+    ``format_options`` are added to ``kafka-storage format`` (``--add-scram`` creates SCRAM
+    users before the first start), ``jvm_options`` to the broker's ``java`` command (system
+    properties such as ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=…``).
+
     :meth:`restart` keeps the ports and the data: topics, records, groups and committed
     offsets survive it, as on a real cluster. Usable as a sync or async context manager.
     """
@@ -376,11 +391,30 @@ class ApacheKafkaBroker:
         jars: str | os.PathLike[str] | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         properties: Mapping[str, str] | None = None,
+        listeners: Mapping[str, str] | None = None,
+        format_options: Sequence[str] = (),
+        jvm_options: Sequence[str] = (),
         host: str = "127.0.0.1",
         heap: str = "768m",
         startup_timeout: float = 120.0,
     ) -> None:
         _major(version)
+        extra_listeners = dict(listeners or {})
+        for name, protocol in extra_listeners.items():
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name) or name in _RESERVED_LISTENERS:
+                raise ValueError(
+                    f"listener name {name!r}: expected upper-case letters, digits and _, "
+                    f"other than {' and '.join(_RESERVED_LISTENERS)}"
+                )
+            if protocol not in _SECURITY_PROTOCOLS:
+                raise ValueError(
+                    f"listener {name}: security protocol {protocol!r}, expected one of "
+                    f"{', '.join(_SECURITY_PROTOCOLS)}"
+                )
+        self._listeners = extra_listeners
+        self._listener_ports: dict[str, int] = {}
+        self._format_options = tuple(format_options)
+        self._jvm_options = tuple(jvm_options)
         self.version = version
         self.host = host
         self._jars = Path(jars) if jars is not None else None
@@ -419,6 +453,19 @@ class ApacheKafkaBroker:
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self._port}"
 
+    def listener_port(self, name: str) -> int:
+        """The port of listener ``name`` (one of ``listeners``; picked on the first start)."""
+        if name == "PLAINTEXT":
+            return self._port
+        if name not in self._listeners:
+            known = ", ".join(["PLAINTEXT", *self._listeners])
+            raise KeyError(f"no listener {name!r} on this broker; it has {known}")
+        return self._listener_ports.get(name, 0)
+
+    def bootstrap(self, name: str = "PLAINTEXT") -> str:
+        """``host:port`` of listener ``name``, for a client's ``bootstrap_servers``."""
+        return f"{self.host}:{self.listener_port(name)}"
+
     @property
     def data_dir(self) -> Path:
         if self._data_dir is None:
@@ -439,18 +486,23 @@ class ApacheKafkaBroker:
 
     def server_properties(self) -> dict[str, str]:
         """The broker's configuration (ports are picked on the first start)."""
-        listeners = (
-            f"PLAINTEXT://{self.host}:{self._port},CONTROLLER://{self.host}:{self._controller_port}"
-        )
+        advertised = [f"PLAINTEXT://{self.host}:{self._port}"] + [
+            f"{name}://{self.host}:{self.listener_port(name)}" for name in self._listeners
+        ]
+        protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [
+            f"{name}:{protocol}" for name, protocol in self._listeners.items()
+        ]
         base = {
             "process.roles": "broker,controller",
             "node.id": str(self.NODE_ID),
             "controller.quorum.voters": f"{self.NODE_ID}@{self.host}:{self._controller_port}",
-            "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self._port}",
+            "listeners": ",".join(
+                [*advertised, f"CONTROLLER://{self.host}:{self._controller_port}"]
+            ),
+            "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(protocols),
             "log.dirs": str(self.data_dir / "logs"),
             "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
@@ -488,17 +540,38 @@ class ApacheKafkaBroker:
             return self
         jars = self.jars
         if not self._port:
-            self._port = _free_port(self.host)
-            self._controller_port = _free_port(self.host)
-            while self._controller_port == self._port:
-                self._controller_port = _free_port(self.host)
+            taken: set[int] = set()
+            for name in ["PLAINTEXT", "CONTROLLER", *self._listeners]:
+                port = _free_port(self.host)
+                while port in taken:
+                    port = _free_port(self.host)
+                taken.add(port)
+                if name == "PLAINTEXT":
+                    self._port = port
+                elif name == "CONTROLLER":
+                    self._controller_port = port
+                else:
+                    self._listener_ports[name] = port
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "server.properties"
         config.write_text(
-            "".join(f"{key}={value}\n" for key, value in self.server_properties().items())
+            "".join(
+                f"{_escape_property(key, key=True)}={_escape_property(value)}\n"
+                for key, value in self.server_properties().items()
+            )
         )
         tools = KafkaTools(jars, self.version)
         if not self._formatted:
-            tools.run("storage", "format", "-t", _cluster_id(), "-c", str(config), timeout=120)
+            tools.run(
+                "storage",
+                "format",
+                "-t",
+                _cluster_id(),
+                "-c",
+                str(config),
+                *self._format_options,
+                timeout=120,
+            )
             self._formatted = True
         self._launch(tools, config)
         return self
@@ -539,7 +612,7 @@ class ApacheKafkaBroker:
         command = [
             part for part in command if part not in ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
         ]
-        command[1:1] = ["-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
+        command[1:1] = ["-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", *self._jvm_options]
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         self._log_file.write(f"\n==== {' '.join(command)}\n".encode())
         self._log_file.flush()
@@ -640,9 +713,26 @@ class ApacheKafkaBroker:
         return f"<ApacheKafkaBroker {self.version} {self.bootstrap_servers} {state}>"
 
 
+def _escape_property(text: str, *, key: bool = False) -> str:
+    """``text`` as a key or a value of a Java properties file: backslashes and line breaks (a
+    PEM in a value) read as themselves, and in a key the separators too."""
+    escaped = (
+        text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    )
+    if key:
+        escaped = re.sub(r"([=: #!])", r"\\\1", escaped)
+    elif escaped.startswith(" "):
+        escaped = "\\" + escaped
+    return escaped
+
+
 def _cluster_id() -> str:
-    """A cluster id as ``kafka-storage random-uuid`` makes one: 16 random bytes, base64url."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as ``kafka-storage random-uuid`` makes one: 16 random bytes, base64url,
+    never starting with "-" (the tool would read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def parse_describe(output: str) -> list[dict[str, str]]:
