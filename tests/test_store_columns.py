@@ -121,3 +121,14 @@ def test_a_scan_that_lists_a_group_partition_twice_is_refused_new_or_known():
         else:
             raise AssertionError(f"{keys} must be refused")
     assert store.rows_in_use == 1
+
+
+def test_a_name_is_held_once_however_many_rows_and_scans_carry_it():
+    store = WindowStore(WindowSettings(intervals=4, lag_time_points=5), INTERVAL_MS / 1000)
+    for i in range(3):  # every scan brings its own string objects, as a table's to_pylist does
+        keys = [("".join(["g", "1"]), p) for p in range(50)] + [("".join(["g", "2"]), 0)]
+        store.ingest_scan(_scan(1_000_000 + i * INTERVAL_MS, keys, offset=i))
+    names = {(id(store.row_key_of(r)[1]), id(store.row_key_of(r)[2])) for r in store.alive_rows()}
+    assert len({group for group, _ in names}) == 2
+    assert len({topic for _, topic in names}) == 1
+    assert store.rows_in_use == 51

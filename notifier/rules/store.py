@@ -256,6 +256,7 @@ class WindowStore:
         self.group_key: list[tuple[str, str] | None] = []
         self._free_groups: list[int] = []
         self._table_of: dict[tuple[str, str, int], int] = {}
+        self._names: dict[str, str] = {}
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
         self.leo_resets: list[lagtime.LeoReset] = []
@@ -319,6 +320,15 @@ class WindowStore:
         return gid
 
     def _new_row(self, key: tuple[str, str, str, int]) -> int:
+        cluster, group, topic, partition = key
+        gid = self._group_of.get((cluster, group))
+        if gid is None:
+            gid = self._new_group((cluster, group))
+        # The group's and the topic's names are kept once, not once per row: a scan's table
+        # hands over a string object per row.
+        cluster, group = self.group_key_of(gid)
+        topic = self._names.setdefault(topic, topic)
+        key = (cluster, group, topic, partition)
         if self._free_rows:
             row = self._free_rows.pop()
             self.row_key[row] = key
@@ -327,10 +337,6 @@ class WindowStore:
             self._reserve_rows(row + 1)
             self.row_key.append(key)
         self._row_of[key] = row
-        cluster, group, topic, partition = key
-        gid = self._group_of.get((cluster, group))
-        if gid is None:
-            gid = self._new_group((cluster, group))
         table_key = (cluster, topic, partition)
         table = self._table_of.get(table_key)
         if table is None:
@@ -443,7 +449,11 @@ class WindowStore:
         rows = np.asarray(found, dtype=np.int64)
         if np.unique(rows).size != rows.size:
             raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
-        self._last_scan[cluster] = (scan.group, scan.topic, scan.partition, rows)
+        # Kept to recognize the next scan's layout, with the rows' own names: the scan's lists
+        # hold a string object per row.
+        keys_of = [self.row_key_of(r) for r in rows.tolist()]
+        groups, topics = [key[1] for key in keys_of], [key[2] for key in keys_of]
+        self._last_scan[cluster] = (groups, topics, scan.partition, rows)
         return rows
 
     def _append_samples(self, rows: np.ndarray, scan: ScanColumns) -> None:
