@@ -130,6 +130,7 @@ log = logging.getLogger("notifier.collect")  # the name it logged under before t
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 _RETRY_BACKOFF_S = 0.1
+_SPREAD_MIN_BATCH = 64
 _LEADER_REFRESH_MIN_S = 5.0
 
 
@@ -173,6 +174,14 @@ async def _run_all(aws: Iterable[Awaitable[Any]]) -> None:
                 tg.create_task(aw)  # type: ignore[arg-type]
     except BaseExceptionGroup as group:
         raise group.exceptions[0] from None
+
+
+def _spread(count: int, largest: int, ways: int) -> int:
+    """A batch size for ``count`` groups: at most ``largest`` (what the broker takes), and small
+    enough that the batches keep ``ways`` requests in flight, down to
+    :data:`_SPREAD_MIN_BATCH` groups (below that, fewer requests matter more): a broker that
+    answers each request on one thread, as the embedded one does, answers sooner."""
+    return max(1, min(largest, max(_SPREAD_MIN_BATCH, -(-count // ways))))
 
 
 def _chunks(items: Sequence[str], size: int) -> list[list[str]]:
@@ -735,9 +744,10 @@ class ClusterCollector:
         """
         if not names:
             return
-        first = names[: self._describe_batch]
+        size = _spread(len(names), self._describe_batch, self._concurrency)
+        first = names[:size]
         await self._describe_split(node_id, first, out, api)
-        rest = _chunks(names[len(first) :], self._describe_batch)
+        rest = _chunks(names[len(first) :], min(size, self._describe_batch))
         failed: list[list[str]] = []
         gate = asyncio.Semaphore(self._concurrency)
 
@@ -904,10 +914,11 @@ class ClusterCollector:
         :meth:`_describe_on` does), one request per group where it has not."""
         batches: list[list[str]] = []
         if node_id not in self._one_group_fetch and self._fetch_batch > 1 and len(names) > 1:
-            first = names[: self._fetch_batch]
+            size = _spread(len(names), self._fetch_batch, self._concurrency)
+            first = names[:size]
             try:
                 await self._fetch_split(node_id, first, wanted, out, moved)
-                batches = _chunks(names[len(first) :], self._fetch_batch)
+                batches = _chunks(names[len(first) :], min(size, self._fetch_batch))
             except IncompatibleBrokerVersion:
                 # Raised while encoding, before sending: the broker has no v8.
                 self._one_group_fetch.add(node_id)
