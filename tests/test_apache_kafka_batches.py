@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from notifier.collect import ClusterCollector
-from notifier.demo.apache_kafka import ApacheKafkaBroker
+from notifier.embedded.apache_kafka import ApacheKafkaBroker
 from notifier.types import table_to_samples
 from tests.test_apache_kafka import _commit, _topic_with_records
 
