@@ -63,7 +63,9 @@ class ClusterConfig(StrictModel):
     scan_timeout: Duration = 60.0
     scan_interval: Duration = 10.0
     metadata_max_age: Duration = 300.0
-    describe_batch_size: Annotated[int, Field(ge=1)] = 32
+    describe_batch_size: Annotated[int, Field(ge=1)] = 500
+    offset_fetch_batch_size: Annotated[int, Field(ge=1)] = 500
+    """Groups per OffsetFetch where the coordinator has v8 (KIP-709)."""
     offset_fetch_concurrency: Annotated[int, Field(ge=1)] = 16
     group_allow: list[str] = Field(default_factory=list)
     group_deny: list[str] = Field(default_factory=list)

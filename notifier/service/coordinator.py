@@ -1016,6 +1016,7 @@ def make_collector(cluster: ClusterConfig) -> ClusterCollector:
         group_deny=cluster.group_deny or None,
         describe_batch_size=cluster.describe_batch_size,
         offset_fetch_concurrency=cluster.offset_fetch_concurrency,
+        offset_fetch_batch_size=cluster.offset_fetch_batch_size,
         **collector_security(cluster.security),
     )
 
