@@ -53,6 +53,7 @@ def build_samples(
             columns["group_state"].append(state)
             columns["members"].append(members)
             columns["member_hash"].append(fingerprint)
+            columns["available"].append(True)
     return pa.Table.from_pydict(columns, schema=SAMPLE_SCHEMA)
 
 
