@@ -83,6 +83,7 @@ def fleet_scan(groups: int, partitions: int, i: int) -> ScanResult:
             "group_state": ["Stable"] * rows,
             "members": pa.array([4] * rows, pa.int32()),
             "member_hash": pa.array([17] * rows, pa.int64()),
+            "available": pa.array([True] * rows, pa.bool_()),
         }
     ).cast(SAMPLE_SCHEMA)
     owners = {
