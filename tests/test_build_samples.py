@@ -47,6 +47,7 @@ def rows_one_by_one(ts, cluster, groups, commits, log_end, log_start) -> pa.Tabl
                 "group_state": normalize_group_state(g.state, g.group_type),
                 "members": len(g.member_ids),
                 "member_hash": member_hash(g.member_ids, epoch=g.group_epoch),
+                "available": True,
             }
             for field, value in row.items():
                 columns[field].append(value)

@@ -84,6 +84,7 @@ def build_samples(
         "group_state": per_group(states, "group_state"),
         "members": per_group(members, "members"),
         "member_hash": per_group(hashes, "member_hash"),
+        "available": pa.array(np.ones(rows, dtype=np.bool_), type=pa.bool_()),
     }
     return pa.Table.from_arrays(
         [columns[name] for name in SAMPLE_SCHEMA.names], schema=SAMPLE_SCHEMA

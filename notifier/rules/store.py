@@ -34,7 +34,14 @@ from numpy.typing import NDArray
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
 from notifier.rules.evidence import NULL, UNSET_TS
-from notifier.types import GROUP_STATE_CODE, GROUP_STATES, CommitPoint, Sample
+from notifier.types import (
+    GROUP_STATE_CODE,
+    GROUP_STATES,
+    CommitPoint,
+    Sample,
+    available_rows,
+    unavailable_partitions,
+)
 
 _INITIAL_ROWS = 1024
 _STATE_NAMES = pa.array(GROUP_STATES)
@@ -119,17 +126,24 @@ class ScanColumns:
     state: np.ndarray
     members: np.ndarray
     member_hash: np.ndarray
+    unavailable: tuple[tuple[str, int], ...] = field(default=(), init=False)
+    """``(topic, partition)`` the scan could not read: no rows above, windows kept (set after
+    the columns, by whoever read the scan's rows marked unavailable)."""
 
     def __len__(self) -> int:
         return len(self.group)
 
     @classmethod
     def from_table(cls, table: pa.Table, cluster: str, ts: int) -> ScanColumns:
-        """From rows of one cluster and one scan time in the sample schema."""
+        """From rows of one cluster and one scan time in the sample schema; the rows of
+        partitions marked unavailable become :attr:`unavailable`."""
+        unavailable = unavailable_partitions(table)
+        if unavailable:
+            table = available_rows(table)
         # A state's code is its index in GROUP_STATES; a name not there is "Unknown".
         codes = pc.index_in(table.column("group_state"), value_set=_STATE_NAMES)
         states = pc.fill_null(codes, GROUP_STATE_CODE["Unknown"]).to_numpy().astype(np.int8)
-        return cls(
+        scan = cls(
             cluster=cluster,
             ts=ts,
             group=table.column("group").to_pylist(),
@@ -142,11 +156,15 @@ class ScanColumns:
             members=table.column("members").to_numpy().astype(np.int32),
             member_hash=table.column("member_hash").to_numpy().astype(np.int64),
         )
+        scan.unavailable = unavailable
+        return scan
 
     @classmethod
     def from_samples(cls, samples: list[Sample]) -> ScanColumns:
         first = samples[0]
-        return cls(
+        unavailable = tuple(sorted({(s.topic, s.partition) for s in samples if not s.available}))
+        samples = [s for s in samples if s.available]
+        scan = cls(
             cluster=first.cluster,
             ts=first.ts,
             group=[s.group for s in samples],
@@ -168,6 +186,8 @@ class ScanColumns:
             members=np.array([s.members for s in samples], dtype=np.int32),
             member_hash=np.array([s.member_hash for s in samples], dtype=np.int64),
         )
+        scan.unavailable = unavailable
+        return scan
 
 
 def _int_column(table: pa.Table, name: str) -> NDArray[np.int64]:

@@ -76,6 +76,7 @@ from notifier.rules import (
     TransitionTracker,
     WindowStore,
     scans,
+    unavailable_samples,
 )
 from notifier.service import checkpoint
 from notifier.service.scanclock import ScanClock
@@ -804,8 +805,13 @@ class Coordinator:
         if transitions:
             # The sink schedules on the wall clock; the transitions carry their scan time.
             self.sink.handle(transitions, result.ts)
-        if self.history is not None and samples.num_rows:
-            self.history.append(samples)
+        if self.history is not None:
+            # The windows the step kept for partitions the scan could not read go in too, so
+            # that a replay of the history keeps them as well.
+            lost = unavailable_samples(state.store, name, ts, result.unavailable_partitions)
+            recorded = pa.concat_tables([samples, lost]) if lost.num_rows else samples
+            if recorded.num_rows:
+                self.history.append(recorded)
         self._tell_scan_listeners(name)
         log.debug(
             "scan", extra={"event": "scan", "cluster": name, "rows": result.samples.num_rows,
