@@ -545,8 +545,8 @@ async def test_writing_silences_needs_the_token_when_one_is_set(demo_service, no
 
 
 def limited_notifier(tmp_path, **limits):
-    from notifier.config import parse_notify
     from notifier.notify import Notifier
+    from notifier.notify.config import parse_notify
 
     config = parse_notify(
         {"receivers": {"hooks": {"webhook": {"url": "http://127.0.0.1:9/hook"}}},
