@@ -199,7 +199,7 @@ def _batch_job(pop: Population, cell: Cell, name: str) -> None:
     at = cell.rng.uniform(0, period)
     group.end_tenure(0.0)
     group.set_members(0.0, 0)
-    while at < pop.T - 60:
+    while at < pop.T:
         group.set_members(at, group.spec.members)
         group.set_state(at, at + 2, COMPLETING)
         group.start_tenure(at + 2)
@@ -812,7 +812,7 @@ def _cells(
                 "pages_per_group_day": len(hit) / (n * counted_days),
             }
             if pattern.kind and len(labels):
-                mine_l = labels[(labels["config"] == name) & [c == (x, y) for c in labels["cell"]]]
+                mine_l = labels[(labels["config"] == name) & np.array([c == (x, y) for c in labels["cell"]])]
                 caught = mine_l[mine_l["caught"]]
                 row |= {
                     "labels": len(mine_l),
