@@ -7,8 +7,10 @@ breaches, the summary), ``recommend`` (choosing a configuration, its rules file)
 HTML report), ``spark`` (session, history reading, task planning, the distributed replay), ``job``
 (the whole job: :func:`run_backtest`), ``synth`` (synthetic labelled history), ``fleet`` (a
 synthetic production fleet: benign patterns and incidents labelled from when they can be told
-apart), ``synthbase`` (what the two generators share), ``__main__`` (the spark-submit command
-line).
+apart), ``synthbase`` (what the two generators share), ``kafkasim`` (a second-by-second model
+of brokers and client libraries), ``sweep`` (every benign pattern and incident kind over a grid
+of its parameters, on kafkasim), ``sweepreport`` (the sweep's heat maps), ``__main__`` (the
+spark-submit command line).
 
 May import ``notifier.config``, ``notifier.history``, ``notifier.rules``, ``notifier.notify`` and
 ``notifier.types``. PySpark and matplotlib are imported only when used.

@@ -398,10 +398,12 @@ class Population:
             leo += arrivals
             if transactional.any():
                 due = transactional & (t >= next_txn)
-                # A transaction's commit marker takes an offset; its records become readable
-                # (an aborted one's are skipped): the end a consumer can reach is below it.
-                leo[due] += 1
-                readable[due] = leo[due] - 1
+                # A transaction that wrote to the partition ends with a commit marker, which
+                # takes an offset: its records become readable, the marker never is (a
+                # producer with nothing to send writes no marker).
+                wrote = due & (leo > readable + 1)
+                leo[wrote] += 1
+                readable[wrote] = leo[wrote] - 1
                 next_txn[due] += txn[due]
                 readable[~transactional] = leo[~transactional]
             else:

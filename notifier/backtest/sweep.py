@@ -175,7 +175,7 @@ def _rolling_deploy(pop: Population, cell: Cell, name: str) -> None:
                 else:
                     group.end_tenure(t)
                     group.set_members(t, 0)
-                t = group.rebalance(t + cell.rng.uniform(5, 15), pods, length, cooperative)
+                t = group.rebalance(t + cell.rng.uniform(5, 45), pods, length, cooperative)
             t += cell.y * cell.rng.uniform(0.8, 1.2)
 
 
@@ -347,12 +347,13 @@ def _stopped(pop: Population, cell: Cell, name: str) -> None:
     onset = _onset(pop, cell)
     length = cell.rng.uniform(15, 30) * 60
     members = group.members
-    group.end_tenure(onset, commit=cell.pick((True, False), 6))
+    group.end_tenure(onset, commit=True)  # stopped on purpose: close() commits, then leaves
     group.set_members(onset, 0)
     group.set_members(onset + length, members)
     group.set_state(onset + length, onset + length + 2, COMPLETING)
     group.start_tenure(onset + length + 2)
-    pop.label(group, "stopped", onset, onset + 90, onset + length)
+    # A graceful restart is over within a minute (a pod starting takes up to 45 s here).
+    pop.label(group, "stopped", onset, onset + 60, onset + length)
 
 
 def _consumers_gone(pop: Population, cell: Cell, name: str) -> None:
@@ -363,7 +364,7 @@ def _consumers_gone(pop: Population, cell: Cell, name: str) -> None:
     group.set_members(onset, 0)
     if cell.rep % 2:
         group.set_state(onset + 600, pop.T, DEAD)
-    pop.label(group, "consumers_gone", onset, onset + 90, pop.T)
+    pop.label(group, "consumers_gone", onset, onset + 60, pop.T)
 
 
 def _lagging(pop: Population, cell: Cell, name: str) -> None:
