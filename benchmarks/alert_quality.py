@@ -61,8 +61,8 @@ from notifier.backtest import (  # noqa: E402
 from notifier.backtest import sweep as sweeps  # noqa: E402
 from notifier.backtest.scoring import labels_frame  # noqa: E402
 from notifier.backtest.sweepreport import write_sweep_report  # noqa: E402
-from notifier.config import RulesConfig, load_rules, parse_rules  # noqa: E402
 from notifier.history import load_incidents, read_history  # noqa: E402
+from notifier.rules import RulesConfig, load_rules, parse_rules  # noqa: E402
 
 INTERVAL_S = 10.0
 WARMUP_MS = 30 * 60_000

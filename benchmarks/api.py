@@ -53,8 +53,9 @@ import httpx  # noqa: E402
 
 from notifier.api import ApiServer, create_app  # noqa: E402
 from notifier.collect import EmbeddedBroker  # noqa: E402
-from notifier.config import load_rules, parse_notify, parse_service_config  # noqa: E402
+from notifier.config import parse_notify, parse_service_config  # noqa: E402
 from notifier.notify import Notifier  # noqa: E402
+from notifier.rules import load_rules  # noqa: E402
 from notifier.service import Coordinator  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

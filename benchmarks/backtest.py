@@ -46,8 +46,8 @@ from notifier.backtest import (  # noqa: E402
     spark_session,
     synthesize,
 )
-from notifier.config import RulesConfig  # noqa: E402
 from notifier.history import read_history  # noqa: E402
+from notifier.rules import RulesConfig  # noqa: E402
 from tests import reference as ref  # noqa: E402
 
 INTERVAL_S = 10.0

@@ -31,11 +31,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from notifier.config import RulesConfig, load_rules  # noqa: E402
 from notifier.rules import (  # noqa: E402
     Evaluator,
+    RulesConfig,
     ScanColumns,
     WindowStore,
+    load_rules,
 )
 from notifier.types import GROUP_STATE_CODE  # noqa: E402
 from tests import reference as ref  # noqa: E402

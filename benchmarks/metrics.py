@@ -41,7 +41,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from notifier.api import create_app  # noqa: E402
 from notifier.collect import Owner, ScanResult  # noqa: E402
-from notifier.config import load_rules, parse_service_config  # noqa: E402
+from notifier.config import parse_service_config  # noqa: E402
+from notifier.rules import load_rules  # noqa: E402
 from notifier.service import Coordinator, LogSink  # noqa: E402
 from notifier.types import SAMPLE_SCHEMA  # noqa: E402
 

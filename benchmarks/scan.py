@@ -51,7 +51,8 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest  # noqa: E402
 from aiokafka.protocol.offset import OffsetRequest  # noqa: E402
 
 from notifier.collect import EmbeddedBroker  # noqa: E402
-from notifier.config import load_rules, parse_service_config  # noqa: E402
+from notifier.config import parse_service_config  # noqa: E402
+from notifier.rules import load_rules  # noqa: E402
 from notifier.service import Coordinator, LogSink, make_collector  # noqa: E402
 
 RECORDS_PER_PARTITION = 3

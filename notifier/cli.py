@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from notifier.client import register as register_client_commands
-from notifier.config import ConfigError, NotifyConfig, load_rules, parse_duration
+from notifier.config import ConfigError, NotifyConfig, parse_duration
+from notifier.rules import load_rules
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

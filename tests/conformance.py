@@ -1,8 +1,6 @@
-"""Where Burrow's conformance vectors live: ../shared/conformance beside the checkout.
-
-CI always has it. Elsewhere set NOTIFIER_CONFORMANCE_DIR, or the tests that need it skip and
-say why; the vectors are never copied into this repository.
-"""
+"""Burrow's conformance vectors: the copy in tests/conformance_vectors (see its README), so a
+clone on its own runs every test; a test checks it still equals ../shared/conformance beside the
+checkout (or NOTIFIER_CONFORMANCE_DIR) wherever that exists."""
 
 from __future__ import annotations
 
@@ -11,23 +9,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-CONFORMANCE_DIR = Path(
+VECTORS_DIR = Path(__file__).resolve().parent / "conformance_vectors"
+SHARED_DIR = Path(
     os.environ.get("NOTIFIER_CONFORMANCE_DIR", ROOT.parent / "shared" / "conformance")
 )
+"""Where the vectors are maintained, when it is beside the checkout (CI has it there)."""
 
 
 def load_vectors(name: str) -> list[dict[str, Any]]:
-    path = CONFORMANCE_DIR / name
-    if not path.exists():
-        if os.environ.get("CI"):
-            raise FileNotFoundError(
-                f"{path}: CI must have ../shared/conformance beside the checkout"
-            )
-        pytest.skip(
-            f"Burrow conformance vectors not found at {path} (set NOTIFIER_CONFORMANCE_DIR)",
-            allow_module_level=True,
-        )
-    return json.loads(path.read_text())
+    vectors: list[dict[str, Any]] = json.loads((VECTORS_DIR / name).read_text())
+    return vectors

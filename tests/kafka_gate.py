@@ -9,10 +9,14 @@ with a :class:`Verifier` — or requires a client certificate signed by the test
 relays every other request to Tansu and its answers back. The broker advertises the gate's
 port, so every connection the collector opens (bootstrap, coordinator, leaders) goes through
 the gate. As a broker with ``connections.max.reauth.ms`` does (KIP-368), a connection whose
-token has expired is closed on its next request.
+token has expired is closed on its next request. A refused OAUTHBEARER token is answered as
+Kafka's broker answers it: the error as a challenge, then the failure once the client
+acknowledges it.
 
 :class:`TokenEndpoint` is an OAuth 2.0 token endpoint (client-credentials grant) issuing
-HS256 JWTs, and :class:`JwtVerifier` checks them as a broker configured with its key would.
+HS256 JWTs, and :class:`JwtVerifier` checks them as a broker configured with its key would; given
+an RSA key it issues RS256 JWTs instead, which Apache Kafka's own validator checks against the
+endpoint's JSON Web Key Set (:func:`jwks`).
 :class:`MskIamVerifier` checks Amazon MSK IAM tokens: a SigV4-presigned ``kafka-cluster:Connect``
 URL, its signature recomputed with the secret key of the access key it names.
 """
@@ -42,6 +46,8 @@ from aiokafka.protocol.admin import (
     SaslHandShakeRequest_v0,
     SaslHandShakeResponse_v0,
 )
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
@@ -114,6 +120,8 @@ class _Session:
     authenticated: bool = False
     login: Login | None = None
     verify: Verifier | None = None
+    refused_token: Login | None = None
+    """An OAUTHBEARER refusal sent as a challenge, failed once the client acknowledges it."""
 
 
 class KafkaGate(_LoopbackServer):
@@ -199,10 +207,23 @@ class KafkaGate(_LoopbackServer):
             return error == 0
         if api_key == SASL_AUTHENTICATE and session.verify is not None:
             auth_bytes = SaslAuthenticateRequest_v0.decode(body).sasl_auth_bytes
-            try:
-                login = session.verify(auth_bytes)
-            except ValueError as exc:
-                login = Login(error=str(exc))
+            refused, session.refused_token = session.refused_token, None
+            if refused is not None:
+                # The client acknowledged the refusal (or sent anything else): fail the login.
+                login = refused
+            else:
+                try:
+                    login = session.verify(auth_bytes)
+                except ValueError as exc:
+                    login = Login(error=str(exc))
+            if login.error is not None and self.mechanism == "OAUTHBEARER" and refused is None:
+                # As Kafka's broker does (RFC 7628 §3.2.2): the error goes to the client as a
+                # challenge, and the login fails only on the client's %x01 that answers it.
+                session.refused_token = login
+                status = json.dumps({"status": login.error}).encode()
+                await _write_frame(client, struct.pack(">i", correlation_id) + _auth_answer(
+                    api_version, Login(challenge=status)))  # fmt: skip
+                return True
             if login.challenge is not None:
                 await _write_frame(client, struct.pack(">i", correlation_id) + _auth_answer(
                     api_version, login))  # fmt: skip
@@ -274,6 +295,25 @@ def sign_jwt(claims: dict[str, Any], key: bytes) -> str:
     return f"{header}.{payload}.{_b64url(signature)}"
 
 
+def sign_jwt_rs256(claims: dict[str, Any], key: rsa.RSAPrivateKey, kid: str) -> str:
+    header = _b64url(json.dumps({"alg": "RS256", "typ": "JWT", "kid": kid}).encode())
+    payload = _b64url(json.dumps(claims).encode())
+    signed = f"{header}.{payload}".encode()
+    signature = key.sign(signed, padding.PKCS1v15(), hashes.SHA256())
+    return f"{header}.{payload}.{_b64url(signature)}"
+
+
+def jwks(key: rsa.RSAPrivateKey, kid: str) -> dict[str, Any]:
+    """The JSON Web Key Set (RFC 7517) publishing the public half of ``key`` as ``kid``."""
+    numbers = key.public_key().public_numbers()
+
+    def unsigned(value: int) -> str:
+        return _b64url(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+
+    return {"keys": [{"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
+                      "n": unsigned(numbers.n), "e": unsigned(numbers.e)}]}  # fmt: skip
+
+
 @dataclass
 class JwtVerifier:
     """The broker's side of OAUTHBEARER: an HS256 JWT signed with ``key``, not expired, with
@@ -318,6 +358,10 @@ class TokenEndpoint(_LoopbackServer):
         lifetime: float = 3600,
         scopes: tuple[str, ...] = ("kafka",),
         tls: ssl.SSLContext | None = None,
+        rsa_key: rsa.RSAPrivateKey | None = None,
+        kid: str = "notifier-test",
+        audience: str | None = None,
+        issuer: str | None = None,
     ) -> None:
         super().__init__()
         self.client_id = client_id
@@ -332,6 +376,13 @@ class TokenEndpoint(_LoopbackServer):
         """Answers given instead of a token to the next requests (e.g. an outage)."""
         self.tls = tls
         """A server-side TLS context: serve HTTPS, as ``https://localhost:port``."""
+        self.rsa_key = rsa_key
+        """Sign RS256 tokens with this key (published by :func:`jwks` as ``kid``), not HS256."""
+        self.kid = kid
+        self.audience = audience
+        """The ``aud`` claim of every token, when set."""
+        self.issuer = issuer
+        """The ``iss`` claim of every token, when set."""
 
     @property
     def url(self) -> str:
@@ -382,7 +433,16 @@ class TokenEndpoint(_LoopbackServer):
         now = time.time()
         claims = {"sub": self.client_id, "iat": int(now), "exp": now + self.lifetime,
                   "scope": scope, "jti": secrets.token_hex(8)}  # fmt: skip
-        token = sign_jwt(claims, self.key)
+        if self.audience is not None:
+            claims["aud"] = self.audience
+        if self.issuer is not None:
+            claims["iss"] = self.issuer
+        if self.rsa_key is not None:
+            # NumericDate is whole seconds for JOSE libraries such as Kafka's jose4j.
+            claims["exp"] = int(claims["exp"])
+            token = sign_jwt_rs256(claims, self.rsa_key, self.kid)
+        else:
+            token = sign_jwt(claims, self.key)
         self.issued.append(token)
         return 200, {"access_token": token, "token_type": "Bearer",
                      "expires_in": self.lifetime, "scope": scope}  # fmt: skip

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from notifier.config import parse_rules
-from notifier.rules import RuleTest, replay_table, series_samples
+from notifier.rules import RuleTest, parse_rules, replay_table, series_samples
 from notifier.types import GroupResult, samples_to_table
 
 BURROW_ONLY: dict[str, Any] = {"burrow": {"minimum_complete": 1.0}}

@@ -12,8 +12,8 @@ from typing import Any
 import pyarrow as pa
 
 from notifier.collect import ScanResult
-from notifier.config import RulesConfig, parse_service_config
-from notifier.rules import read_samples, scans
+from notifier.config import parse_service_config
+from notifier.rules import RulesConfig, read_samples, scans
 from notifier.service import Coordinator, LogSink
 from notifier.types import Sample, samples_to_table
 

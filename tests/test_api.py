@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from notifier.api import create_app
 from notifier.collect import ScanError
-from notifier.config import RulesConfig, load_rules
+from notifier.rules import RulesConfig, load_rules
 from notifier.types import Sample
 
 from .conformance import load_vectors
@@ -431,7 +431,7 @@ def writer(coord, notifier, token=None) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=transport, base_url="http://notifier")
 
 
-async def test_silences_can_be_created_listed_and_deleted(demo_service, notifier):
+async def test_silences_can_be_created_listed_and_expired(demo_service, notifier):
     async with writer(demo_service, notifier) as http:
         created = await http.post("/api/silences", json={
             "matchers": ['group=~"stall.*"'], "ends_at": "2099-01-01T00:00:00Z",
@@ -441,8 +441,15 @@ async def test_silences_can_be_created_listed_and_deleted(demo_service, notifier
         assert silence["state"] == "active" and silence["author"] == "ops"
         listed = (await http.get("/api/silences")).json()["silences"]
         assert [s["id"] for s in listed] == [silence["id"]]
-        assert (await http.delete(f"/api/silences/{silence['id']}")).status_code == 200
-        assert (await http.get("/api/silences")).json()["silences"] == []
+        expired = await http.delete(f"/api/silences/{silence['id']}")
+        assert expired.status_code == 200, expired.text
+        assert expired.json()["silence"]["state"] == "expired"
+        # Alertmanager's semantics: DELETE expires the silence; it is still listed, ended now.
+        [listed] = (await http.get("/api/silences")).json()["silences"]
+        assert listed["id"] == silence["id"] and listed["state"] == "expired"
+        assert listed["ends_at"] <= notifier.clock() and listed["starts_at"] == silence["starts_at"]
+        again = await http.delete(f"/api/silences/{silence['id']}")
+        assert again.status_code == 409 and "already expired" in again.text
         assert (await http.delete("/api/silences/nope")).status_code == 404
 
 

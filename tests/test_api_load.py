@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 from pathlib import Path
 
@@ -16,10 +17,12 @@ import orjson
 from notifier.api import create_app
 from notifier.api.cache import encode
 from notifier.api.priority import ScanPriority
-from notifier.api.views import group_detail, groups_overview
-from notifier.config import load_rules, parse_notify
+from notifier.api.views import group_detail, groups_overview, status_members
+from notifier.client.tables import groups_table, status_notes
+from notifier.config import parse_notify
 from notifier.notify import Notifier
-from notifier.types import GroupStatus, Sample, Transition
+from notifier.rules import load_rules
+from notifier.types import Finding, GroupStatus, Incident, Sample, Severity, Transition
 
 from .scripted import drive, scan_result, service
 
@@ -303,3 +306,80 @@ async def test_health_probes_never_wait_behind_other_requests():
     await asyncio.wait_for(call(gate, "/api/groups"), 1)
 
     assert [path for path, _s, _e in recorder.spans] == ["/healthz", "/api/groups", "/api/groups"]
+
+
+async def test_a_group_whose_incident_is_open_shows_the_incidents_status_and_why(tmp_path):
+    """The first request after a scan gets the rows worked out before it (above), while the
+    scan's transitions have already opened an incident: the status column must still say what
+    the pager said (the incident's ERR), with the evaluation's OK beside it and why, in
+    /api/groups and in `notifier status`'s table, never OK alone."""
+    script = [scan_result(commits(i, moving=i < 12), "c", T0 + i * 10_000) for i in range(24)]
+    now = [T0]
+    notifier = webhook_notifier(tmp_path, lambda: now[0])
+    coord, _ = service(tmp_path, script, load_rules(ROOT / "rules.yaml"), sink=notifier)
+    state = coord.clusters["c"]
+    await drive(coord, 12)
+    now[0] = state.metrics.last_success_ms
+    async with client(coord, lambda: now[0], notifier) as http:
+        [healthy] = (await http.get("/api/groups")).json()["groups"]
+        await drive(coord, 12)  # stuck: the evaluation says ERR, the sink opens an incident
+        now[0] = state.metrics.last_success_ms
+        [meanwhile] = (await http.get("/api/groups")).json()["groups"]
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            [caught_up] = (await http.get("/api/groups")).json()["groups"]
+            if caught_up["data_age_seconds"] == 0:
+                break
+    notifier.store.close()
+
+    assert (healthy["status"], healthy["evaluated_status"], healthy["status_reason"]) == (
+        "OK", "OK", None)  # fmt: skip
+    assert meanwhile["incident"]["status"] == "ERR" and meanwhile["data_age_seconds"] == 120.0
+    assert (meanwhile["status"], meanwhile["evaluated_status"]) == ("ERR", "OK")
+    assert meanwhile["status_reason"]["kind"] == "earlier_scan"
+    assert meanwhile["status_reason"]["message"] == (
+        "evaluated OK at an earlier scan than the one that made the incident ERR; the next rows "
+        "agree"
+    )
+    header, row = (re.split(r"\s{2,}", line) for line in groups_table([meanwhile]))
+    assert row[header.index("status")] == "ERR (evaluated OK: earlier_scan)"
+    assert row[header.index("incident")] == "open"
+    assert status_notes([meanwhile]) == [
+        f"c/orders: ERR, earlier_scan: {meanwhile['status_reason']['message']}"
+    ]
+    assert (caught_up["status"], caught_up["evaluated_status"]) == ("ERR", "ERR")
+    assert caught_up["status_reason"] is None and status_notes([caught_up]) == []
+    for shown in (meanwhile, caught_up):  # the incident's status, or the reason it differs
+        assert shown["status"] == shown["incident"]["status"]
+        assert shown["evaluated_status"] == shown["status"] or shown["status_reason"]
+
+
+def _incident(status: GroupStatus) -> Incident:
+    return Incident(id="i1", cluster="c", group="orders", opened_at=T0, status=status,
+                    peak_status=GroupStatus.ERR)  # fmt: skip
+
+
+def test_why_a_groups_status_is_not_the_evaluations():
+    kept = Finding(rule="lag-warn", kind="lag", severity=Severity.WARN, status="WARN",
+                   message="condition cleared; keeps firing for 30s after it last held "
+                   "(keep_firing_for)", evidence={"last_true": T0}, since=None)  # fmt: skip
+    firing = dataclasses.replace(kept, message="lag 40 > 10", evidence={"lag": 40}, since=T0)
+    err, warn = _incident(GroupStatus.ERR), _incident(GroupStatus.WARN)
+
+    recovering = status_members("OK", True, 0.4, [], err)
+    assert (recovering["status"], recovering["evaluated_status"]) == ("ERR", "OK")
+    assert recovering["status_reason"] == {"kind": "recovering", "message": (
+        "evaluated OK on a partial window (40% complete): the incident stays ERR until a "
+        "complete window agrees")}  # fmt: skip
+    assert status_members("ERR", True, 0.5, [], warn)["status_reason"]["kind"] == "hold"
+    assert status_members("WARN", False, 1.0, [kept], warn)["status_reason"] == {
+        "kind": "keep_firing_for",
+        "message": "lag-warn: condition cleared; keeps firing for 30s after it last held "
+        "(keep_firing_for)",
+    }
+    assert status_members("WARN", False, 1.0, [kept, firing], warn)["status_reason"] is None
+    assert status_members("WARN", False, 1.0, [firing], None) == {
+        "status": "WARN", "evaluated_status": "WARN", "status_reason": None}  # fmt: skip
+    label = groups_table([{"cluster": "c", "group": "orders", **recovering, "partial": True,
+                           "incident_id": "i1"}])[1]  # fmt: skip
+    assert re.split(r"\s{2,}", label)[2] == "ERR (evaluated OK: recovering, partial)"

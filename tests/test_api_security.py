@@ -17,8 +17,9 @@ from click.testing import CliRunner, Result
 from notifier.api import ApiServer, create_app
 from notifier.api import auth as api_auth
 from notifier.cli import main
-from notifier.config import TlsConfig, is_loopback, load_rules, parse_notify
+from notifier.config import TlsConfig, is_loopback, parse_notify
 from notifier.notify import Notifier
+from notifier.rules import load_rules
 from notifier.service import Coordinator
 
 from .scripted import drive, replayed_service

@@ -52,7 +52,7 @@ from notifier.backtest.__main__ import build_parser
 from notifier.backtest.job import _scan_calendar
 from notifier.backtest.replay import _sorted_incidents
 from notifier.cli import main
-from notifier.config import ConfigError, load_rules, parse_notify, parse_rules
+from notifier.config import ConfigError, parse_notify
 from notifier.history import (
     HistoryEmptyError,
     HistoryNotFoundError,
@@ -60,6 +60,7 @@ from notifier.history import (
     IncidentsError,
     read_history,
 )
+from notifier.rules import load_rules, parse_rules
 from notifier.types import SAMPLE_SCHEMA, Sample, samples_to_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,5 @@
-"""Burrow's own test vectors (../shared/conformance), reproduced by the built-in `burrow` set.
+"""Burrow's own test vectors (tests/conformance_vectors, a copy of ../shared/conformance),
+reproduced by the built-in `burrow` set.
 
 The partition vectors call the vectorized kernel exactly as Burrow's tests call
 ``calculatePartitionStatus``; the group vectors go through the store and the evaluator; the
@@ -10,17 +11,37 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from notifier.config import RulesConfig, WindowSettings
-from notifier.rules import Evaluator, ScanColumns, WindowStore, group_without_partitions, not_found
+from notifier.config import WindowSettings
+from notifier.rules import (
+    Evaluator,
+    RulesConfig,
+    ScanColumns,
+    WindowStore,
+    group_without_partitions,
+    not_found,
+)
 from notifier.rules import kernels as kernels
 from notifier.types import PARTITION_STATUS_CODES, GroupStatus, Sample
 
-from .conformance import load_vectors
+from .conformance import SHARED_DIR, VECTORS_DIR, load_vectors
 
 EVALUATOR = load_vectors("burrow_evaluator_vectors.json")
 STORAGE = load_vectors("burrow_storage_vectors.json")
 PARTITION_CASES = [v for v in EVALUATOR if v["kind"] == "partition_rules"]
 GROUP_CASES = [v for v in EVALUATOR if v["kind"] == "group_evaluation"]
+
+
+def test_the_copy_still_equals_the_shared_vectors():
+    """The vectors are maintained in ../shared/conformance; the copy here must not drift."""
+    if not SHARED_DIR.is_dir():
+        pytest.skip(f"{SHARED_DIR} does not exist here: nothing to compare the copy in "
+                    f"{VECTORS_DIR} with (CI has it beside the checkout)")  # fmt: skip
+    shared = sorted(p.name for p in SHARED_DIR.glob("*.json"))
+    assert shared == sorted(p.name for p in VECTORS_DIR.glob("*.json"))
+    for name in shared:
+        assert (VECTORS_DIR / name).read_bytes() == (SHARED_DIR / name).read_bytes(), (
+            f"{VECTORS_DIR / name} differs from {SHARED_DIR / name}: copy it again"
+        )
 
 
 def run_kernel(offsets, broker_offsets, current_lag, now_ms, allowed_lag):

@@ -16,13 +16,13 @@ import pytest
 from notifier.config import Secret
 from notifier.demo import HttpReceiver
 from notifier.notify.channels import (
-    SlackWebhook,
-    Webhook,
     environment_proxy,
     humanize_lag,
     humanize_seconds,
     parse_retry_after,
 )
+from notifier.notify.channels.slack import SlackWebhook
+from notifier.notify.channels.webhook import Webhook
 
 from .channel_helpers import WEBHOOK_PATH, make_notification
 

@@ -317,6 +317,15 @@ def test_a_silence_is_added_listed_shown_on_its_group_and_expired(live):
     assert expired.exit_code == 0, expired.output
     assert expired.stdout == f"expired silence {silence_id}\n"
     assert silence_id not in cli("silence", "list", "-q", "--url", live.url).stdout.split()
+    # The record stays, as Alertmanager keeps it: `--expired` lists it right away.
+    with_expired = cli("silence", "list", "--expired", "--url", live.url)
+    (row,) = [r for r in rows(with_expired.stdout)[1:-1] if r[0] == silence_id]
+    assert row[1:3] == ["expired", f'group="{live.behind}" cluster="it"']
+    assert row[4:] == ["alice", "replaying the orders topic"]
+    again = cli("silence", "expire", silence_id, "--url", live.url)
+    assert again.exit_code == 2
+    assert again.stderr == (f"{silence_id}: DELETE {live.url}/api/silences/{silence_id}: "
+                            f"silence {silence_id} has already expired\n")  # fmt: skip
 
 
 def test_adding_a_silence_without_the_token_says_it_is_missing(live):

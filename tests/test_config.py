@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from notifier.config import ConfigError, load_rules, parse_duration, with_parameters
+from notifier.config import ConfigError, parse_duration
+from notifier.rules import load_rules, with_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 

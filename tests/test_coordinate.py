@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from notifier.collect import ScanError, ScanResult
-from notifier.config import load_rules, parse_rules, parse_service_config
+from notifier.config import parse_service_config
+from notifier.rules import load_rules, parse_rules
 from notifier.types import GroupStatus, Sample, samples_to_table
 
 from .scripted import drive, service

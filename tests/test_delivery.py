@@ -34,7 +34,7 @@ from .notify_helpers import (
 
 async def test_rows_submitted_before_start_wait_and_workers_start_once(http, tmp_path):
     from notifier.notify import Deliverer
-    from notifier.notify.channels import Webhook
+    from notifier.notify.channels.webhook import Webhook
 
     store = NotifyStore(tmp_path / "n.sqlite")
     hook = Webhook(http.url_for("/hook"), name="hook")

@@ -26,7 +26,8 @@ import yaml
 import notifier.api.server
 from notifier.api import ApiServer, create_app
 from notifier.api.metrics import BY_NAME
-from notifier.config import RulesConfig, parse_rules, parse_service_config
+from notifier.config import parse_service_config
+from notifier.rules import RulesConfig, parse_rules
 
 from .scripted import service
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from notifier.demo import SmtpReceiver
-from notifier.notify.channels import Email
+from notifier.notify.channels.email import Email
 from notifier.types import Event, GroupStatus
 
 from .channel_helpers import make_alert, make_notification, many_alerts

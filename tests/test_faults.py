@@ -38,10 +38,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from notifier.api import create_app
 from notifier.collect import EmbeddedBroker, ScanResult
-from notifier.config import parse_rules, parse_service_config
+from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.history import HistoryWriter, read_history
 from notifier.notify import Notifier, NotifyStore, OutboxEntry
+from notifier.rules import parse_rules
 from notifier.service import Coordinator, LogSink
 from notifier.types import Sample
 from tests.notify_helpers import config as notify_config

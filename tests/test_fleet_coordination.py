@@ -32,16 +32,11 @@ from click.testing import CliRunner
 from notifier.api import create_app
 from notifier.cli import main
 from notifier.collect import ScanResult
-from notifier.config import (
-    ClusterConfig,
-    ConfigError,
-    ServiceConfig,
-    load_rules,
-    parse_service_config,
-)
+from notifier.config import ClusterConfig, ConfigError, ServiceConfig, parse_service_config
 from notifier.fleet import by_shard, shard_of
 from notifier.fleet.instance import FleetInstance
 from notifier.resources import rules_or_default
+from notifier.rules import load_rules
 from notifier.service import Coordinator, LogSink, make_collector
 
 SCAN_S = 2.0

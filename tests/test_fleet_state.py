@@ -17,7 +17,6 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from notifier.collect import ScanError, ScanResult, client_security
-from notifier.config import with_parameters
 from notifier.config.kafka_security import SecurityConfig
 from notifier.demo import HttpReceiver
 from notifier.fleet.state import PublishReport, ShardState, _phase
@@ -30,6 +29,7 @@ from notifier.fleet.statetopic import (
 )
 from notifier.notify import Notifier, jsonenc
 from notifier.notify.codec import result_to_dict
+from notifier.rules import with_parameters
 from notifier.service import Coordinator
 from notifier.service.coordinator import ClusterState, make_collector
 from notifier.types import GroupStatus

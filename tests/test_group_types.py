@@ -1,9 +1,10 @@
 """Kafka 4 consumer-protocol groups (KIP-848), share and streams groups, through the collector.
 
-Tansu 0.6 answers ListGroups v5 (every group typed ``classic``) but has no
-ConsumerGroupHeartbeat, so no consumer-protocol group can exist on it: those tests run against
+Apache Kafka's own answers (a classic group typed ``classic``, consumer-protocol groups of the
+Java consumer, a share group) are in tests/test_apache_kafka.py. These tests run against
 :class:`~tests.kafka_script.ScriptedKafka`, a scripted broker on a socket whose ListGroups v5
-and ConsumerGroupDescribe answers are encoded byte by byte from Kafka's message schemas. The
+and ConsumerGroupDescribe answers are encoded byte by byte from Kafka's message schemas, for
+what a real broker does not do on request: states mid-reconciliation, errors, old versions. The
 rule tests at the end scan it with the real collector and replay what it saw through
 ``notifier test-rules``.
 """
@@ -11,7 +12,6 @@ rule tests at the end scan it with the real collector and replay what it saw thr
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,14 +19,14 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from click.testing import CliRunner
 
 from notifier import resources
 from notifier.api import create_app
 from notifier.cli import main
 from notifier.collect import ClusterCollector, ScanError, ScanResult, member_hash
-from notifier.config import load_rules, parse_service_config
+from notifier.config import parse_service_config
+from notifier.rules import load_rules
 from notifier.service import Coordinator, make_collector
 from notifier.types import Sample, table_to_samples
 from tests.kafka_script import Member, ScriptedKafka
@@ -290,39 +290,6 @@ async def test_a_moved_coordinator_is_found_again(kafka4):
     assert result.group_states == {"billing": "Stable"}
     assert result.requests["FindCoordinator"] == 1
     assert result.requests["ConsumerGroupDescribe"] == 2
-
-
-# --------------------------------------------------------------------------------------------
-# Against the embedded broker
-
-
-@pytest.mark.broker
-async def test_the_embedded_broker_types_its_groups_classic(kafka_broker):
-    bootstrap = kafka_broker.bootstrap_servers
-    topic, group = f"orders-{uuid.uuid4().hex[:8]}", f"typed-{uuid.uuid4().hex[:8]}"
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        for i in range(3):
-            await producer.send_and_wait(topic, b"r%d" % i, partition=0)
-    finally:
-        await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
-    await consumer.start()
-    try:
-        consumer.assign([TopicPartition(topic, 0)])
-        await consumer.commit({TopicPartition(topic, 0): 1})
-    finally:
-        await consumer.stop()
-
-    async with ClusterCollector(bootstrap, group_allow=f"^{group}$") as collector:
-        result = await collector.scan()
-
-    # Tansu answers ListGroups v5, typing the group classic: DescribeGroups describes it.
-    assert result.group_types == {group: "classic"}
-    assert result.requests["DescribeGroups"] == 1
-    assert "ConsumerGroupDescribe" not in result.requests
-    assert rows(result, group)[(topic, 0)].lag == 2
 
 
 # --------------------------------------------------------------------------------------------

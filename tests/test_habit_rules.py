@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from notifier.config import parse_rules
-from notifier.rules import RuleTest, TransitionTracker, replay_table, series_samples
+from notifier.rules import RuleTest, TransitionTracker, parse_rules, replay_table, series_samples
 from notifier.types import GroupStatus, Transition, samples_to_table
 from tests.rule_helpers import evaluate, only, series
 

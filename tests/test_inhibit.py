@@ -147,7 +147,8 @@ def test_inhibit_rules_and_inhibit_cluster_down_cannot_both_be_given():
 def test_rules_files_with_bad_labels_or_annotations_are_refused_naming_the_field():
     import pytest
 
-    from notifier.config import ConfigError, parse_rules
+    from notifier.config import ConfigError
+    from notifier.rules import parse_rules
 
     with pytest.raises(ConfigError) as exc:
         parse_rules(

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from notifier.collect import EmbeddedBroker
-from notifier.config import RulesConfig, ServiceConfig, parse_service_config, with_parameters
+from notifier.config import ServiceConfig, parse_service_config
 from notifier.demo import (
     CHANNELS,
     DETECTION_ALLOWANCE_SCANS,
@@ -42,6 +42,7 @@ from notifier.demo import (
     format_summary,
     run_demo,
 )
+from notifier.rules import RulesConfig, with_parameters
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupStatus, Transition
 from tests.test_collect import _commit, _produce

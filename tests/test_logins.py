@@ -1,11 +1,15 @@
-"""Logging in to Kafka: OAUTHBEARER with an OIDC token endpoint and with Amazon MSK IAM, GSSAPI,
-and mutual TLS, each from a service config through the collector the service builds.
+"""Logging in to Kafka where a stock Apache Kafka broker cannot check the login: OAUTHBEARER
+with an OIDC token endpoint (the endpoint's answers and failures, token renewal, the SASL
+extensions the broker receives) and with Amazon MSK IAM, and GSSAPI; each from a service config
+through the collector the service builds. Also ``notifier check`` loading a client key.
 
-Tansu 0.6 offers OAUTHBEARER but cannot check a token and has no client-certificate check, so
-the brokers here sit behind :class:`tests.kafka_gate.KafkaGate`, which logs clients in as a
-broker does (SaslHandshake, SaslAuthenticate with the token checked, or a TLS handshake that
-requires a client certificate) and relays everything else to the embedded broker: the scans
-read real groups through aiokafka's own login code.
+PLAIN, SCRAM-SHA-256/512, OAUTHBEARER checked by Kafka's own validator and mutual TLS are
+tested against Apache Kafka itself, in tests/test_kafka_logins.py.
+
+Tansu 0.6 offers OAUTHBEARER but cannot check a token, so the brokers here sit behind
+:class:`tests.kafka_gate.KafkaGate`, which logs clients in as a broker does (SaslHandshake,
+SaslAuthenticate with the token checked) and relays everything else to the embedded broker: the
+scans read real groups through aiokafka's own login code.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ import trustme
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.helpers import create_ssl_context
 from cryptography.hazmat.primitives import serialization
 
 from notifier.collect import (
@@ -37,7 +40,7 @@ from notifier.collect import (
     OidcTokenProvider,
     ScanError,
 )
-from notifier.config import Secret, load_service_config, parse_service_config
+from notifier.config import Secret, parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.service.coordinator import make_collector
 from notifier.types import table_to_samples
@@ -400,7 +403,7 @@ async def test_msk_iam_without_credentials_says_so(
 
 
 # ------------------------------------------------------------------------------------------------
-# Mutual TLS
+# Mutual TLS: the client key as ``notifier check`` loads it (logins: tests/test_kafka_logins.py)
 
 
 KEY_PASSWORD = "client-Key-Pass-5150"
@@ -408,18 +411,15 @@ KEY_PASSWORD = "client-Key-Pass-5150"
 
 @pytest.fixture
 def pki(tmp_path: Path) -> dict[str, Path]:
-    """A CA, the gate's certificate for 127.0.0.1, and a client certificate whose private key
-    is encrypted with KEY_PASSWORD; plus a client certificate from a CA the gate does not
-    trust."""
+    """A CA and a client certificate whose private key is encrypted with KEY_PASSWORD; plus a
+    client certificate from another CA."""
     ca, stranger = trustme.CA(), trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
     client = ca.issue_cert("lag-notifier@example.com")
-    files = {"ca": tmp_path / "ca.pem", "server": tmp_path / "server.pem",
+    files = {"ca": tmp_path / "ca.pem",
              "client_cert": tmp_path / "client.pem", "client_key": tmp_path / "client.key",
              "stranger_cert": tmp_path / "stranger.pem",
              "stranger_key": tmp_path / "stranger.key"}  # fmt: skip
     ca.cert_pem.write_to_path(str(files["ca"]))
-    server.private_key_and_cert_chain_pem.write_to_path(str(files["server"]))
     client.cert_chain_pems[0].write_to_path(str(files["client_cert"]))
     key = serialization.load_pem_private_key(client.private_key_pem.bytes(), password=None)
     files["client_key"].write_bytes(key.private_bytes(
@@ -431,14 +431,6 @@ def pki(tmp_path: Path) -> dict[str, Path]:
     return files
 
 
-def requiring_client_certificates(pki: dict[str, Path]) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(pki["server"])
-    context.load_verify_locations(pki["ca"])
-    context.verify_mode = ssl.CERT_REQUIRED
-    return context
-
-
 def mtls_config(gate: KafkaGate, pki: dict[str, Path], **overrides: Any) -> str:
     security = {"protocol": "SSL", "ssl_cafile": str(pki["ca"]),
                 "ssl_certfile": str(pki["client_cert"]), "ssl_keyfile": str(pki["client_key"]),
@@ -446,43 +438,6 @@ def mtls_config(gate: KafkaGate, pki: dict[str, Path], **overrides: Any) -> str:
     return yaml.safe_dump({"clusters": [{"name": "tls", "request_timeout": "3s",
                                          "bootstrap_servers": f"127.0.0.1:{gate.port}",
                                          "security": security}]})  # fmt: skip
-
-
-async def test_mutual_tls_with_an_encrypted_key_whose_password_comes_from_the_environment(
-    gated: Callable[[KafkaGate], Awaitable[EmbeddedBroker]],
-    pki: dict[str, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-):
-    async with KafkaGate(tls=requiring_client_certificates(pki)) as gate:
-        await gated(gate)
-        login = {"security_protocol": "SSL", "ssl_context": create_ssl_context(
-            cafile=str(pki["ca"]), certfile=str(pki["client_cert"]),
-            keyfile=str(pki["client_key"]), password=KEY_PASSWORD)}  # fmt: skip
-        group = _name("mtls-group")
-        topic = await lagging_group(f"127.0.0.1:{gate.port}", group, **login)
-        config = tmp_path / "service.yaml"
-        config.write_text(mtls_config(gate, pki))
-        monkeypatch.setenv("KAFKA_SSL_KEY_PASSWORD", KEY_PASSWORD)
-        cluster = load_service_config(config).clusters[0]  # the files are loaded as check does
-        async with make_collector(cluster) as collector:
-            assert await lags(collector, group) == {topic: 3}
-
-
-async def test_mutual_tls_without_an_accepted_client_certificate_fails_the_scan(
-    gated: Callable[[KafkaGate], Awaitable[EmbeddedBroker]], pki: dict[str, Path]
-):
-    async with KafkaGate(tls=requiring_client_certificates(pki)) as gate:
-        await gated(gate)
-        for certificate in ({}, {"ssl_certfile": str(pki["stranger_cert"]),
-                                 "ssl_keyfile": str(pki["stranger_key"]),
-                                 "ssl_password": None}):  # fmt: skip
-            settings = {"ssl_certfile": None, "ssl_keyfile": None, "ssl_password": None,
-                        **certificate}  # fmt: skip
-            cluster = cluster_from_yaml(mtls_config(gate, pki, **settings))
-            async with make_collector(cluster) as collector:
-                with pytest.raises(ScanError, match=r"cannot connect to 127\.0\.0\.1"):
-                    await collector.scan()
 
 
 def check(config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from notifier.api import create_app
 from notifier.collect import ScanResult
-from notifier.config import ConfigError, RulesConfig, parse_service_config
+from notifier.config import ConfigError, parse_service_config
+from notifier.rules import RulesConfig
 from notifier.types import GroupMember, Sample, samples_to_table
 
 from .scripted import drive, service

@@ -46,11 +46,18 @@ async def test_silences_through_the_service_validate_persist_and_delete(http, tm
     assert sorted(s.source for s in second.list_silences()) == ["api", "config"]
     config_silence = next(s for s in second.list_silences() if s.source == "config")
     with pytest.raises(SilenceError, match="config"):
-        second.delete_silence(config_silence.id)
-    second.delete_silence(silence.id)
+        second.expire_silence(config_silence.id)
+    second.expire_silence(silence.id)
     await eventually(lambda: len(http.to("/hook")) == 1)
     assert [e for _n, e, g in alerts_of(http.to("/hook"))] == ["open"]
+    assert {s.id: s.state(now_ms()) for s in second.list_silences()}[silence.id] == "expired"
     await second.stop()
+
+    third = await notifiers(cfg, db)  # the expired silence is kept across a restart
+    assert {s.id: s.state(now_ms()) for s in third.list_silences()}[silence.id] == "expired"
+    with pytest.raises(SilenceError, match="already expired"):
+        third.expire_silence(silence.id)
+    await third.stop()
 
 
 async def test_secrets_never_reach_logs_errors_or_metrics(http, tmp_path, notifiers, caplog):

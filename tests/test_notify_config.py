@@ -10,7 +10,10 @@ import pytest
 
 from notifier.config import ConfigError, NotifyConfig, Rate, parse_matchers, parse_notify
 from notifier.notify import Dispatcher, build_channels, channel_policies
-from notifier.notify.channels import Email, PagerDuty, SlackBot, SlackWebhook, Webhook
+from notifier.notify.channels.email import Email
+from notifier.notify.channels.pagerduty import PagerDuty
+from notifier.notify.channels.slack import SlackBot, SlackWebhook
+from notifier.notify.channels.webhook import Webhook
 from notifier.types import Severity
 
 from .notify_helpers import H, M, S

@@ -105,3 +105,34 @@ def test_the_wheel_runs_every_first_command_outside_the_source_tree():
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     assert "every scenario detected, nothing else alerted" in done.stdout
     assert "wheel-check: OK" in done.stdout
+
+
+def _make_dry_run(target: str, venv: Path) -> list[str]:
+    """The commands `make <target>` would run on a fresh clone (a virtualenv not yet made)."""
+    done = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=True)  # fmt: skip
+    return done.stdout.splitlines()
+
+
+def test_make_demo_installs_the_package_alone_without_the_test_tools(tmp_path):
+    """The README's first command needs no test tools and no system Kerberos (the test extra
+    builds gssapi against libkrb5-dev)."""
+    commands = _make_dry_run("demo", tmp_path / "venv")
+    installs = [c for c in commands if " install " in c and "--upgrade pip" not in c]
+    assert installs == [f"{tmp_path / 'venv'}/bin/pip install --quiet -e ."]
+    assert not any("setup-system" in c or "[test]" in c for c in commands)
+    assert commands[-1].startswith(f"{tmp_path / 'venv'}/bin/notifier demo ")
+
+
+def test_make_test_installs_the_system_programs_before_the_test_extra(tmp_path):
+    commands = _make_dry_run("test", tmp_path / "venv")
+    setup = commands.index("bash tests/setup-system.sh")
+    install = commands.index(f"{tmp_path / 'venv'}/bin/pip install --quiet -e '.[test]'")
+    assert setup < install < commands.index(f"{tmp_path / 'venv'}/bin/pytest -q")
+
+
+def test_ci_runs_nothing_but_the_readmes_test_command_and_the_wheel_check():
+    steps = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if line and not line.startswith("#")]  # fmt: skip
+    assert steps == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', "make test",
+                     "make wheel-check"]  # fmt: skip

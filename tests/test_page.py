@@ -27,12 +27,13 @@ import pytest
 
 from notifier.api import ApiServer, create_app
 from notifier.collect import ScanError
-from notifier.config import load_rules, parse_notify, parse_service_config
+from notifier.config import parse_notify, parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.history import HistoryWriter
 from notifier.notify import Notifier
+from notifier.rules import load_rules
 from notifier.service import Coordinator
-from notifier.types import Sample
+from notifier.types import GroupStatus, Sample, Transition
 
 from .scripted import ScriptedCollector, drive, replayed_service, scan_result
 
@@ -52,7 +53,8 @@ TOKEN = "s3cret-page-token"
 
 
 def chromium() -> str:
-    """Debian's Chromium (``.ci/run`` installs it); installed here on first use as root."""
+    """Debian's Chromium (``make test`` installs it: tests/setup-system.sh); installed here on
+    first use as root when pytest runs alone."""
     if not os.path.exists(CHROMIUM) and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"]
@@ -287,6 +289,34 @@ async def test_the_page_leads_with_a_down_cluster_and_names_each_fault(prod, bro
     await screenshot(page, prod, "groups")
 
 
+async def test_a_group_with_an_open_incident_shows_its_status_or_says_why_not(prod, browser):
+    """Every row with an open incident shows the incident's status (what the pager said); where
+    the evaluation says otherwise (payments: evaluated OK while an incident says ERR), the row
+    shows the evaluation's beside it and why, never OK alone."""
+    payments = prod.coordinator.clusters["prod"].evaluation.result("prod", "payments")
+    at = int(time.time() * 1000)
+    prod.notifier.handle([Transition("prod", "payments", GroupStatus.OK, GroupStatus.ERR, at,
+                                     payments)])  # fmt: skip
+    page = await open_page(browser, prod.url + "/")
+    row = page.locator('tr[data-group="payments"]')
+    await row.locator("a.chip.incident").wait_for()
+    assert await row.get_attribute("data-status") == "ERR"
+    status = row.locator("td.status")
+    assert await status.locator("[data-evaluated]").get_attribute("data-evaluated") == "OK"
+    assert await status.locator(".status-reason").get_attribute("data-reason") == "earlier_scan"
+    assert "evaluated OK at an earlier scan" in await status.inner_text()
+    await screenshot(page, prod, "groups-status-reason")
+    for each in await page.locator("#groups tbody tr").all():
+        chip = each.locator("a.chip.incident")
+        if not await chip.count():
+            continue
+        incident_status = (await chip.get_attribute("class")).split()[-1]
+        shown = await each.get_attribute("data-status")
+        reason = each.locator(".status-reason")
+        assert shown == incident_status or await reason.count(), await each.inner_text()
+        assert shown != "OK", await each.inner_text()
+
+
 async def test_a_cluster_that_never_answered_is_not_waiting_for_its_first_scan(
     tmp_path, http, browser
 ):
@@ -351,6 +381,7 @@ async def test_the_history_endpoint_reads_parquet_and_the_journal_bounded(prod):
 
     async with httpx.AsyncClient(base_url=prod.url) as client:
         body = (await client.get("/api/groups/prod/orders-etl/history?hours=6")).json()
+        fitted = (await client.get("/api/groups/prod/orders-etl/history")).json()
         too_far = await client.get("/api/groups/prod/orders-etl/history?hours=100")
         unknown = await client.get("/api/groups/prod/nope/history")
         openapi = (await client.get("/openapi.json")).json()
@@ -361,6 +392,11 @@ async def test_the_history_endpoint_reads_parquet_and_the_journal_bounded(prod):
     peak = max(p["max_lag_seconds"] or 0 for p in body["points"])
     assert 40 * 60 < peak < 46 * 60  # 44 minutes behind by now
     assert too_far.status_code == 422 and unknown.status_code == 404
+    # Without hours: the span the history covers (four hours here), not six.
+    first = fitted["points"][0]["ts"]
+    assert fitted["scans"] == SCANS and body["start"] < fitted["start"] < first
+    assert first - fitted["start"] <= (fitted["end"] - first) / 30 + 1
+    assert 4 < fitted["hours"] < 4.2
     assert "/api/groups/{cluster}/{group}/history" in openapi["paths"]
     assert "/api/incidents/{incident_id}" in openapi["paths"]
 
@@ -453,6 +489,9 @@ async def test_a_silence_is_created_and_expired_from_the_page(prod, browser):
     await page.locator("#form-message.ok").wait_for()
     assert "expired" in await page.locator("#form-message").inner_text()
     await page.locator("#none").wait_for()
+    expired = page.locator("#silences tr.silence.expired")  # kept, as Alertmanager keeps it
+    await expired.wait_for()
+    assert "alice" in await expired.inner_text() and "Expire now" not in await expired.inner_text()
     assert "silenced" not in await group_marks(page, prod, "billing")
 
 

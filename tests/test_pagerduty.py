@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from notifier.demo import HttpReceiver
-from notifier.notify.channels import PagerDuty
+from notifier.notify.channels.pagerduty import PagerDuty
 from notifier.types import Event, Finding, GroupStatus, Severity
 
 from .channel_helpers import make_alert, make_notification, many_alerts

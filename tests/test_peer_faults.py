@@ -31,8 +31,9 @@ import pytest
 from notifier import resources
 from notifier.collect import ClusterCollector, EmbeddedBroker, ScanError, ScanResult
 from notifier.collect.results import elapsed_clock
-from notifier.config import load_rules, parse_service_config
+from notifier.config import parse_service_config
 from notifier.history import HistoryWriter, read_history
+from notifier.rules import load_rules
 from notifier.service import Coordinator, make_collector
 from notifier.service.scanclock import SLEW_RATE, ScanClock
 from notifier.types import Sample, samples_to_table

@@ -14,9 +14,10 @@ from click.testing import CliRunner
 
 from notifier import resources
 from notifier.cli import main
-from notifier.config import load_rules, parse_service_config
+from notifier.config import parse_service_config
 from notifier.notify.channels import Templates
 from notifier.notify.channels.templates import sample_notification
+from notifier.rules import load_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from notifier.config import parse_rules
-from notifier.rules import RuleTest, TransitionTracker, replay_table, series_samples
+from notifier.rules import RuleTest, TransitionTracker, parse_rules, replay_table, series_samples
 from notifier.types import GroupStatus, samples_to_table
 from tests.rule_helpers import BURROW_ONLY, evaluate, only, series
 

@@ -8,8 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from notifier.config import RulesConfig
-from notifier.rules import Evaluator, ScanColumns, WindowStore
+from notifier.rules import Evaluator, RulesConfig, ScanColumns, WindowStore
 from notifier.rules import kernels as kernels
 from notifier.types import GROUP_STATES, PARTITION_STATUS_CODES, Sample
 

@@ -4,6 +4,7 @@ validation that names the field, and silences from the config file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -57,6 +58,17 @@ def test_deleting_a_silence_releases_what_it_held():
     assert d.tick(T0) == []
     d.delete_silence(s.id, T0 + 5 * M)
     assert events(d.tick(T0 + 5 * M)) == [("oncall", "open", "orders")]
+
+
+def test_a_silence_ended_early_releases_what_it_held_and_is_kept():
+    d = dispatcher({"group_interval": "1m"})
+    s = silence(["cluster=prod"], T0 + 24 * H)
+    d.add_silence(s, T0)
+    d.handle([move("orders", OK, ERR, T0)], T0)
+    assert d.tick(T0) == []
+    d.add_silence(dataclasses.replace(s, ends_at=T0 + 5 * M), T0 + 5 * M)  # expired now
+    assert events(d.tick(T0 + 5 * M)) == [("oncall", "open", "orders")]
+    assert d.silences[s.id].state(T0 + 5 * M) == "expired"
 
 
 def test_a_silence_in_the_future_does_not_hold_yet():

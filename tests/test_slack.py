@@ -10,8 +10,8 @@ import json
 import pytest
 
 from notifier.demo import SLACK_CHANNEL_ID
-from notifier.notify.channels import (
-    Delivery,
+from notifier.notify.channels import Delivery
+from notifier.notify.channels.slack import (
     SlackBot,
     SlackMessageRef,
     SlackWebhook,

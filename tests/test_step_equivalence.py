@@ -14,9 +14,8 @@ import pyarrow.compute as pc
 import pytest
 
 from notifier.backtest import GridConfig, ReplayOptions, SampleArrays, replay, synthesize
-from notifier.config import RulesConfig, load_rules
 from notifier.history import read_history
-from notifier.rules import replay_table
+from notifier.rules import RulesConfig, load_rules, replay_table
 from notifier.types import Transition
 
 from .scripted import RecordingSink, drive, replayed_service

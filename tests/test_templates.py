@@ -12,16 +12,11 @@ import pytest
 
 from notifier.demo import SmtpReceiver
 from notifier.notify import IncidentBook
-from notifier.notify.channels import (
-    Channel,
-    Email,
-    PagerDuty,
-    SlackWebhook,
-    Templates,
-    Webhook,
-    sample_notification,
-    webhook_payload,
-)
+from notifier.notify.channels import Channel, Templates, sample_notification
+from notifier.notify.channels.email import Email
+from notifier.notify.channels.pagerduty import PagerDuty
+from notifier.notify.channels.slack import SlackWebhook
+from notifier.notify.channels.webhook import Webhook, webhook_payload
 from notifier.types import Alert, Event, Notification
 
 from .channel_helpers import WEBHOOK_PATH, make_notification

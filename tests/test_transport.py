@@ -14,7 +14,8 @@ import pytest
 import trustme
 
 from notifier.demo import HttpReceiver
-from notifier.notify.channels import AsyncioTransport, Webhook
+from notifier.notify.channels import AsyncioTransport
+from notifier.notify.channels.webhook import Webhook
 
 from .channel_helpers import make_notification
 

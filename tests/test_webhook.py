@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from notifier.notify.channels import Webhook, webhook_payload
+from notifier.notify.channels.webhook import Webhook, webhook_payload
 from notifier.types import Event, GroupStatus
 
 from .channel_helpers import make_alert, make_notification

@@ -449,9 +449,8 @@ def create_app(
             lambda: encode(group_evidence(state, cluster, group, fresh, result)),
         )  # fmt: skip
         live = group_live_members(
-            cluster, group, result.findings, open_incidents(notifier), ActiveSilences(notifier),
-            fresh, now,
-        )  # fmt: skip
+            cluster, group, result, open_incidents(notifier), ActiveSilences(notifier), fresh, now
+        )
         return JSONBytes(with_members(evidence, {**live, **mine}))
 
     @app.get(
@@ -510,23 +509,24 @@ def create_app(
         tags=["notifier"],
         responses=_errors(
             e404="no such silence, or notifications are not configured",
-            e409="the silence comes from the config file: remove it there",
+            e409="the silence comes from the config file (remove it there), or has expired",
             e422=_INVALID,
             e401=_WRITE["e401"],
             e403=_WRITE["e403"],
         ),
     )
-    def api_delete_silence(silence_id: str) -> dict[str, Any]:
+    def api_expire_silence(silence_id: str) -> dict[str, Any]:
+        """Expire a silence now (Alertmanager's DELETE): it is kept and listed as expired."""
         n = _silences(notifier)
         if silence_id not in {s.id for s in n.list_silences()}:
             raise HTTPException(404, "no such silence")
         try:
-            n.delete_silence(silence_id)
+            expired = n.expire_silence(silence_id)
         except ConfigError as exc:
             raise HTTPException(409, "; ".join(m for _, m in exc.problems)) from None
         if fleet is not None:
-            fleet.retract_silence(silence_id)
-        return {"deleted": silence_id}
+            fleet.publish_silence(expired)
+        return {"expired": silence_id, "silence": expired.to_dict(n.clock())}
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse
@@ -35,7 +35,6 @@ from notifier.api.burrow import burrow_body
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.config import ClusterConfig, NotifyConfig
 from notifier.config.notify import ChannelEntry
-from notifier.config.secrets import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +53,6 @@ _LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "
                 logging.ERROR: "error", logging.CRITICAL: "fatal"}  # fmt: skip
 
 CONFIG_COORDINATORS = ("storage", "evaluator", "cluster", "consumer", "notifier")
-
-_CHANNEL_CLASS = {"slack_webhook": "slack", "slack_bot": "slack", "email": "email",
-                  "webhook": "http", "pagerduty": "pagerduty"}  # fmt: skip
-"""Each channel kind as the Burrow notifier class closest to it."""
 
 
 class LogLevelIn(BaseModel):
@@ -334,31 +329,14 @@ def channel_modules(config: NotifyConfig) -> dict[str, tuple[str, ChannelEntry]]
 
 
 def channel_module(config: NotifyConfig, receiver: str, entry: ChannelEntry) -> dict[str, Any]:
-    """One channel in the shape of the Burrow notifier class closest to it. Left out: every
-    password, token, routing key and header value; a webhook URL keeps its scheme, host and
-    port (its path is the credential of a Slack webhook)."""
-    kind = entry.kind
-    channel: Any = getattr(entry, kind)
+    """One channel in the shape of the Burrow notifier class closest to it (its settings say
+    which, and add their own fields). Left out: every password, token, routing key and header
+    value; a webhook URL keeps its scheme, host and port (its path is the credential of a Slack
+    webhook)."""
+    settings = entry.config
     module: dict[str, Any] = {
-        "class-name": _CHANNEL_CLASS[kind], "kind": kind, "receiver": receiver,
-        "group-whitelist": "", "timeout": channel.timeout, "extra": dict(config.extras),
+        "class-name": settings.burrow_class, "kind": entry.kind, "receiver": receiver,
+        "group-whitelist": "", "timeout": settings.timeout, "extra": dict(config.extras),
     }  # fmt: skip
-    if kind in ("slack_webhook", "webhook"):
-        module["url-open"] = redact_url(channel.url.reveal())
-    if kind == "webhook":
-        auth: Literal["basic", "bearer", "none"] = (
-            "basic" if channel.basic_auth else "bearer" if channel.bearer_token else "none"
-        )
-        module.update({"method-open": channel.method, "auth-type": auth,
-                       "headers": sorted(channel.headers),
-                       "template-open": channel.body_template or ""})  # fmt: skip
-    elif kind == "slack_bot":
-        module.update({"channel": channel.channel, "api-url": channel.api_url})
-    elif kind == "email":
-        module.update({"server": channel.host, "port": channel.port or 0,
-                       "auth-type": "plain" if channel.username else "",
-                       "username": channel.username or "", "from": channel.sender,
-                       "to": ",".join(channel.recipients), "tls": channel.tls})  # fmt: skip
-    elif kind == "pagerduty":
-        module["url-open"] = channel.url
+    module.update(settings.burrow_fields())
     return module

@@ -115,6 +115,14 @@ class DeliveryOut(BaseModel):
     last_error: str | None
 
 
+class WaitingOut(BaseModel):
+    route: str
+    receiver: str
+    reason: Literal["group_wait", "cluster_down_wait", "group_interval", "silenced",
+                    "inhibited", "below_threshold", "sent"]  # fmt: skip
+    until: int | None = Field(description="epoch ms; null: until something changes")
+
+
 class TimelineEntry(BaseModel):
     at: int
     event: Literal["opened", "open", "escalate", "repeat", "resolve", "closed"] = Field(
@@ -122,6 +130,11 @@ class TimelineEntry(BaseModel):
     )
     status: str | None
     text: str
+    waiting: list[WaitingOut] | None = Field(
+        default=None,
+        description="before any notification is sent: what each route that took the incident "
+        "waits for, and until when",
+    )
 
 
 class IncidentDetail(BaseModel):

@@ -11,11 +11,14 @@ the scans run on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse
 
@@ -38,6 +41,7 @@ from notifier.api.series import (
 )
 from notifier.api.sources import ClusterView, CoordinatorView, FleetSource, NotifierView
 from notifier.api.views import group_result, jsonable
+from notifier.notify.channels import humanize_seconds
 from notifier.types import SAMPLE_SCHEMA, GroupStatus, Incident
 
 SLOW_READS = 2
@@ -82,11 +86,19 @@ def add_page_routes(
         cluster: str,
         group: str,
         request: Request,
-        hours: float = Query(DEFAULT_HOURS, gt=0, le=MAX_HOURS, description="how far back"),
+        hours: float | None = Query(
+            None,
+            gt=0,
+            le=MAX_HOURS,
+            description=f"how far back; unset: the span the group's history covers, at most "
+            f"the last {DEFAULT_HOURS} h",
+        ),
     ) -> dict[str, Any]:
         """The group's lag, largest partition lag and lag in seconds per scan over the last
         ``hours`` (at most 48), downsampled to at most 360 points; the thresholds of the rules
-        that apply to it; its incidents and its cluster's outages in that time."""
+        that apply to it; its incidents and its cluster's outages in that time. Without
+        ``hours``, the span the group's history covers (at most the last 6 h): a group watched
+        for minutes fills the chart rather than being a sliver at its right edge."""
         state = coordinator.clusters.get(cluster)
         if state is None:
             raise HTTPException(404, "cluster not found")
@@ -99,10 +111,12 @@ def add_page_routes(
         if result.status is GroupStatus.NOTFOUND:
             raise HTTPException(404, "cluster or consumer not found")
         end = clock() + 1
-        start = end - round(hours * 3_600_000)
+        start = end - round((hours or DEFAULT_HOURS) * 3_600_000)
         history = coordinator.history
-        series = await in_thread(_read_series, history.root if history else None, cluster,
-                                 group, start, end)  # fmt: skip
+        series, start = await in_thread(_read_series, history.root if history else None,
+                                        cluster, group, start, end, hours is None)  # fmt: skip
+        if hours is None:
+            hours = round((end - start) / 3_600_000, 4)
         spans = await _incident_spans(cluster, group, start, end)
         topics = sorted({p.topic for p in result.partitions})
         lines = _thresholds(state, cluster, group, topics)
@@ -182,9 +196,10 @@ def add_page_routes(
         if incident is None:
             raise HTTPException(404, "no such incident")
         sent = (await _deliveries([incident]))[incident.id]
+        waiting = notifier.waiting(incident.id) if not sent else []
         return {
             "incident": incident_out(incident, sent, clock()),
-            "timeline": timeline(incident, sent),
+            "timeline": timeline(incident, sent, waiting, clock()),
             "deliveries": [d.to_dict() for d in sent],
             "instance": fleet.instance if fleet is not None else None,
         }
@@ -230,10 +245,19 @@ def _add_html(app: FastAPI, route: str, path: Path) -> None:
     app.add_api_route(route, html, methods=["GET"], include_in_schema=False)
 
 
-def _read_series(root: Path | None, cluster: str, group: str, start: int, end: int) -> LagSeries:
+def _read_series(
+    root: Path | None, cluster: str, group: str, start: int, end: int, fit: bool
+) -> tuple[LagSeries, int]:
+    """The group's series from ``start`` to ``end``, and where it starts: with ``fit``, at
+    the group's first scan in that range (less a thirtieth of the span, so the first point
+    is not on the edge)."""
     if root is None:
-        return lag_series(SAMPLE_SCHEMA.empty_table(), start, end)
-    return lag_series(read_group_rows(root, cluster, group, start, end), start, end)
+        return lag_series(SAMPLE_SCHEMA.empty_table(), start, end), start
+    rows = read_group_rows(root, cluster, group, start, end)
+    if fit and rows.num_rows:
+        first = int(pc.min(rows.column("ts").cast(pa.int64())).as_py())
+        start = max(start, first - max(1000, (end - first) // 30))
+    return lag_series(rows, start, end), start
 
 
 def _thresholds(state: ClusterView, cluster: str, group: str, topics: list[str]) -> list[Any]:
@@ -275,10 +299,38 @@ _EVENT_WORDS = {
 }
 
 
-def timeline(incident: Incident, sent: list[Delivery]) -> list[dict[str, Any]]:
+_WAITING_WORDS = {
+    "group_wait": "its group_wait (alerts that come together go out together)",
+    "cluster_down_wait": "the cluster-down alert's cluster_down_wait",
+    "group_interval": "the group_interval since the last notification of its aggregation group",
+    "silenced": "silenced",
+    "inhibited": "muted by an inhibit rule (a cluster-down alert, or its own ERR), until that ends",
+    "below_threshold": "below the route's threshold",
+    "sent": "notified; nothing new to send",
+}
+
+
+def waiting_text(waiting: Mapping[str, Any], now: int) -> str:
+    """``route default (to ops) waits for its group_wait (…) until 12:00:30 UTC (in 25 s)``."""
+    what = _WAITING_WORDS.get(waiting["reason"], waiting["reason"])
+    until = waiting.get("until")
+    when = ""
+    if until is not None:
+        stamp = datetime.fromtimestamp(until / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        when = f" until {stamp} (in {humanize_seconds(max(0, until - now) / 1000)})"
+    return f"route {waiting['route']} (to {waiting['receiver']}) waits: {what}{when}"
+
+
+def timeline(
+    incident: Incident,
+    sent: list[Delivery],
+    waiting: Sequence[Mapping[str, Any]] = (),
+    now: int = 0,
+) -> list[dict[str, Any]]:
     """What happened to the incident, oldest first: opened, each notification planned (once,
     however many channels it went to) with the status it carried, closed. The statuses the
-    notifications carried are the incident's status changes as its receivers saw them."""
+    notifications carried are the incident's status changes as its receivers saw them. Until
+    a notification is sent, what each route ``waiting`` for it waits for, and until when."""
     entries: list[dict[str, Any]] = [
         {"at": incident.opened_at, "event": "opened", "status": None,
          "text": f"opened for {incident.cluster}/{incident.group}"}
@@ -299,8 +351,11 @@ def timeline(incident: Incident, sent: list[Delivery]) -> list[dict[str, Any]]:
         entries.append({"at": incident.closed_at, "event": "closed",
                         "status": incident.status.value, "text": f"closed: {reason}"})  # fmt: skip
     if not sent:
-        why = "silenced" if incident.silenced else "none planned yet (or no route matched)"
+        why = "; ".join(waiting_text(w, now) for w in waiting) or (
+            "silenced" if incident.silenced else "no route took it"
+        )
         entries.append({"at": incident.opened_at, "event": "opened", "status": None,
-                        "text": f"no notification sent: {why}"})  # fmt: skip
+                        "text": f"no notification sent yet: {why}",
+                        "waiting": list(waiting)})  # fmt: skip
     entries.sort(key=lambda e: (e["at"], e["event"] == "closed"))
     return entries

@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from notifier.config import RulesConfig
 from notifier.history import HistoryEmptyError, HistoryNotFoundError, conform, read_history
+from notifier.rules import RulesConfig
 from notifier.types import SAMPLE_SCHEMA
 
 MAX_HOURS = 48

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from notifier.config import ClusterConfig, NotifyConfig, RulesConfig, ServiceConfig
-from notifier.rules import Evaluation, LeoReset
+from notifier.config import ClusterConfig, NotifyConfig, ServiceConfig
+from notifier.rules import Evaluation, LeoReset, RulesConfig
 from notifier.types import CommitPoint, GroupMember, Incident
 
 
@@ -261,6 +261,10 @@ class NotifierView(Protocol):
         """Open incidents by (cluster, group), ``silenced`` as of now; the same mapping object
         as long as they stay the same."""
 
+    def waiting(self, incident_id: str) -> list[dict[str, Any]]:
+        """What each route that took a live incident waits for before notifying it, and
+        until when (:meth:`notifier.notify.Dispatcher.waiting`)."""
+
     def list_silences(self) -> Sequence[SilenceView]: ...
 
     def add_silence(
@@ -274,8 +278,9 @@ class NotifierView(Protocol):
     ) -> SilenceView:
         """Raises :class:`notifier.config.ConfigError` naming each bad field."""
 
-    def delete_silence(self, silence_id: str) -> object:
-        """Raises :class:`notifier.config.ConfigError` for a silence the API cannot delete."""
+    def expire_silence(self, silence_id: str) -> SilenceView:
+        """End a silence now, keeping its record; raises :class:`notifier.config.ConfigError`
+        for a silence the API cannot expire (from the config file, or expired already)."""
 
     def metrics(self) -> Mapping[str, Any]:
         """Delivery counters by channel (``sent``, ``failed``, ``retried``), ``outbox_depth``,

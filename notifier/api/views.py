@@ -22,6 +22,7 @@ from fastapi import HTTPException
 from notifier.api.burrow import burrow_point
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView, SilenceView
 from notifier.rules import Evaluation, group_without_partitions, not_found
+from notifier.rules.results import kept_firing
 from notifier.types import Finding, GroupResult, GroupStatus, Incident, Severity
 
 
@@ -210,17 +211,68 @@ def joined_rows(
     silences: ActiveSilences,
 ) -> list[tuple[dict[str, Any], Incident | None]]:
     """:func:`scan_rows` with each group's open incident and the silences holding its alerts
-    back, each row with the incident it shows."""
+    back, each row with the incident it shows. A row's ``status`` is its open incident's (what
+    the pager said), the scan's own beside it (:func:`status_members`)."""
     out: list[tuple[dict[str, Any], Incident | None]] = []
     for row, findings, shows_incident in rows:
         group = row["group"]
         incident = incidents.get((cluster, group)) if shows_incident else None
         members = {
+            **status_members(row["status"], row["partial"], row["complete"], findings, incident),
             "incident_id": incident.id if incident else None,
             **silences.of(cluster, group, incident, findings),
         }
         out.append(({**row, **members}, incident))
     return out
+
+
+def status_members(
+    evaluated: str,
+    partial: bool,
+    complete: float,
+    findings: list[Finding],
+    incident: Incident | None,
+) -> dict[str, Any]:
+    """The status a person reads first, and why it is not what the evaluation says.
+
+    ``status``: the open incident's, which is what was notified (the last status the gate let
+    through), else the evaluation's; ``evaluated_status``: the evaluation's (the last scan whose
+    rows are worked out); ``status_reason`` (None when there is nothing to explain):
+    ``{"kind", "message"}``, where ``kind`` is
+
+    - ``recovering``: the evaluation is better than the incident, on a partial window (a
+      window still filling, or stale data): the gate keeps the incident's status until a
+      complete window agrees;
+    - ``hold``: the same, the evaluation worse than the incident;
+    - ``keep_firing_for``: every rule behind the status has seen its condition clear and keeps
+      firing for its ``keep_firing_for``;
+    - ``earlier_scan``: the evaluation shown is from an earlier scan than the one that moved
+      the incident (the rows of the latest scan are being worked out; ``data_age_seconds``).
+    """
+    if incident is None:
+        return {"status": evaluated, "evaluated_status": evaluated, "status_reason": None}
+    status = incident.status.value
+    reason: dict[str, str] | None = None
+    if evaluated != status:
+        if partial:
+            recovering = GroupStatus(evaluated).rank < incident.status.rank
+            kind = "recovering" if recovering else "hold"
+            reason = {"kind": kind, "message": (
+                f"evaluated {evaluated} on a partial window ({round(100 * complete)}% complete): "
+                f"the incident stays {status} until a complete window agrees"
+            )}  # fmt: skip
+        else:
+            reason = {"kind": "earlier_scan", "message": (
+                f"evaluated {evaluated} at an earlier scan than the one that made the incident "
+                f"{status}; the next rows agree"
+            )}  # fmt: skip
+    elif findings and all(kept_firing(f) for f in findings):
+        by_rule = {f.rule: f.message for f in findings}
+        reason = {
+            "kind": "keep_firing_for",
+            "message": "; ".join(f"{rule}: {by_rule[rule]}" for rule in sorted(by_rule)),
+        }
+    return {"status": status, "evaluated_status": evaluated, "status_reason": reason}
 
 
 _STATUS_WORD_RANK = {"STOP": 3, "STALL": 3, "REWIND": 3, "ERR": 2, "WARN": 1}
@@ -278,8 +330,8 @@ class ActiveSilences:
             now = notifier.clock()
             self.silences = [s for s in notifier.list_silences() if s.active(now)]
         self.key = tuple(s.id for s in self.silences)
-        """Which silences are active (a silence never changes once made): what :meth:`of`
-        answers from, besides its arguments."""
+        """Which silences are active (a silence changes only by expiring, which takes it out
+        of this set): what :meth:`of` answers from, besides its arguments."""
 
     def of(
         self, cluster: str, group: str, incident: Incident | None, findings: list[Finding]
@@ -333,8 +385,8 @@ def group_detail(
     return {
         **group_evidence(state, cluster, group, fresh, result),
         **group_live_members(
-            cluster, group, result.findings, open_incidents(notifier), ActiveSilences(notifier),
-            fresh, now_ms,
+            cluster, group, result, open_incidents(notifier), ActiveSilences(notifier), fresh,
+            now_ms,
         ),
     }  # fmt: skip
 
@@ -342,19 +394,25 @@ def group_detail(
 def group_live_members(
     cluster: str,
     group: str,
-    findings: list[Finding],
+    result: GroupResult,
     incidents: Mapping[tuple[str, str], Incident],
     silences: ActiveSilences,
     fresh: Freshness,
     now_ms: int,
 ) -> dict[str, Any]:
-    """What a group's detail shows besides its evidence, as of ``now_ms``: its open incident,
-    the silences holding its alerts back and the data's age."""
+    """What a group's detail shows besides its evidence, as of ``now_ms``: its open incident
+    and why its status differs from the evaluation's (``status_reason``, as /api/groups says
+    it: :func:`status_members`), the silences holding its alerts back and the data's age."""
     incident = incidents.get((cluster, group))
+    seen = as_of(result, fresh)
+    reading = status_members(
+        seen.status.value, seen.partial, seen.complete, seen.findings, incident
+    )
     return {
         "incident_id": incident.id if incident else None,
         "incident": incident_summary(incident, now_ms),
-        **silences.of(cluster, group, incident, findings),
+        "status_reason": reading["status_reason"],
+        **silences.of(cluster, group, incident, result.findings),
         **fresh.fields(),
     }
 

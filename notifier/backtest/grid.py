@@ -15,12 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from notifier.config import (
-    ConfigError,
-    RulesConfig,
-    read_yaml,
-    with_parameters,
-)
+from notifier.config import ConfigError, read_yaml
+from notifier.rules import RulesConfig, with_parameters
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,9 +45,7 @@ from notifier.backtest.spark import (
 from notifier.config import (
     ConfigError,
     NotifyConfig,
-    RulesConfig,
     format_duration,
-    load_rules,
     parse_duration,
     parse_notify,
     read_yaml,
@@ -59,6 +57,7 @@ from notifier.history import (
     read_history,
     to_ms,
 )
+from notifier.rules import RulesConfig, load_rules
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

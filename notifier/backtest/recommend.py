@@ -13,8 +13,12 @@ from typing import Any
 
 import pandas as pd
 import yaml
+from pydantic import BaseModel
 
-from notifier.config import RulesConfig, format_duration, parse_rules
+from notifier.config import WindowSettings, duration_fields, format_duration
+from notifier.rules import RulesConfig, parse_rules
+from notifier.rules.kinds import kind_of
+from notifier.rules.kinds.burrow import BurrowRule
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,33 +82,18 @@ def recommend(summary: pd.DataFrame, labelled: bool, recall_target: float) -> Re
     )
 
 
-_DURATION_FIELDS = {
-    "for",
-    "keep_firing_for",
-    "min_distance",
-    "expire_group",
-    "assumed_commit_interval",
-    "churn_gap",
-    "stall_after",
-    "stop_after",
-    "lasting",
-    "min_lag_seconds",
-}
-_LAG_SECONDS_FIELDS = {"threshold", "clear_below"}
-"""Durations only in a ``lag_seconds`` rule (a ``lag`` rule counts records there)."""
+def _section_model(config: RulesConfig, section: str, rest: Sequence[str]) -> type[BaseModel]:
+    if section == "window":
+        return WindowSettings
+    if section == "burrow":
+        return BurrowRule
+    return type(config.rule(rest[0]))
 
 
 def is_duration(config: RulesConfig, dotted: str) -> bool:
     """Whether a dotted parameter is a duration (shown as ``2m`` rather than ``120``)."""
     section, *rest = dotted.split(".")
-    key = rest[-1]
-    if key in _DURATION_FIELDS:
-        return True
-    return (
-        section == "rules"
-        and key in _LAG_SECONDS_FIELDS
-        and config.rule(rest[0]).kind == "lag_seconds"
-    )
+    return rest[-1] in duration_fields(_section_model(config, section, rest))
 
 
 def show_parameter(config: RulesConfig, dotted: str, value: Any) -> str:
@@ -118,11 +107,15 @@ def rules_yaml(config: RulesConfig, header: Sequence[str] = ()) -> str:
     """The whole rules file for ``config``, durations written as ``30s``/``5m``; checked to
     load back into the same configuration."""
     data = config.model_dump(by_alias=True, exclude_none=True, mode="json")
-    for section in (data["window"], data["burrow"], *data["rules"]):
+    sections: list[tuple[dict[str, Any], type[BaseModel]]] = [
+        (data["window"], WindowSettings),
+        (data["burrow"], BurrowRule),
+        *((rule, kind_of(rule["kind"]).model) for rule in data["rules"]),
+    ]
+    for section, model in sections:
+        durations = duration_fields(model)
         for key in list(section):
-            if key in _DURATION_FIELDS or (
-                key in _LAG_SECONDS_FIELDS and section.get("kind") == "lag_seconds"
-            ):
+            if key in durations:
                 section[key] = format_duration(float(section[key]))
         if section.get("match") == {}:
             del section["match"]

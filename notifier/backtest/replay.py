@@ -1,7 +1,7 @@
 """The replay engine: a sample history through the live code path, once per configuration.
 
 A replay drives :class:`~notifier.rules.store.WindowStore`,
-:class:`~notifier.rules.evaluate.Evaluator`, :class:`~notifier.rules.evaluate.TransitionTracker`
+:class:`~notifier.rules.evaluate.Evaluator`, :class:`~notifier.rules.transitions.TransitionTracker`
 and the notification core (:class:`~notifier.notify.Dispatcher`) exactly as the service does, and
 returns what each configuration would have opened and sent (:class:`ReplayOutput`). Why it is
 built this way:

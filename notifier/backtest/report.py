@@ -19,7 +19,7 @@ import pandas as pd
 
 from notifier.backtest.recommend import Recommendation, show_parameter, show_value
 from notifier.backtest.scoring import DAY_MS, MINUTE_MS, HistorySpan, match_incidents
-from notifier.config import RulesConfig
+from notifier.rules import RulesConfig
 
 _STATUS_COLOURS = {"WARN": "#e8a33d", "ERR": "#d9534f"}
 _LABEL_COLOUR = "#9db4d3"

@@ -34,7 +34,7 @@ from notifier.backtest.kafkasim import (
 )
 from notifier.backtest.replay import ReplayOptions, replay
 from notifier.backtest.scoring import match_incidents
-from notifier.config import RulesConfig
+from notifier.rules import RulesConfig
 
 INTERVAL_S = 10.0
 WARMUP_S = 1800

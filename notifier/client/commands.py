@@ -135,7 +135,7 @@ def status(
     as_json: bool,
 ) -> None:
     """Every consumer group's status on a running service, worst first."""
-    from notifier.client.tables import cluster_notes, groups_table
+    from notifier.client.tables import cluster_notes, groups_table, status_notes
 
     pattern = _group_pattern(group_regex)
     with _asking(), _client(url, config_path) as client:
@@ -159,7 +159,7 @@ def status(
         counts = {s: sum(g["status"] == s for g in groups) for s in ("ERR", "WARN", "OK")}
         shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         click.echo(f"{len(groups)} group(s){': ' + shown if shown else ''}")
-        for note in cluster_notes(clusters):
+        for note in [*status_notes(groups), *cluster_notes(clusters)]:
             click.echo(note)
         if not notifying:
             click.echo(

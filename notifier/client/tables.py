@@ -48,9 +48,27 @@ def relative(ms: int | None, now: int) -> str:
 
 def status_label(group: dict[str, Any]) -> str:
     """``ERR``, or ``ERR (partial)`` while the window is still filling (its status cannot
-    notify yet), ``ERR (stale)`` when the cluster has not been scanned lately."""
+    notify yet), ``ERR (stale)`` when the cluster has not been scanned lately. The status is
+    the open incident's (what the pager said); where the last evaluation says otherwise, or the
+    status is only kept by ``keep_firing_for``, the label says so: ``ERR (evaluated OK:
+    recovering, partial)``, ``WARN (keep_firing_for)``."""
     marks = [m for m in ("stale", "partial") if group.get(m)]
+    reason = group.get("status_reason")
+    if reason:
+        evaluated = group.get("evaluated_status")
+        differs = evaluated is not None and evaluated != group["status"]
+        marks.insert(0, f"evaluated {evaluated}: {reason['kind']}" if differs else reason["kind"])
     return f"{group['status']} ({', '.join(marks)})" if marks else group["status"]
+
+
+def status_notes(groups: Iterable[dict[str, Any]]) -> list[str]:
+    """A line for each group whose status is not the last evaluation's, or is kept: why."""
+    return [
+        f"{g['cluster']}/{g['group']}: {g['status']}, {g['status_reason']['kind']}: "
+        f"{g['status_reason']['message']}"
+        for g in groups
+        if g.get("status_reason")
+    ]
 
 
 def groups_table(groups: Iterable[dict[str, Any]]) -> list[str]:

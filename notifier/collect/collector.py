@@ -62,7 +62,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
-from aiokafka.conn import AIOKafkaConnection, CloseReason, create_conn
+from aiokafka.conn import AIOKafkaConnection, CloseReason
 from aiokafka.errors import (
     CorrelationIdError,
     IncompatibleBrokerVersion,
@@ -110,7 +110,13 @@ from notifier.collect.readonly import ReadOnly
 from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
 from notifier.collect.results import ScanError, ScanResult, TopicPartition, elapsed_clock
 from notifier.collect.samples import build_samples, normalize_group_state
-from notifier.collect.security import RefreshingTokenProvider, sasl_settings
+from notifier.collect.security import (
+    RefreshingTokenProvider,
+    describe_login,
+    login_failure,
+    open_connection,
+    sasl_settings,
+)
 from notifier.types import GroupMember
 
 log = logging.getLogger("notifier.collect")  # the name it logged under before the split
@@ -252,6 +258,13 @@ class ClusterCollector:
             **sasl,
         }
         self._token_provider = sasl.get("sasl_oauth_token_provider")
+        self._login = describe_login(
+            security_protocol,
+            sasl.get("sasl_mechanism"),
+            username=sasl_username,
+            token_provider=self._token_provider,
+            client_certificate=ssl_certfile,
+        )
         self._request_timeout_s = request_timeout_ms / 1000
         self._scan_timeout_s = scan_timeout_ms / 1000
         self._metadata_max_age_s = metadata_max_age_ms / 1000
@@ -405,7 +418,7 @@ class ClusterCollector:
                 return conn
             host, port = address
             try:
-                conn = await create_conn(host, port, **self._conn_settings)
+                conn = await open_connection(host, port, **self._conn_settings)
             except (OSError, TimeoutError, KafkaError) as exc:
                 self._metadata_stale = True
                 # A broker that accepts the connection but never answers its handshake is a
@@ -413,7 +426,8 @@ class ClusterCollector:
                 detail = (
                     f"no answer within {self._request_timeout_s:g}s"
                     if isinstance(exc, TimeoutError)
-                    else repr(exc)
+                    else login_failure(exc, self._login, self._conn_settings["sasl_mechanism"])
+                    or repr(exc)
                 )
                 raise _TransportError(f"cannot connect to {host}:{port}: {detail}") from exc
             self._conns[address] = conn

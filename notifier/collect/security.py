@@ -11,7 +11,12 @@ bearer token comes from and when it must be renewed:
 * :class:`MskIamTokenProvider` signs one with AWS credentials for Amazon MSK's IAM access
   control (the ``aws-msk-iam-sasl-signer-python`` package, an optional extra).
 
-Both keep their token until 80% of its lifetime has passed (Kafka's
+Connections are opened by :func:`open_connection`: aiokafka's, except that a token the broker
+refuses fails the login with the broker's reason (see :class:`_OAuthBearerAuthenticator`), and
+:func:`login_failure` says what a failed login was and why, naming the mechanism and the user
+(never a secret).
+
+Both token providers keep their token until 80% of its lifetime has passed (Kafka's
 ``sasl.login.refresh.window.factor``), then fetch the next one; a refresh that fails keeps the
 current token while it is still valid and says so once. A broker ends a SASL session when its
 token expires (KIP-368: the next request on the connection closes it), so the collector replaces
@@ -39,7 +44,14 @@ from urllib.parse import quote_plus
 
 import httpx
 from aiokafka.abc import AbstractTokenProvider
-from aiokafka.errors import KafkaError
+from aiokafka.conn import AIOKafkaConnection, OAuthAuthenticator
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    IllegalSaslStateError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    UnsupportedSaslMechanismError,
+)
 from aiokafka.helpers import create_ssl_context
 
 from notifier.config.kafka_security import (
@@ -439,3 +451,116 @@ def client_security(security: SecurityConfig) -> dict[str, Any]:
         # aiokafka's clients check the mechanism even without SASL; PLAIN is their default.
         settings["sasl_mechanism"] = "PLAIN"
     return settings
+
+
+# ------------------------------------------------------------------------------------------------
+# Connections, and what a failed login was
+
+
+class _OAuthBearerAuthenticator(OAuthAuthenticator):
+    """aiokafka's OAUTHBEARER exchange, plus the client's part when the broker refuses the
+    token. Kafka's broker answers a bad token with a challenge holding its error
+    (``{"status":"invalid_token"}``, RFC 7628 §3.2.2) and fails the login only once the client
+    acknowledges it with ``%x01``; aiokafka stops after sending the token, so the connection
+    stayed half logged in and the broker's answer to the next request was misread (a scan
+    failed with "metadata without brokers")."""
+
+    def __init__(self, *, sasl_oauth_token_provider: AbstractTokenProvider) -> None:
+        super().__init__(sasl_oauth_token_provider=sasl_oauth_token_provider)
+        self._error_acknowledged = False
+
+    async def step(self, payload: bytes | None) -> tuple[bytes, bool] | None:
+        if self._token_sent and payload and not self._error_acknowledged:
+            self._error_acknowledged = True
+            return b"\x01", True
+        result: tuple[bytes, bool] | None = await super().step(payload)
+        return result
+
+
+class _Connection(AIOKafkaConnection):
+    def authenticator_oauth(self) -> _OAuthBearerAuthenticator:
+        return _OAuthBearerAuthenticator(sasl_oauth_token_provider=self._sasl_oauth_token_provider)
+
+
+async def open_connection(host: str, port: int, **settings: Any) -> AIOKafkaConnection:
+    """An authenticated connection, as :func:`aiokafka.conn.create_conn` opens one (the same
+    keyword arguments)."""
+    conn = _Connection(host, port, **settings)
+    await conn.connect()
+    return conn
+
+
+def describe_login(
+    security_protocol: str,
+    sasl_mechanism: str | None,
+    *,
+    username: str | None = None,
+    token_provider: AbstractTokenProvider | None = None,
+    client_certificate: str | None = None,
+) -> str:
+    """How a connection logs in, for messages: ``SASL SCRAM-SHA-512 as 'lag-notifier' over
+    TLS``, ``TLS with client certificate /etc/notifier/client.pem``. No secret is named."""
+    parts: list[str] = []
+    if security_protocol.startswith("SASL_") and sasl_mechanism:
+        login = f"SASL {sasl_mechanism}"
+        if sasl_mechanism in _PASSWORD_MECHANISMS and username is not None:
+            login += f" as {username!r}"
+        elif isinstance(token_provider, RefreshingTokenProvider):
+            login += f" with a token from {token_provider.source}"
+        parts.append(login)
+    if security_protocol in ("SSL", "SASL_SSL"):
+        if client_certificate is not None:
+            parts.append(f"TLS with client certificate {client_certificate}")
+        elif security_protocol == "SSL":
+            parts.append("TLS without a client certificate")
+        else:
+            parts.append("TLS")
+    return " over ".join(parts) or "PLAINTEXT"
+
+
+_LOGIN_REFUSALS = (
+    SaslAuthenticationFailed,
+    AuthenticationFailedError,
+    IllegalSaslStateError,
+    UnsupportedSaslMechanismError,
+)
+_CERTIFICATE_ALERTS = (
+    "ALERT_BAD_CERTIFICATE",
+    "ALERT_CERTIFICATE_UNKNOWN",
+    "ALERT_UNKNOWN_CA",
+    "ALERT_CERTIFICATE_REQUIRED",
+    "ALERT_UNSUPPORTED_CERTIFICATE",
+    "ALERT_CERTIFICATE_EXPIRED",
+    "ALERT_CERTIFICATE_REVOKED",
+)
+"""TLS alerts by which a server refuses the client's certificate (or its absence)."""
+
+
+def login_failure(
+    exc: BaseException, login: str, sasl_mechanism: str | None = None
+) -> str | None:
+    """What a failed connection says about its login (``login`` from :func:`describe_login`,
+    with ``sasl_mechanism`` when it logs in with SASL), or None when the failure is not the
+    login's (a refused connection, a timeout)."""
+    if isinstance(exc, _LOGIN_REFUSALS):
+        if exc.args and isinstance(exc.args[0], str):
+            reason = exc.args[0]
+        elif isinstance(exc, UnsupportedSaslMechanismError):
+            # aiokafka raises it from the SaslHandshake answer without the broker's list.
+            reason = f"the broker does not offer {sasl_mechanism} on this listener"
+        else:
+            reason = type(exc).__name__
+        return f"the broker refused the login ({login}): {reason}"
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ssl.SSLError):
+        cause = cause.__cause__  # aiokafka keeps a closed connection's error here
+    if cause is None:
+        return None
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return (
+            f"the broker's certificate is not trusted ({login}; ssl_cafile names the CA that "
+            f"signed it): {cause}"
+        )
+    if any(alert in str(cause) for alert in _CERTIFICATE_ALERTS):
+        return f"the broker refused the client certificate ({login}): {cause}"
+    return f"TLS failed ({login}): {cause}"

@@ -130,7 +130,7 @@ def check_annotations(value: Any) -> dict[str, str]:
 
 
 def labels_rules_set(rules: Any) -> set[str]:
-    """Every label name a rules config (:class:`~notifier.config.RulesConfig`) sets, its
+    """Every label name a rules config (:class:`~notifier.rules.RulesConfig`) sets, its
     overrides' included."""
     names: set[str] = set()
     for rule in [rules.burrow, *rules.rules]:

@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -57,6 +57,25 @@ def format_duration(seconds: float) -> str:
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 """A duration in seconds, written in YAML as ``30s``, ``5m``, ``1h``, ``7d`` or a number."""
+
+
+def _is_duration(annotation: Any, metadata: Iterable[Any] = ()) -> bool:
+    if any(getattr(m, "func", None) is parse_duration for m in metadata):
+        return True
+    if get_origin(annotation) is Annotated:
+        return _is_duration(get_args(annotation)[0], annotation.__metadata__)
+    return any(_is_duration(arg) for arg in get_args(annotation))
+
+
+def duration_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of ``model`` that are :data:`Duration` (optional ones too), by their YAML
+    names: what is written back as ``30s`` or ``5m`` rather than a number of seconds."""
+    return frozenset(
+        field.alias or name
+        for name, field in model.model_fields.items()
+        if _is_duration(field.annotation, field.metadata)
+    )
+
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]

@@ -4,6 +4,8 @@ group_interval, repeat_interval)."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import math
 import re
@@ -13,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from re import _constants as re_constants  # type: ignore[attr-defined]
 from re import _parser as re_parser  # type: ignore[attr-defined]
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import httpx
 from pydantic import (
@@ -24,7 +26,7 @@ from pydantic import (
     PlainValidator,
     PrivateAttr,
     ValidationError,
-    field_validator,
+    create_model,
     model_validator,
 )
 
@@ -48,8 +50,6 @@ topic, rule and severity (``warn``/``err``). A finding also carries its rule's `
 (``team: data``), which matchers name the same way."""
 
 GROUP_BY_LABELS = ("cluster", "group", "status")
-
-PAGERDUTY_SEVERITIES = ("critical", "error", "warning", "info")
 
 
 @dataclass(slots=True, frozen=True)
@@ -364,137 +364,101 @@ RateValue = Annotated[
 ]
 
 
-class _ChannelConfig(FrozenModel):
-    """What every channel has: a request timeout and how hard to drive it (``rate``: e.g.
-    ``1/s``, ``120/m`` or ``off``; ``concurrency``: lanes in flight at once)."""
+class ChannelSettings(FrozenModel):
+    """What every channel's settings have: a request timeout and how hard to drive it
+    (``rate``: e.g. ``1/s``, ``120/m`` or ``off``; ``concurrency``: lanes in flight at once).
+
+    Each channel kind extends it in its own folder (``notifier/notify/channels/<name>/``) and
+    registers it there; a receiver's entry ``{kind: settings}`` is validated against the
+    model its kind registered (:func:`channel_settings`)."""
 
     timeout: Duration = 10.0
     rate: RateValue = None
     concurrency: Annotated[int, Field(ge=1, le=256)] | None = None
 
+    burrow_class: ClassVar[str] = "http"
+    """The Burrow notifier class closest to this channel, as ``GET /v3/config/notifier``
+    shows it (Burrow has ``http``, ``slack`` and ``email``)."""
 
-class SlackWebhookConfig(_ChannelConfig):
-    url: SecretUrl
-    max_alerts: Annotated[int, Field(ge=1, le=46)] = 40
-    rate: RateValue = Rate(1, 1)
-
-
-class SlackBotConfig(_ChannelConfig):
-    token: SecretValue
-    channel: str
-    followup: Literal["update", "thread", "both"] = "both"
-    api_url: HttpUrl = "https://slack.com/api"
-    max_alerts: Annotated[int, Field(ge=1, le=46)] = 40
-    rate: RateValue = Rate(1, 1)
+    def burrow_fields(self) -> dict[str, Any]:
+        """This channel's own fields in its Burrow notifier module (``/v3/config/notifier``),
+        beyond the ones every module has. Never a password, token, routing key or header
+        value; a URL whose path is a credential cut to scheme, host and port."""
+        return {}
 
 
-class EmailConfig(_ChannelConfig):
-    host: str
-    port: Annotated[int, Field(ge=1, le=65535)] | None = None
-    sender: str
-    recipients: Annotated[list[str], Field(min_length=1)]
-    username: str | None = None
-    password: SecretValue | None = None
-    tls: Literal["starttls", "implicit", "none"] = "starttls"
-    validate_certs: bool = True
-
-    @field_validator("recipients", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+CHANNEL_REGISTRY = "notifier.notify.channels.registry"
+"""Where the channel kinds are registered. Config imports no stage at import time (the channels
+import config), so the registry is looked up when the first receiver is validated."""
 
 
-class BasicAuthConfig(FrozenModel):
-    username: str
-    password: SecretValue
+def channel_settings() -> dict[str, type[ChannelSettings]]:
+    """Every channel kind a receiver may name, with its settings model, in registration order:
+    the built-in ones (each folder under ``notifier/notify/channels/`` registers itself) and
+    any registered since."""
+    registry = importlib.import_module(CHANNEL_REGISTRY)
+    kinds: dict[str, type[ChannelSettings]] = registry.settings_by_kind()
+    return kinds
 
 
-class WebhookConfig(_ChannelConfig):
-    url: SecretUrl
-    method: Literal["POST", "PUT", "PATCH"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
-    basic_auth: BasicAuthConfig | None = None
-    bearer_token: SecretValue | None = None
-    body_template: str | None = None
-    """A template name (``webhook/text.json.j2``) or a path to a template file."""
-
-    @field_validator("method", mode="before")
-    @classmethod
-    def _upper(cls, value: Any) -> Any:
-        return value.upper() if isinstance(value, str) else value
-
-    @model_validator(mode="after")
-    def _one_auth(self) -> WebhookConfig:
-        if self.basic_auth is not None and self.bearer_token is not None:
-            raise ValueError("use either basic_auth or bearer_token, not both")
-        return self
+@functools.cache
+def _entry_model(kind: str, settings: type[ChannelSettings]) -> type[FrozenModel]:
+    """``{kind: settings}`` as a model, so that a problem's location names the kind
+    (``receivers.oncall[0].pagerduty.routing_key``)."""
+    fields: dict[str, Any] = {kind: (settings, ...)}
+    return create_model(f"ChannelEntry[{kind}]", __base__=FrozenModel, **fields)
 
 
-class PagerDutyConfig(_ChannelConfig):
-    routing_key: SecretValue
-    url: HttpUrl = "https://events.pagerduty.com/v2/enqueue"
-    severity_map: dict[Literal["WARN", "ERR"], str] = Field(
-        default_factory=lambda: {"WARN": "warning", "ERR": "error"}  # type: ignore[arg-type]
-    )
-    rate: RateValue = Rate(120, 60)
+@dataclass(frozen=True, slots=True)
+class ChannelEntry:
+    """One channel of a receiver: its kind (``slack_webhook``) and its validated settings.
 
-    @field_validator("severity_map")
-    @classmethod
-    def _known(cls, value: dict[str, str]) -> dict[str, str]:
-        wrong = sorted(v for v in value.values() if v not in PAGERDUTY_SEVERITIES)
-        if wrong:
-            raise ValueError(
-                f"PagerDuty severities must be one of {sorted(PAGERDUTY_SEVERITIES)}, not {wrong}"
-            )
-        return value
+    ``entry.<kind>`` reads as in the config file: the settings when the entry is of that
+    kind, None when it is of another."""
+
+    kind: str
+    config: ChannelSettings
+
+    def __getattr__(self, name: str) -> ChannelSettings | None:
+        if not name.startswith("_") and name in channel_settings():
+            return self.config if name == self.kind else None
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-ChannelConfig = SlackWebhookConfig | SlackBotConfig | EmailConfig | WebhookConfig | PagerDutyConfig
-CHANNEL_KINDS = ("slack_webhook", "slack_bot", "email", "webhook", "pagerduty")
-
-
-class ChannelEntry(FrozenModel):
-    """One channel of a receiver: exactly one of the channel kinds."""
-
-    slack_webhook: SlackWebhookConfig | None = None
-    slack_bot: SlackBotConfig | None = None
-    email: EmailConfig | None = None
-    webhook: WebhookConfig | None = None
-    pagerduty: PagerDutyConfig | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _check_kind(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            unknown = [k for k in data if k not in CHANNEL_KINDS]
-            if unknown:
-                raise ValueError(
-                    f"unknown channel kind {unknown[0]!r}; expected one of: "
-                    + ", ".join(CHANNEL_KINDS)
-                )
-            if len(data) != 1:
-                raise ValueError(
-                    "each channel entry names exactly one kind; list several entries instead"
-                )
+def _channel_entry(data: Any) -> ChannelEntry:
+    if isinstance(data, ChannelEntry):
         return data
-
-    @property
-    def kind(self) -> str:
-        return next(k for k in CHANNEL_KINDS if getattr(self, k) is not None)
-
-    @property
-    def config(self) -> ChannelConfig:
-        return getattr(self, self.kind)
+    kinds = channel_settings()
+    if not isinstance(data, Mapping):
+        raise ValueError(
+            "expected a mapping of one channel kind to its settings; kinds: " + ", ".join(kinds)
+        )
+    unknown = [k for k in data if k not in kinds]
+    if unknown:
+        raise ValueError(
+            f"unknown channel kind {unknown[0]!r}; expected one of: " + ", ".join(kinds)
+        )
+    if len(data) != 1:
+        raise ValueError("each channel entry names exactly one kind; list several entries instead")
+    [(kind, value)] = data.items()
+    entry = _entry_model(kind, kinds[kind]).model_validate({kind: value})
+    return ChannelEntry(kind, getattr(entry, kind))
 
 
 def _channel_list(value: Any) -> Any:
-    """A receiver is a list of ``{kind: config}`` entries, or one mapping of kind → config."""
+    """A receiver is a list of ``{kind: settings}`` entries, or one mapping of kind → settings."""
     if isinstance(value, Mapping):
         return [{kind: config} for kind, config in value.items()]
     return value
 
 
-Receiver = Annotated[list[ChannelEntry], BeforeValidator(_channel_list), Field(min_length=1)]
+ChannelEntryValue = Annotated[
+    ChannelEntry,
+    PlainValidator(_channel_entry),
+    PlainSerializer(lambda entry: {entry.kind: entry.config}, return_type=dict[str, Any]),
+]
+
+Receiver = Annotated[list[ChannelEntryValue], BeforeValidator(_channel_list), Field(min_length=1)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -679,6 +643,13 @@ class NotifyConfig(FrozenModel):
     extras: dict[str, Any] = Field(default_factory=dict)
     """Passed to every template as ``extras`` (Burrow's notifier extras)."""
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    cluster_down_wait: Duration = 0.0
+    """How long a cluster-down alert waits before it is sent. It has an aggregation group of
+    its own (``{cluster="prod",alert="cluster-down"}``), so it never waits behind the
+    ``group_interval`` of the cluster's group alerts, nor their ``group_wait``: the outage is
+    confirmed already (``down_after_failures`` failed scans in a row), and the alert mutes
+    every group of the cluster, so until it is sent nobody hears of anything there. Default 0:
+    at once."""
 
     @model_validator(mode="after")
     def _check_routes(self) -> NotifyConfig:

@@ -1,35 +1,29 @@
-"""The rules file (``rules.yaml``): pydantic models, loading, and errors that name file and field.
+"""What every rule shares: selectors, ``for`` / ``keep_firing_for``, overrides, labels and
+annotations, and the window settings.
 
-Only validation and parameter plumbing live here; what the rules *do* is in
-:mod:`notifier.rules.kernels`.
+The rule kinds build on these: each kind's model is in its own module under
+:mod:`notifier.rules.kinds`, and the rules file that lists them is
+:mod:`notifier.rules.rulesfile` (config imports no stage, so the file that names the kinds lives
+with them).
 """
 
 from __future__ import annotations
 
-import copy
 import re
-from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import (
     BeforeValidator,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
 from notifier.config.annotations import check_annotations, check_labels
 from notifier.config.base import (
-    ConfigError,
     Duration,
-    Fraction,
-    NonNegativeInt,
     Patterns,
     StrictModel,
-    duplicate_names,
-    read_yaml,
-    validation_problems,
 )
 from notifier.types import Severity
 
@@ -60,7 +54,7 @@ Labels = Annotated[dict[str, str], BeforeValidator(check_labels)]
 RuleAnnotations = Annotated[dict[str, str], BeforeValidator(check_annotations)]
 
 
-class _RuleBase(StrictModel):
+class RuleBase(StrictModel):
     """What every rule has: selectors, severity, ``for`` and ``keep_firing_for``, and the
     ``labels`` and ``annotations`` its findings carry to the notifications."""
 
@@ -92,16 +86,16 @@ class _RuleBase(StrictModel):
         )
 
     @model_validator(mode="after")
-    def _check_overrides(self) -> _RuleBase:
+    def _check_overrides(self) -> RuleBase:
         for index, override in enumerate(self.overrides):
             if not isinstance(override, dict):
                 raise ValueError(f"overrides[{index}]: expected a mapping")
             if "match" not in override:
                 raise ValueError(f"overrides[{index}]: needs a `match` selector")
             params = {k: v for k, v in override.items() if k != "match"}
-            unknown = [k for k in params if _attr_name(k) not in self.TUNABLE]
+            unknown = [k for k in params if attr_name(k) not in self.TUNABLE]
             if unknown:
-                allowed = ", ".join(sorted(_yaml_name(k) for k in self.TUNABLE))
+                allowed = ", ".join(sorted(yaml_name(k) for k in self.TUNABLE))
                 raise ValueError(
                     f"overrides[{index}]: unknown parameter(s) {', '.join(unknown)}; "
                     f"expected one of: {allowed}"
@@ -118,7 +112,7 @@ class _RuleBase(StrictModel):
     def _own_params(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude={"overrides"}, exclude_none=True)
 
-    def resolved_for(self, cluster: str, group: str, topic: str) -> _RuleBase:
+    def resolved_for(self, cluster: str, group: str, topic: str) -> RuleBase:
         """This rule with the first matching override applied (itself when none matches)."""
         for override in self.overrides:
             if Selector.model_validate(override["match"]).matches(cluster, group, topic):
@@ -127,24 +121,15 @@ class _RuleBase(StrictModel):
         return self
 
 
-def _attr_name(key: str) -> str:
+def attr_name(key: str) -> str:
     return "for_" if key == "for" else key
 
 
-def _yaml_name(key: str) -> str:
+def yaml_name(key: str) -> str:
     return "for" if key == "for_" else key
 
 
-class BurrowRule(_RuleBase):
-    """Burrow's per-partition rules, exactly, with Burrow's ``allowed_lag`` and
-    ``minimum_complete`` (which here is also the notification gate)."""
-
-    allowed_lag: NonNegativeInt = 0
-    minimum_complete: Fraction = 1.0
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "allowed_lag", "minimum_complete")
-
-
-class _Hysteresis:
+class Hysteresis:
     """``clear_below``: once firing, the rule holds until the value is at or below this
     (default: the threshold itself), so a value hovering around the threshold opens once."""
 
@@ -161,131 +146,21 @@ class _Hysteresis:
         return self
 
 
-class LagRule(_Hysteresis, _RuleBase):
-    kind: Literal["lag"]
-    name: str
-    severity: Severity = Severity.WARN
-    threshold: NonNegativeInt
-    clear_below: NonNegativeInt | None = None
-    scope: Literal["partition", "group"] = "partition"
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "threshold", "clear_below")
+class KindRule(RuleBase):
+    """A rule of the ``rules:`` list: a ``kind`` (which module judges it, see
+    :mod:`notifier.rules.kinds`), a unique ``name`` and the ``severity`` it fires with. Each
+    kind narrows ``kind`` to its own literal and adds its parameters."""
 
+    if TYPE_CHECKING:
+        # Declared by each kind, in its own place among its fields (the order a rules file
+        # written back from a model keeps), so only for the type checker here.
+        kind: str
+        name: str
+        severity: Severity
 
-class LagSecondsRule(_Hysteresis, _RuleBase):
-    kind: Literal["lag_seconds"]
-    name: str
-    severity: Severity = Severity.WARN
-    threshold: Duration
-    clear_below: Duration | None = None
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "threshold", "clear_below")
-
-
-class ProgressRule(_RuleBase):
-    """STALL and STOP from per-scan evidence, judged against each group's own habits.
-
-    STALL: members present and the committed offset has not moved for ``tolerance`` × the
-    partition's usual wait between moves (learned from its history), and at least
-    ``stall_after``, while records arrived. STOP: no members for ``tolerance`` × the group's
-    usual restart, and at least ``stop_after``, while records arrived.
-    """
-
-    kind: Literal["progress"]
-    name: str
-    severity: Severity = Severity.ERR
-    stall_after: Duration = 30.0
-    stop_after: Duration = 60.0
-    tolerance: Annotated[float, Field(ge=1.0)] = 1.5
-    TUNABLE: ClassVar[tuple[str, ...]] = (
-        *_RuleBase.TUNABLE, "stall_after", "stop_after", "tolerance"
-    )  # fmt: skip
-
-
-class RewindRule(_RuleBase):
-    """The committed offset went backwards; firing until the consumer is past where it was."""
-
-    kind: Literal["rewind"]
-    name: str
-    severity: Severity = Severity.ERR
-    TUNABLE: ClassVar[tuple[str, ...]] = _RuleBase.TUNABLE
-
-
-class FallingBehindRule(_RuleBase):
-    """Consuming slower than ``ratio`` × the partition's normal production rate while the lag
-    grows and is more than ``min_lag_seconds`` behind."""
-
-    kind: Literal["falling_behind"]
-    name: str
-    severity: Severity = Severity.WARN
-    ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.85
-    min_lag_seconds: Duration = 30.0
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "ratio", "min_lag_seconds")
-
-
-class StuckRebalanceRule(_RuleBase):
-    kind: Literal["stuck_rebalance"]
-    name: str
-    severity: Severity = Severity.ERR
-    samples: Annotated[int, Field(ge=1)] = 6
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "samples")
-
-
-class RebalanceStormRule(_RuleBase):
-    """More than ``max_changes`` member-set changes: within the window, or, with ``lasting``,
-    in a run of changes (each at most ``window.churn_gap`` apart) that has lasted that long —
-    which tells a storm from a rolling deploy, which ends."""
-
-    kind: Literal["rebalance_storm"]
-    name: str
-    severity: Severity = Severity.WARN
-    max_changes: NonNegativeInt = 3
-    lasting: Duration = 0.0
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "max_changes", "lasting")
-
-
-class RetentionRule(_RuleBase):
-    """ERR when records were already lost (committed < log-start); WARN when the committed
-    offset is within ``warn_fraction`` of the retained range from log-start."""
-
-    kind: Literal["retention"]
-    name: str
-    severity: Severity = Severity.ERR
-    warn_fraction: Fraction = 0.1
-    TUNABLE: ClassVar[tuple[str, ...]] = (*_RuleBase.TUNABLE, "warn_fraction")
-
-
-class ConsumersGoneRule(_RuleBase):
-    """The group has no members through the window while its lag grows."""
-
-    kind: Literal["consumers_gone"]
-    name: str
-    severity: Severity = Severity.ERR
-    TUNABLE: ClassVar[tuple[str, ...]] = _RuleBase.TUNABLE
-
-
-Rule = Annotated[
-    LagRule
-    | LagSecondsRule
-    | ProgressRule
-    | RewindRule
-    | FallingBehindRule
-    | StuckRebalanceRule
-    | RebalanceStormRule
-    | RetentionRule
-    | ConsumersGoneRule,
-    Field(discriminator="kind"),
-]
-
-RULE_KINDS = (
-    "lag",
-    "lag_seconds",
-    "progress",
-    "rewind",
-    "falling_behind",
-    "stuck_rebalance",
-    "rebalance_storm",
-    "retention",
-    "consumers_gone",
-)
+    def window_problem(self, window: WindowSettings) -> str | None:
+        """Why this rule can never fire with these window settings (None: it can)."""
+        return None
 
 
 class WindowSettings(StrictModel):
@@ -304,130 +179,3 @@ class WindowSettings(StrictModel):
     that judge it by that habit assume this much (a new group is not a stalled one)."""
     churn_gap: Duration = 90.0
     """Member-set changes at most this far apart belong to one run of churn (rebalance storms)."""
-
-
-class RulesConfig(StrictModel):
-    """The whole rules file."""
-
-    window: WindowSettings = Field(default_factory=WindowSettings)
-    burrow: BurrowRule = Field(default_factory=BurrowRule)
-    rules: list[Rule] = Field(default_factory=list)
-
-    @field_validator("rules")
-    @classmethod
-    def _unique_names(cls, rules: list[Any]) -> list[Any]:
-        seen: set[str] = set()
-        for rule in rules:
-            if rule.name == "burrow":
-                raise ValueError("the name 'burrow' is reserved for the built-in Burrow rule set")
-            if rule.name in seen:
-                raise ValueError(f"rule name {rule.name!r} is used twice; names must be unique")
-            seen.add(rule.name)
-        return rules
-
-    @model_validator(mode="after")
-    def _fits_the_window(self) -> RulesConfig:
-        for index, rule in enumerate(self.rules):
-            if isinstance(rule, StuckRebalanceRule) and rule.samples > self.window.intervals:
-                raise ValueError(
-                    f"rules[{index}] ({rule.name}): samples {rule.samples} exceeds "
-                    f"window.intervals {self.window.intervals}; it could never fire"
-                )
-        return self
-
-    @property
-    def minimum_complete(self) -> float:
-        """The gate: results from windows less complete than this never notify."""
-        return self.burrow.minimum_complete
-
-    def rule(self, name: str) -> Any:
-        if name == "burrow":
-            return self.burrow
-        for rule in self.rules:
-            if rule.name == name:
-                return rule
-        raise KeyError(name)
-
-
-def parse_rules(data: Any, source: str = "<rules>") -> RulesConfig:
-    """Validate an already-parsed mapping; :class:`ConfigError` names ``source`` and the field."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(source, [("", "expected a mapping with window, burrow and rules")])
-    try:
-        return RulesConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = validation_problems(exc, data, RULE_KINDS)
-        # pydantic checks names only once every rule is valid: report a repeat in the same pass
-        problems += [
-            p for p in duplicate_names(data.get("rules"), "rules", "rule") if p not in problems
-        ]
-        raise ConfigError(source, problems) from None
-
-
-def load_rules(path: str | Path) -> RulesConfig:
-    """Load and validate a rules file."""
-    path = Path(path)
-    return parse_rules(read_yaml(path), str(path))
-
-
-# --------------------------------------------------------------------------------------------
-# Parameters by dotted path (for backtest grids)
-
-
-def _walk(data: dict[str, Any], dotted: str) -> tuple[dict[str, Any], str]:
-    parts = dotted.split(".")
-    if len(parts) < 2:
-        raise KeyError(f"{dotted!r}: expected section.parameter, e.g. burrow.allowed_lag")
-    section, rest = parts[0], parts[1:]
-    if section in ("window", "burrow"):
-        if len(rest) != 1:
-            raise KeyError(f"{dotted!r}: expected {section}.<parameter>")
-        return data.setdefault(section, {}), rest[0]
-    if section == "rules":
-        if len(rest) != 2:
-            raise KeyError(f"{dotted!r}: expected rules.<rule name>.<parameter>")
-        for rule in data.get("rules", []):
-            if rule.get("name") == rest[0]:
-                return rule, rest[1]
-        names = ", ".join(r.get("name", "?") for r in data.get("rules", []))
-        raise KeyError(f"{dotted!r}: no rule named {rest[0]!r} (rules: {names})")
-    raise KeyError(f"{dotted!r}: unknown section {section!r}; expected window, burrow or rules")
-
-
-def with_parameters(config: RulesConfig, parameters: dict[str, Any]) -> RulesConfig:
-    """A copy of ``config`` with dotted parameters set, e.g. ``{"burrow.allowed_lag": 100}``.
-
-    Raises :class:`KeyError` naming a parameter that does not exist, and :class:`ConfigError`
-    when a value is invalid for it.
-    """
-    data = copy.deepcopy(config.model_dump(by_alias=True, exclude_none=True))
-    for dotted, value in parameters.items():
-        node, key = _walk(data, dotted)
-        model = _section_model(dotted, node)
-        if _attr_name(key) not in model.model_fields:
-            known = ", ".join(sorted(_yaml_name(k) for k in model.model_fields))
-            raise KeyError(f"{dotted!r}: {key!r} is not a parameter here (known: {known})")
-        node[key] = value
-    return parse_rules(data, "grid parameters")
-
-
-def _section_model(dotted: str, node: dict[str, Any]) -> type[StrictModel]:
-    section = dotted.split(".")[0]
-    if section == "window":
-        return WindowSettings
-    if section == "burrow":
-        return BurrowRule
-    models: dict[str, type[StrictModel]] = {
-        "lag": LagRule,
-        "lag_seconds": LagSecondsRule,
-        "progress": ProgressRule,
-        "rewind": RewindRule,
-        "falling_behind": FallingBehindRule,
-        "stuck_rebalance": StuckRebalanceRule,
-        "rebalance_storm": RebalanceStormRule,
-        "retention": RetentionRule,
-        "consumers_gone": ConsumersGoneRule,
-    }
-    return models[node["kind"]]

@@ -12,6 +12,8 @@ Modules:
 * ``receivers`` — loopback HTTP and SMTP servers standing in for Slack, PagerDuty, e-mail.
 * ``receiving`` — the notify config for those receivers and what each channel received.
 * ``report`` — outcomes, the banner, the summary and delivery tables.
+* ``apache_kafka`` — Apache Kafka itself (jars from Maven Central, a single-node KRaft broker,
+  Kafka's command-line tools) for the tests, the demo and the benchmarks.
 
 May import ``notifier.api``, ``collect``, ``config``, ``notify``, ``service`` and ``types``.
 """

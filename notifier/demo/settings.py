@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from notifier import resources
-from notifier.config import RulesConfig, parse_duration, parse_rules, read_yaml
+from notifier.config import parse_duration, read_yaml
+from notifier.rules import RulesConfig, parse_rules
 
 CLUSTER = "demo"
 

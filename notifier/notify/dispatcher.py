@@ -53,6 +53,9 @@ class _AggGroup:
     route: Route
     key: str
     created_at: int
+    first_wait: int
+    """How long after it forms the group is first flushed: the route's ``group_wait``, or
+    ``cluster_down_wait`` for a cluster-down alert's group."""
     members: set[str] = field(default_factory=set)
     last_flush: int | None = None
     next_flush: int | None = None
@@ -124,8 +127,11 @@ class Dispatcher:
         inhibit_rules: Iterable[InhibitRuleConfig] | None = None,
         status_page_url: str | None = None,
         extras: Mapping[str, Any] | None = None,
+        cluster_down_wait: float = 0.0,
     ) -> None:
         self.root = route if isinstance(route, Route) else Route.build(route)
+        self.cluster_down_wait = round(cluster_down_wait * 1000)
+        """Milliseconds a cluster-down alert waits in its own aggregation group."""
         self.routes = {r.id: r for r in self.root.walk()}
         self.book = IncidentBook()
         self.silences: dict[str, Silence] = {s.id: s for s in silences}
@@ -162,6 +168,7 @@ class Dispatcher:
             inhibit_rules=config.effective_inhibit_rules,
             status_page_url=config.status_page_url,
             extras=config.extras,
+            cluster_down_wait=config.cluster_down_wait,
         )
 
     def reconfigure(self, config: NotifyConfig, now: int) -> None:
@@ -182,6 +189,7 @@ class Dispatcher:
         self._narrowed.clear()
         self.status_page_url = config.status_page_url
         self.extras = dict(config.extras)
+        self.cluster_down_wait = round(config.cluster_down_wait * 1000)
         for group in self._groups.values():
             group.next_flush = None
         self._groups.clear()
@@ -230,8 +238,14 @@ class Dispatcher:
         return change.incident
 
     def add_silence(self, silence: Silence, now: int) -> None:
-        """Hold back matching alerts from ``silence.starts_at`` (flags update at once)."""
+        """Hold back matching alerts from ``silence.starts_at`` (flags update at once). A new
+        version of a known silence (say, expired now) replaces it, and what the old one held
+        back is looked at again right away."""
+        previous = self.silences.get(silence.id)
         self.silences[silence.id] = silence
+        if previous is not None and previous != silence:
+            for key in list(self._groups):
+                self._touch(key, now)
         for incident in self._live.values():
             if incident.closed_at is None and silence.active(now) and silence.matches(incident):
                 incident.silenced = True
@@ -493,13 +507,20 @@ class Dispatcher:
     def _file(self, route: Route, incident: Incident, now: int) -> None:
         """Put ``incident`` in its aggregation group of ``route`` (moving it if its group key
         changed) and make sure that group is flushed soon."""
-        key = (route.id, route.group_key(incident))
+        cluster_alert = self._kinds.get(incident.id) == "cluster"
+        group_key = route.group_key(incident)
+        if cluster_alert:  # its own group: never behind the cluster's group alerts' interval
+            group_key = (
+                group_key[:-1] + ("," if group_key != "{}" else "") + 'alert="cluster-down"}'
+            )
+        key = (route.id, group_key)
         old = self._membership.get((route.id, incident.id))
         if old is not None and old != key:
             self._leave(self._groups[old], incident.id)
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = _AggGroup(route, key[1], created_at=now)
+            wait = self.cluster_down_wait if cluster_alert else route.group_wait
+            group = self._groups[key] = _AggGroup(route, key[1], created_at=now, first_wait=wait)
         group.members.add(incident.id)
         self._membership[(route.id, incident.id)] = key
         self._incident_groups.setdefault(incident.id, set()).add(key)
@@ -508,7 +529,7 @@ class Dispatcher:
     def _touch(self, key: _GroupKey, now: int) -> None:
         group = self._groups[key]
         if group.last_flush is None:
-            due = group.created_at + group.route.group_wait
+            due = group.created_at + group.first_wait
         else:
             due = max(now, group.last_flush + group.route.group_interval)
         if group.next_flush is None or due < group.next_flush:
@@ -625,6 +646,46 @@ class Dispatcher:
             self._dirty_incidents.pop(incident_id_, None)
 
     # ---- views
+
+    def waiting(self, incident_id_: str, now: int) -> list[dict[str, Any]]:
+        """What each route that took a live incident waits for before it notifies it, and
+        until when (epoch ms; None: until something changes): one entry per route, each with
+        ``route``, ``receiver``, ``reason`` (``group_wait``, ``cluster_down_wait``,
+        ``group_interval``, ``silenced``, ``inhibited``, ``below_threshold``, ``sent``: it
+        was notified and nothing new is due) and ``until``. Empty: no route took it."""
+        incident = self._live.get(incident_id_)
+        if incident is None:
+            return []
+        out = []
+        for key in sorted(self._incident_groups.get(incident_id_, ())):
+            group = self._groups.get(key)
+            if group is None:
+                continue
+            route = group.route
+            reason, until = self._waits_for(group, incident, now)
+            out.append({"route": route.id, "receiver": route.receiver, "reason": reason,
+                        "until": until})  # fmt: skip
+        return out
+
+    def _waits_for(self, group: _AggGroup, incident: Incident, now: int) -> tuple[str, int | None]:
+        route = group.route
+        if incident.closed_at is None and incident.status.rank < route.threshold.group_status.rank:
+            return "below_threshold", None
+        if self._inhibited_for(route, incident):
+            return "inhibited", None
+        silenced_until = max(
+            (s.ends_at for s in self.silences.values() if s.active(now) and s.matches(incident)),
+            default=None,
+        )
+        if silenced_until is not None:
+            return "silenced", silenced_until
+        if group.last_flush is None:
+            cluster_alert = self._kinds.get(incident.id) == "cluster"
+            return ("cluster_down_wait" if cluster_alert else "group_wait"), group.next_flush
+        entry = self.log.get((route.id, incident.id))
+        if entry is not None and group.next_flush is None:
+            return "sent", None
+        return "group_interval", group.next_flush
 
     def incidents(self, now: int, *, open_only: bool = True) -> list[Incident]:
         """Incidents the core holds (open ones, and closed ones still owed a resolve), with

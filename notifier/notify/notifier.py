@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import random
@@ -21,25 +22,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from notifier.config import (
-    ChannelEntry,
-    EmailConfig,
-    NotifyConfig,
-    SlackBotConfig,
-    SlackWebhookConfig,
-    WebhookConfig,
-)
+from notifier.config import ChannelEntry, NotifyConfig
 from notifier.notify.channels import (
     Channel,
     Delivery,
-    Email,
-    PagerDuty,
-    SlackBot,
-    SlackMessageRef,
-    SlackWebhook,
+    MessageRef,
     TemplateProblem,
     Templates,
-    Webhook,
+    channel_kind,
 )
 from notifier.notify.codec import (
     incident_from_dict,
@@ -75,92 +65,19 @@ def _channel_names(config: NotifyConfig) -> dict[str, list[tuple[str, ChannelEnt
     return out
 
 
-def _body_template(value: str | None) -> str | Path | None:
-    if value is None:
-        return None
-    path = Path(value).expanduser()
-    return path if path.is_file() else value
-
-
 def build_channels(
     config: NotifyConfig, templates: Templates | None = None
 ) -> dict[str, list[Channel]]:
     """receiver name → its channels (named ``receiver/kind``, ``receiver/kind#i`` if repeated),
-    sharing one :class:`Templates` (``config.templates`` overrides the shipped ones)."""
+    each built by its registered kind, sharing one :class:`Templates` (``config.templates``
+    overrides the shipped ones)."""
     templates = templates or Templates(config.templates)
-    out: dict[str, list[Channel]] = {}
-    for receiver, named in _channel_names(config).items():
-        channels: list[Channel] = []
-        for name, entry in named:
-            c = entry.config
-            if isinstance(c, SlackWebhookConfig):
-                channels.append(
-                    SlackWebhook(
-                        c.url,
-                        name=name,
-                        templates=templates,
-                        timeout=c.timeout,
-                        max_alerts=c.max_alerts,
-                    )
-                )
-            elif isinstance(c, SlackBotConfig):
-                channels.append(
-                    SlackBot(
-                        c.token,
-                        c.channel,
-                        api_url=c.api_url,
-                        name=name,
-                        templates=templates,
-                        timeout=c.timeout,
-                        followup=c.followup,
-                        max_alerts=c.max_alerts,
-                    )
-                )
-            elif isinstance(c, EmailConfig):
-                channels.append(
-                    Email(
-                        c.host,
-                        c.port,
-                        sender=c.sender,
-                        recipients=c.recipients,
-                        username=c.username,
-                        password=c.password,
-                        tls=c.tls,
-                        name=name,
-                        templates=templates,
-                        timeout=c.timeout,
-                        validate_certs=c.validate_certs,
-                    )
-                )
-            elif isinstance(c, WebhookConfig):
-                basic = (c.basic_auth.username, c.basic_auth.password) if c.basic_auth else None
-                channels.append(
-                    Webhook(
-                        c.url,
-                        method=c.method,
-                        headers=c.headers,
-                        basic_auth=basic,
-                        bearer_token=c.bearer_token,
-                        body_template=_body_template(c.body_template),
-                        name=name,
-                        templates=templates,
-                        timeout=c.timeout,
-                    )
-                )
-            else:
-                channels.append(
-                    PagerDuty(
-                        c.routing_key,
-                        url=c.url,
-                        # items(): the config's keys are Literals, PagerDuty takes any str
-                        severity_map=dict(c.severity_map.items()),
-                        name=name,
-                        templates=templates,
-                        timeout=c.timeout,
-                    )
-                )
-        out[receiver] = channels
-    return out
+    return {
+        receiver: [
+            channel_kind(entry.kind).build(entry.config, name, templates) for name, entry in named
+        ]
+        for receiver, named in _channel_names(config).items()
+    }
 
 
 def channel_policies(
@@ -188,18 +105,19 @@ def check_templates(
     templates: Templates | None = None,
     channels: Mapping[str, Sequence[Channel]] | None = None,
 ) -> list[TemplateProblem]:
-    """Render every template with sample data, and each webhook's body template as it is sent
-    (with ``payload``): what ``notifier check --config`` and ``notifier run`` report. Nothing
-    is sent, so unresolved secrets in ``config`` do no harm."""
+    """Render every template with sample data, and the templates channels render with a
+    context of their own (a webhook's body template, with ``payload``) as they are sent: what
+    ``notifier check --config`` and ``notifier run`` report. Nothing is sent, so unresolved
+    secrets in ``config`` do no harm."""
     templates = templates or Templates(config.templates)
     if channels is None:
         channels = build_channels(config, templates)
-    webhooks = [ch for chs in channels.values() for ch in chs if isinstance(ch, Webhook)]
-    bodies = {hook.body_template for hook in webhooks if hook.body_template}
-    problems = templates.render_check(exclude=bodies)
+    every = [ch for chs in channels.values() for ch in chs]
+    own = {name for channel in every for name in channel.own_templates()}
+    problems = templates.render_check(exclude=own)
     seen = {p.template for p in problems}
-    for hook in webhooks:
-        for problem in hook.check():
+    for channel in every:
+        for problem in channel.check():
             if problem.template not in seen:
                 problems.append(problem)
                 seen.add(problem.template)
@@ -208,21 +126,13 @@ def check_templates(
 
 @dataclass(slots=True)
 class _SendHook:
-    """Keeps Slack message refs from each bot delivery, so follow-ups find the original."""
+    """Keeps the message refs a delivery leaves (a Slack bot's posts), so follow-ups find the
+    original."""
 
     store: NotifyStore
 
     def __call__(self, channel: Channel, row: OutboxRow, delivery: Delivery) -> None:
-        if not isinstance(channel, SlackBot):
-            return
-        refs: dict[str, SlackMessageRef] = {}
-        for message in delivery.meta.get("messages", []):
-            root = message.get("method") == "chat.postMessage" and not message.get("thread_ts")
-            if root and message.get("channel") and message.get("ts"):
-                ref = SlackMessageRef(str(message["channel"]), str(message["ts"]))
-                for incident in message.get("incident_ids", []):
-                    refs[incident] = ref
-        self.store.save_slack_refs(channel.name, refs)
+        self.store.save_message_refs(channel.name, channel.refs_to_keep(delivery))
 
 
 class Notifier:
@@ -300,8 +210,7 @@ class Notifier:
                 if channel.name in by_name and by_name[channel.name] is not channel:
                     raise ValueError(f"two channels are named {channel.name!r}")
                 by_name[channel.name] = channel
-                if isinstance(channel, SlackBot) and channel.lookup is None:
-                    channel.lookup = self._slack_lookup(channel.name)
+                channel.use_message_store(self._message_lookup(channel.name))
         if policies is None:
             policies = channel_policies(config, channels)
         d = config.delivery
@@ -348,9 +257,9 @@ class Notifier:
             for channel in chs:
                 await channel.aclose()
 
-    def _slack_lookup(self, name: str) -> Callable[[Incident], SlackMessageRef | None]:
-        def lookup(incident: Incident) -> SlackMessageRef | None:
-            return self.store.slack_ref(name, incident.id)
+    def _message_lookup(self, name: str) -> Callable[[Incident], MessageRef | None]:
+        def lookup(incident: Incident) -> MessageRef | None:
+            return self.store.message_ref(name, incident.id)
 
         return lookup
 
@@ -489,6 +398,11 @@ class Notifier:
         stored = self.store.incidents(limit=limit)
         return [live.get(i.id, i) for i in stored]
 
+    def waiting(self, incident_id: str) -> list[dict[str, Any]]:
+        """What each route that took a live incident waits for before it notifies it, and
+        until when (:meth:`Dispatcher.waiting`)."""
+        return self.core.waiting(incident_id, self.clock())
+
     def open_incidents(self) -> Mapping[tuple[str, str], Incident]:
         """Open incidents by (cluster, group), ``silenced`` as of now: the same mapping (read
         only) until a transition, a cluster going down or up, a silence added, deleted,
@@ -538,18 +452,24 @@ class Notifier:
         silences = sorted(self.core.silences.values(), key=lambda s: (s.starts_at, s.id))
         return [s for s in silences if include_expired or s.state(now) != "expired"]
 
-    def delete_silence(self, silence_id: str) -> Silence:
-        """Delete an API silence; a config silence must be removed from the config."""
+    def expire_silence(self, silence_id: str) -> Silence:
+        """End an API silence now. Its record stays, listed as expired until the outbox's
+        retention, as Alertmanager keeps an expired silence; a config silence must be removed
+        from the config. Raises :class:`SilenceError` naming the reason."""
         silence = self.core.silences.get(silence_id)
         if silence is None:
             raise SilenceError([("id", f"no silence {silence_id!r}")])
         if silence.source == "config":
             raise SilenceError([("id", "defined in the config file; remove it there")])
-        self.core.delete_silence(silence_id, self.clock())
-        self.store.delete_silence(silence_id)
+        now = self.clock()
+        if silence.state(now) == "expired":
+            raise SilenceError([("id", f"silence {silence_id} has already expired")])
+        ended = dataclasses.replace(silence, starts_at=min(silence.starts_at, now), ends_at=now)
+        self.store.save_silence(ended.id, ended.to_dict())
+        self.core.add_silence(ended, now)
         self._changes += 1
         self._wake.set()
-        return silence
+        return ended
 
     def apply_silence(self, silence: Silence) -> bool:
         """Install a silence made through another instance of the fleet (the fleet-wide view):

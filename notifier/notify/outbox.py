@@ -1,12 +1,13 @@
 """The durable half of notifications: one SQLite store for the core's state and the outbox.
 
 It holds incidents, the notification log (:class:`LogEntry`), API silences, outbox rows and
-Slack message refs. Every notification is written to the outbox in the same transaction as
-the notification-log entries that say it was sent, so a crash can lose neither: after a
-restart the log stops it from being planned twice and the outbox still holds it until a
-channel accepts it. Delivery is at-least-once — a row is marked sent only after the receiver
-said yes, so a crash between the two re-sends it, and receivers dedupe what they can
-(PagerDuty by ``dedup_key``, Slack by updating the original message).
+message refs (where a channel that follows up, a Slack bot, posted each incident). Every
+notification is written to the outbox in the same transaction as the notification-log entries
+that say it was sent, so a crash can lose neither: after a restart the log stops it from being
+planned twice and the outbox still holds it until a channel accepts it. Delivery is
+at-least-once — a row is marked sent only after the receiver said yes, so a crash between the
+two re-sends it, and receivers dedupe what they can (PagerDuty by ``dedup_key``, Slack by
+updating the original message).
 
 A database SQLite cannot read (truncated, garbled pages, a disk error) never keeps the service
 from starting: :class:`NotifyStore` moves it aside as ``NAME.corrupt-<time>``, starts a new
@@ -32,7 +33,7 @@ from typing import Any
 
 from notifier.damaged import last_written, move_aside
 from notifier.notify import jsonenc
-from notifier.notify.channels import SlackMessageRef
+from notifier.notify.channels.base import MessageRef
 from notifier.notify.codec import (
     finding_from_dict,
     notification_from_dict,
@@ -294,7 +295,7 @@ class NotifyStore:
                        "last_written": self.salvage.last_written},
             )  # fmt: skip
         self._ops: list[tuple[str, tuple[Any, ...]]] = []
-        self._slack_cache: dict[tuple[str, str], SlackMessageRef | None] = {}
+        self._ref_cache: dict[tuple[str, str], MessageRef | None] = {}
 
     def close(self) -> None:
         self.flush()
@@ -650,19 +651,20 @@ class NotifyStore:
             self.db.execute("ROLLBACK")
             raise
 
-    # ---- Slack message refs (so a follow-up updates the original message)
+    # ---- Message refs (so a follow-up updates the original message). The table keeps the
+    # name it had when the Slack bot was the one channel keeping them: databases have it.
 
-    def slack_ref(self, channel: str, incident_id: str) -> SlackMessageRef | None:
+    def message_ref(self, channel: str, incident_id: str) -> MessageRef | None:
         key = (channel, incident_id)
-        if key not in self._slack_cache:
+        if key not in self._ref_cache:
             row = self.db.execute(
                 "SELECT slack_channel, ts FROM slack_refs WHERE channel=? AND incident_id=?",
                 key,
             ).fetchone()
-            self._slack_cache[key] = None if row is None else SlackMessageRef(row[0], row[1])
-        return self._slack_cache[key]
+            self._ref_cache[key] = None if row is None else MessageRef(row[0], row[1])
+        return self._ref_cache[key]
 
-    def save_slack_refs(self, channel: str, refs: Mapping[str, SlackMessageRef]) -> None:
+    def save_message_refs(self, channel: str, refs: Mapping[str, MessageRef]) -> None:
         """Written through at once: the next follow-up may be planned a moment later."""
         if not refs:
             return
@@ -672,4 +674,4 @@ class NotifyStore:
             [(channel, incident, ref.channel, ref.ts) for incident, ref in refs.items()],
         )
         for incident, ref in refs.items():
-            self._slack_cache[(channel, incident)] = ref
+            self._ref_cache[(channel, incident)] = ref

@@ -1,21 +1,21 @@
 """How a channel is driven: its rate limit, the lanes it sends at once, and retry back-off.
 
-The defaults follow the receivers' documented limits (:func:`default_policy`); channels that
-hit one limit share one :class:`TokenBucket`. Failed sends back off exponentially with full
+The defaults follow the receivers' documented limits, which each channel states itself
+(:meth:`Channel.policy <notifier.notify.channels.base.Channel.policy>`); channels that hit one
+limit share one :class:`TokenBucket`. Failed sends back off exponentially with full
 jitter, never sooner than the receiver's ``Retry-After`` (:func:`backoff_delay`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from notifier.config import Rate
-from notifier.notify.channels import Channel, Email, PagerDuty, SlackBot, SlackWebhook, Webhook
+from notifier.notify.channels.base import Channel, ChannelPolicy
 from notifier.types import Notification
 
 
@@ -80,41 +80,23 @@ def backoff_delay(
     return delay
 
 
-@dataclass(slots=True, frozen=True)
-class ChannelPolicy:
-    """How one channel is driven: its rate (``None``: unlimited), lanes in flight at once, and
-    the bucket it shares (channels that hit the same receiver limit share one bucket)."""
-
-    rate: Rate | None
-    concurrency: int
-    bucket: str
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
-
-
 def default_policy(channel: Channel) -> ChannelPolicy:
-    """The receivers' documented limits: Slack about 1 message/s per channel (one bucket per
-    webhook URL or bot channel), PagerDuty 120 events/min per routing key; e-mail and
-    generic webhooks unlimited."""
-    if isinstance(channel, SlackWebhook):
-        return ChannelPolicy(Rate(1, 1), 1, "slack-webhook:" + _digest(channel.url.reveal()))
-    if isinstance(channel, SlackBot):
-        key = _digest(channel.api_url, channel.token.reveal(), channel.channel)
-        return ChannelPolicy(Rate(1, 1), 1, "slack-bot:" + key)
-    if isinstance(channel, PagerDuty):
-        key = _digest(channel.url, channel.routing_key.reveal())
-        return ChannelPolicy(Rate(120, 60), 4, "pagerduty:" + key)
-    if isinstance(channel, Email):
-        return ChannelPolicy(None, 4, "email:" + channel.name)
-    if isinstance(channel, Webhook):
-        # More lanes in flight do not raise throughput (benchmarks/notify.py), only the burst
-        # a receiver gets at once.
-        return ChannelPolicy(None, 4, "webhook:" + channel.name)
-    return ChannelPolicy(None, 4, "channel:" + channel.name)
+    """The receiver's documented limits, as the channel states them (Slack about 1 message/s
+    per channel, PagerDuty 120 events/min per routing key; e-mail and generic webhooks
+    unlimited)."""
+    return channel.policy()
 
 
 def request_cost(channel: Channel, notification: Notification) -> float:
-    """Requests a notification costs: PagerDuty sends one event per alert."""
-    return float(len(notification.alerts)) if isinstance(channel, PagerDuty) else 1.0
+    """Requests a notification costs (PagerDuty sends one event per alert)."""
+    return channel.request_cost(notification)
+
+
+__all__ = [
+    "ChannelPolicy",
+    "RetryPolicy",
+    "TokenBucket",
+    "backoff_delay",
+    "default_policy",
+    "request_cost",
+]

@@ -4,9 +4,9 @@ service uses, and what each channel answered.
 
 The test is an ``open`` of a WARN incident for the made-up group ``TEST-notification`` on the
 cluster ``notifier-test``, whose one finding says it is a test and nothing is wrong. Nothing
-goes through the outbox, so a failure is reported at once rather than retried. PagerDuty
-opens an incident for it; it is resolved again at once so that nobody is left with an open
-page.
+goes through the outbox, so a failure is reported at once rather than retried. A channel that
+would keep an incident open for it (PagerDuty's ``resolve_after_test``) is sent the resolve
+at once, so that nobody is left with an open page.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from notifier.config import NotifyConfig
-from notifier.notify.channels import Channel, Delivery, Email, PagerDuty
+from notifier.notify.channels import Channel, Delivery
 from notifier.notify.notifier import build_channels
 from notifier.types import (
     Alert,
@@ -111,7 +111,7 @@ async def try_receivers(
         async with channel:
             delivery = await _send(channel, notification(resolved=False))
             detail = _detail(channel, delivery)
-            if delivery.ok and isinstance(channel, PagerDuty):
+            if delivery.ok and channel.resolve_after_test:
                 closed = await _send(channel, notification(resolved=True))
                 detail += "; resolved again at once" if closed.ok else (
                     f"; resolving it failed, resolve it by hand: {closed.error}"
@@ -133,8 +133,4 @@ async def _send(channel: Channel, notification: Notification) -> Delivery:
 def _detail(channel: Channel, delivery: Delivery) -> str:
     if not delivery.ok:
         return delivery.error or "failed without a reason"
-    if isinstance(channel, Email):
-        refused = delivery.meta.get("refused")
-        also = f"; refused for {', '.join(sorted(refused))}" if refused else ""
-        return f"accepted by the SMTP server {channel.host}{also}"
-    return f"HTTP {delivery.status_code}"
+    return channel.accepted_detail(delivery)

@@ -19,8 +19,8 @@ from typing import Any
 
 import jinja2
 
-from notifier.config import RulesConfig
 from notifier.config.annotations import environment
+from notifier.rules.rulesfile import RulesConfig
 from notifier.types import Finding, Transition
 
 log = logging.getLogger(__name__)

@@ -1,290 +1,40 @@
-"""Per-scan evidence that outlives the sample window: progress, membership, churn, rates.
+"""The store's per-scan evidence, put together: the habits several kinds read
+(:mod:`notifier.rules.habits`) and the evidence each kind keeps of its own
+(``RuleKind.evidence`` in its module under :mod:`notifier.rules.kinds`).
 
-Burrow judges a partition by a ring of its last ``intervals`` commits, so a group that commits
-every five minutes is only judged after fifty minutes, and a group that commits every scan is
-called stopped by a single slow minute. What an on-call engineer asks instead is *has it moved
-as often as it usually does?* That needs a little state per group-partition that a window of
-ten samples cannot hold. This module keeps it, one value per row, updated at each scan from what
-the scan saw and nothing else, so the live service, ``notifier test-rules`` and the backtest
-build exactly the same evidence from the same samples:
-
-* **waiting**: since when the committed offset has not moved while records were waiting for it
-  (log end beyond it), and the log end at that moment. Any move of the committed offset, and
-  any change of the member set (a rebalance pauses consumption and restarts the clock), resets
-  it.
-* **usual wait**: the longest wait this row has needed before its offset moved — its commit
-  cadence as seen from outside, learned from its own history. Not learned: waits that a
-  rebalance or an empty group interrupted, waits that ended in missed scans (the move happened
-  some time in the gap), and waits over :data:`LEARN_AT_MOST_MS` (an outage, not a habit).
-  The learned value halves every :data:`FORGET_HALF_LIFE_MS`, so a group that changes its
-  habits is not judged by an old one for ever.
-* **memberless**: since when the group has had no members, the log end then, and the longest
-  such spell (up to :data:`LEARN_AT_MOST_MS`) that ended with members back: its usual restart.
-* **churn**: when the current run of member-set changes began (changes at most ``churn_gap``
-  apart belong to one run) and how many changes it has had.
-* **rewind**: the committed offset a backwards jump left behind, until the consumer is past it
-  again.
-* **rates**: records produced per second (a slow average that bursts hardly move: the
-  partition's normal), and records
-  consumed and produced per second between the offset's moves, averaged over about a minute
-  (what the consumer does now, measured over whole commit intervals to be fair to rare
-  committers).
-
-Everything is a pure function of numpy arrays; :class:`~notifier.rules.store.WindowStore` owns
-the arrays and calls :func:`update` from its ingest.
+:class:`~notifier.rules.store.WindowStore` allocates :data:`COLUMNS` (and checkpoints them by
+name) and calls :func:`update` after each scan it ingests.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from notifier.types import GROUP_STATE_CODE
+from notifier.rules import habits
+from notifier.rules.habits import NULL, UNSET_TS, WAITS_TO_LEARN, ScanTimes, ScanView
+from notifier.rules.kinds import kinds_with_evidence
 
-NULL = -1
-"""Stored for a missing offset (no commit, no log-start) and for an unset slot."""
+_OWN = kinds_with_evidence()
 
-UNSET_TS = -(2**62)
-"""The time of a slot or event not yet seen: so far in the past that the step to the first real
-sample is always a gap."""
-
-WAITS_TO_LEARN = 5
-"""A habit counts as learned after this many waits; until then the configured
-``assumed_commit_interval`` is the least it is assumed to be."""
-
-LEARN_AT_MOST_MS = 15 * 60_000
-"""Waits and memberless spells longer than this are outages, not habits: never learned."""
-
-FORGET_HALF_LIFE_MS = 6 * 3_600_000
-"""A learned usual wait halves over this much time without a longer one."""
-
-PRODUCTION_HORIZON_MS = 30 * 60_000
-"""The time constant of the partition's normal production rate."""
-
-MIN_RATE_SAMPLES = 30
-"""Scans of a partition's production before bursts are clipped out of its normal rate."""
-
-OUTAGE_FACTOR = 2.0
-"""A commit interval longer than this many usual waits is a stall or outage that ended, and
-says nothing about the consumer's speed."""
-
-RATE_HORIZON_SCANS = 6
-"""The consumer's current speed is averaged over about this many scan intervals (a minute at
-10 s scans), or over :data:`RATE_HORIZON_WAITS` usual waits when that is longer."""
-
-RATE_HORIZON_WAITS = 1.0
-"""A consumer whose commits trail its position by a varying amount reads slow over one commit
-interval and fast over the next: its speed is averaged over about this many usual waits."""
-
-_MEMBERLESS_STATES = np.array([GROUP_STATE_CODE["Empty"], GROUP_STATE_CODE["Dead"]], dtype=np.int8)
-
-COLUMNS: tuple[tuple[str, type, float], ...] = (
-    # name, dtype, value of a new row
-    ("e_wait_since", np.int64, UNSET_TS),
-    ("e_wait_leo", np.int64, NULL),
-    ("e_wait_disturbed", np.bool_, False),
-    ("e_usual_wait_ms", np.float64, 0.0),
-    ("e_usual_wait_ts", np.int64, 0),
-    ("e_waits_learned", np.int16, 0),
-    ("e_memberless_since", np.int64, UNSET_TS),
-    ("e_memberless_leo", np.int64, NULL),
-    ("e_usual_memberless_ms", np.float64, 0.0),
-    ("e_churn_since", np.int64, UNSET_TS),
-    ("e_churn_changes", np.int32, 0),
-    ("e_last_change_ts", np.int64, UNSET_TS),
-    ("e_rewind_from", np.int64, NULL),
-    ("e_normal_rate", np.float64, np.nan),
-    ("e_rate_samples", np.int32, 0),
-    ("e_consume_rate", np.float64, np.nan),
-    ("e_produce_rate", np.float64, np.nan),
-    ("e_move_ts", np.int64, UNSET_TS),
-    ("e_move_leo", np.int64, NULL),
-    ("e_move_disturbed", np.bool_, False),
-    ("e_move_measured", np.bool_, False),
+COLUMNS: tuple[tuple[str, type, float], ...] = habits.COLUMNS + tuple(
+    column for kind in _OWN if kind.evidence is not None for column in kind.evidence.columns
 )
 """The evidence columns of :class:`~notifier.rules.store.WindowStore`, one value per row."""
 
-
-@dataclass(slots=True)
-class ScanView:
-    """What one scan saw for some rows, and what the rows held before it."""
-
-    ts: int
-    committed: np.ndarray
-    log_end: np.ndarray
-    state: np.ndarray
-    members: np.ndarray
-    member_changed: np.ndarray
-    had_sample: np.ndarray
-    previous_ts: np.ndarray
-    previous_committed: np.ndarray
-    previous_log_end: np.ndarray
-
-
-def memberless(state: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """No live members: an Empty or Dead group, or no member listed."""
-    return (members == 0) | np.isin(state, _MEMBERLESS_STATES)
+_repeated = sorted({name for name, _, _ in COLUMNS if [n for n, _, _ in COLUMNS].count(name) > 1})
+if _repeated:
+    raise ValueError(f"evidence columns declared twice: {', '.join(_repeated)}")
 
 
 def update(columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView,
            churn_gap_ms: int, scan_interval_ms: int, max_gap_ms: int) -> None:  # fmt: skip
-    """Advance the evidence of the rows at ``index`` by one scan, in place."""
-    ts = scan.ts
-    c, leo = scan.committed, scan.log_end
-    prev_c = scan.previous_committed
-    had = scan.had_sample
-    known = c != NULL
-    prev_known = had & (prev_c != NULL)
-    moved = known & prev_known & (c != prev_c)
-    fresh_commit = known & ~prev_known
-    behind = known & (leo > c)
-    changed = scan.member_changed
-    gone = memberless(scan.state, scan.members)
-    # After missed scans, a move says the offset moved some time in the gap, not when: the
-    # wait and the speed it ends are not learned.
-    blind = had & (ts - scan.previous_ts > max_gap_ms)
-
-    # Learn from a wait the consumer just ended by moving its offset.
-    wait_since = columns["e_wait_since"][index]
-    usual = columns["e_usual_wait_ms"][index]
-    usual_ts = columns["e_usual_wait_ts"][index]
-    disturbed = columns["e_wait_disturbed"][index]
-    waited = ts - wait_since
-    learn = moved & (wait_since != UNSET_TS) & ~disturbed & ~blind & (waited <= LEARN_AT_MOST_MS)
-    if learn.any():
-        decayed = _decayed(usual, ts - usual_ts)
-        usual = np.where(learn, np.maximum(decayed, waited), usual)
-        usual_ts = np.where(learn, ts, usual_ts)
-        columns["e_usual_wait_ms"][index] = usual
-        columns["e_usual_wait_ts"][index] = usual_ts
-        learned = columns["e_waits_learned"][index]
-        columns["e_waits_learned"][index] = np.where(
-            learn, np.minimum(learned + 1, np.iinfo(np.int16).max), learned
-        )
-
-    # The clock restarts on a move, a first commit or a new member set; it starts when records
-    # begin to wait and stops when there is nothing to wait for.
-    restart = moved | fresh_commit | changed | ~known
-    start = behind & (restart | (wait_since == UNSET_TS))
-    keep = behind & ~restart & (wait_since != UNSET_TS)
-    columns["e_wait_since"][index] = np.where(start, ts, np.where(keep, wait_since, UNSET_TS))
-    columns["e_wait_leo"][index] = np.where(
-        start, leo, np.where(keep, columns["e_wait_leo"][index], NULL)
-    )
-    columns["e_wait_disturbed"][index] = np.where(start, changed | gone, (disturbed | gone) & keep)
-
-    # Memberless spells, and the usual one (a restart) once members are back.
-    since = columns["e_memberless_since"][index]
-    spell = ts - since
-    back = ~gone & (since != UNSET_TS) & had
-    learn_spell = back & (spell <= LEARN_AT_MOST_MS)
-    if learn_spell.any():
-        usual_ml = columns["e_usual_memberless_ms"][index]
-        columns["e_usual_memberless_ms"][index] = np.where(
-            learn_spell, np.maximum(usual_ml, spell), usual_ml
-        )
-    begins = gone & (since == UNSET_TS)
-    columns["e_memberless_since"][index] = np.where(gone, np.where(begins, ts, since), UNSET_TS)
-    columns["e_memberless_leo"][index] = np.where(
-        begins, leo, np.where(gone, columns["e_memberless_leo"][index], NULL)
-    )
-
-    # Runs of member-set changes.
-    last_change = columns["e_last_change_ts"][index]
-    churn_since = columns["e_churn_since"][index]
-    changes = columns["e_churn_changes"][index]
-    continues = (churn_since != UNSET_TS) & (ts - last_change <= churn_gap_ms)
-    columns["e_churn_since"][index] = np.where(
-        changed, np.where(continues, churn_since, ts), np.where(continues, churn_since, UNSET_TS)
-    )
-    columns["e_churn_changes"][index] = np.where(
-        changed, np.where(continues, changes + 1, 1), np.where(continues, changes, 0)
-    )
-    columns["e_last_change_ts"][index] = np.where(changed, ts, last_change)
-
-    # A backwards jump of the committed offset, remembered until the consumer is past it.
-    rewind_from = columns["e_rewind_from"][index]
-    # A log that starts over (topic recreated, cluster rebuilt) takes the offset back with it:
-    # that is not a rewind, and it ends one.
-    log_reset = had & (leo < scan.previous_log_end)
-    went_back = moved & (c < prev_c) & ~log_reset
-    rewind_from = np.where(log_reset, NULL, rewind_from)
-    rewind_from = np.where(went_back, np.maximum(prev_c, rewind_from), rewind_from)
-    columns["e_rewind_from"][index] = np.where(
-        (rewind_from != NULL) & known & (c >= rewind_from), NULL, rewind_from
-    )
-
-    _update_rates(columns, index, scan, moved, gone | blind, scan_interval_ms)
+    """Advance the evidence of the rows at ``index`` by one scan, in place: the shared habits,
+    then each kind's own."""
+    times = ScanTimes(churn_gap_ms, scan_interval_ms, max_gap_ms)
+    habits.update(columns, index, scan, times)
+    for kind in _OWN:
+        if kind.evidence is not None:
+            kind.evidence.update(columns, index, scan, times)
 
 
-def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:
-    return value * np.exp2(-np.maximum(elapsed_ms, 0) / FORGET_HALF_LIFE_MS)
-
-
-def _update_rates(
-    columns: dict[str, np.ndarray],
-    index: slice | np.ndarray,
-    scan: ScanView,
-    moved: np.ndarray,
-    unmeasurable: np.ndarray,
-    scan_interval_ms: int,
-) -> None:
-    """The partition's normal production rate (a slow average over every scan), and what the
-    consumer read and what arrived per second between its offset's last two moves (averaged
-    over about a minute of moves): a consumer shows its speed only when it commits, so a rare
-    committer is judged over its whole commit interval, never half way through one."""
-    had = scan.had_sample
-    elapsed = np.where(had, scan.ts - scan.previous_ts, 0).astype(np.float64)
-    usable = had & (elapsed > 0) & (scan.log_end >= scan.previous_log_end)
-    if usable.any():
-        produced = (scan.log_end - scan.previous_log_end) / (np.maximum(elapsed, 1.0) / 1000.0)
-        seen = columns["e_rate_samples"][index]
-        # Until the horizon is covered the normal rate is the plain mean of what was seen, so a
-        # first scan that caught the topic quiet (or in a burst) does not set it for half an hour.
-        weight = np.maximum(1.0 - np.exp(-elapsed / PRODUCTION_HORIZON_MS), 1.0 / (seen + 1.0))
-        old = columns["e_normal_rate"][index]
-        # Once settled, a burst hardly moves what is normal: each scan counts for at most twice
-        # the normal rate, while a lasting change (the time of day) comes through.
-        settled = ~np.isnan(old) & (old > 0) & (seen >= MIN_RATE_SAMPLES)
-        produced = np.where(settled, np.minimum(produced, 2 * old), produced)
-        blended = np.where(np.isnan(old), produced, old + weight * (produced - old))
-        columns["e_normal_rate"][index] = np.where(usable, blended, old)
-        columns["e_rate_samples"][index] = np.where(
-            usable, np.minimum(seen + 1, np.iinfo(np.int32).max), seen
-        )
-
-    last_move = columns["e_move_ts"][index]
-    last_leo = columns["e_move_leo"][index]
-    # An interval with a rebalance, no members or missed scans in it says how long a restart
-    # or an outage took, not how fast the consumer reads: it is not measured.
-    disturbed = columns["e_move_disturbed"][index] | scan.member_changed | unmeasurable
-    span = (scan.ts - last_move).astype(np.float64)
-    # An interval far longer than the usual wait was a stall or an outage, not a speed sample.
-    usual = columns["e_usual_wait_ms"][index]
-    ordinary = (usual <= 0) | (span <= OUTAGE_FACTOR * usual)
-    measured = (
-        moved
-        & ~disturbed
-        & ordinary
-        & (last_move != UNSET_TS)
-        & (scan.ts > last_move)
-        & (last_leo != NULL)
-    )
-    if measured.any():
-        seconds = np.maximum(span, 1.0) / 1000.0
-        consumed = np.maximum(scan.committed - scan.previous_committed, 0) / seconds
-        produced = np.maximum(scan.log_end - last_leo, 0) / seconds
-        horizon = np.maximum(RATE_HORIZON_SCANS * scan_interval_ms, RATE_HORIZON_WAITS * usual)
-        weight = 1.0 - np.exp(-span / horizon)
-        for name, value in (("e_consume_rate", consumed), ("e_produce_rate", produced)):
-            old = columns[name][index]
-            blended = np.where(np.isnan(old), value, old + weight * (value - old))
-            columns[name][index] = np.where(measured, blended, old)
-    starts = moved | (scan.committed != NULL) & (last_move == UNSET_TS)
-    columns["e_move_ts"][index] = np.where(starts, scan.ts, last_move)
-    columns["e_move_leo"][index] = np.where(starts, scan.log_end, last_leo)
-    columns["e_move_disturbed"][index] = np.where(starts, False, disturbed)
-    columns["e_move_measured"][index] = np.where(
-        starts, measured, columns["e_move_measured"][index]
-    )
+__all__ = ["COLUMNS", "NULL", "UNSET_TS", "WAITS_TO_LEARN", "ScanView", "update"]

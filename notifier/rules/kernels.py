@@ -1,9 +1,10 @@
-"""Pure rule functions, vectorized over many windows at once.
+"""Burrow's rules and what every rule kind shares, vectorized over many windows at once.
 
 Every function takes numpy arrays (one row per group-partition window, oldest entry first,
 right-aligned: ``count`` valid entries at the end of each row) and returns arrays. No I/O, no
 state: the evaluator feeds them from the store, the backtest from history, the tests from
-Burrow's own vectors.
+Burrow's own vectors. The other kinds' kernels are in their own modules
+(:mod:`notifier.rules.kinds`).
 
 Burrow's per-partition rules, in Burrow's order (docs/architecture.md, "Burrow's rules"):
 
@@ -25,8 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from notifier.rules.evidence import UNSET_TS, memberless
-from notifier.types import GROUP_STATE_CODE
+from notifier.rules.habits import memberless
 
 OK, WARN, STOP, STALL, REWIND = range(5)
 """Partition status codes (the index into :data:`notifier.types.PARTITION_STATUS_CODES`)."""
@@ -36,10 +36,6 @@ SEVERITY_NONE, SEVERITY_WARN, SEVERITY_ERR = 0, 1, 2
 
 _I64_MIN = np.iinfo(np.int64).min
 _I64_MAX = np.iinfo(np.int64).max
-_REBALANCING = np.array(
-    [GROUP_STATE_CODE[s] for s in ("PreparingRebalance", "CompletingRebalance", "Unknown")],
-    dtype=np.int8,
-)
 
 
 def valid_mask(count: np.ndarray, width: int) -> np.ndarray:
@@ -191,7 +187,7 @@ def window_complete(
     (the partition was not in the latest scan) gives 0.
     """
     width = ts.shape[1]
-    # Unset slots hold a time far in the past (evidence.UNSET_TS), so the step from the last
+    # Unset slots hold a time far in the past (habits.UNSET_TS), so the step from the last
     # unset slot to the first sample is always a gap: no validity mask needed.
     broken = np.diff(ts, axis=1) > max_gap_ms
     trailing = np.where(broken.any(axis=1), np.argmax(broken[:, ::-1], axis=1), width - 1)
@@ -204,250 +200,6 @@ def current_lag(committed: np.ndarray, log_end: np.ndarray) -> np.ndarray:
     return np.where(committed >= 0, np.maximum(0, log_end - committed), -1)
 
 
-# --------------------------------------------------------------------------------------------
-# The other windowed rules. Each returns a severity code per row (0 none, 1 warn, 2 err).
-
-
-def lag_above(
-    lag: np.ndarray, threshold: np.ndarray | int, severity: np.ndarray | int
-) -> np.ndarray:
-    """Lag (offsets) above the threshold; unknown lag never fires."""
-    return np.where((lag >= 0) & (lag > threshold), severity, SEVERITY_NONE).astype(np.int8)
-
-
-def lag_seconds_above(
-    lag_seconds: np.ndarray, threshold_s: np.ndarray | float, severity: np.ndarray | int
-) -> np.ndarray:
-    """Lag in seconds above the threshold; unknown (NaN) is not zero and never fires."""
-    with np.errstate(invalid="ignore"):
-        hit = lag_seconds > threshold_s
-    return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
-
-
-def stuck_rebalance(
-    state: np.ndarray, count: np.ndarray, samples: np.ndarray | int, severity: np.ndarray | int
-) -> np.ndarray:
-    """The group has been rebalancing (or broker-reported Unknown) for the last N samples."""
-    out = np.zeros(state.shape[0], dtype=np.int8)
-    hit = np.nonzero(np.isin(state[:, -1], _REBALANCING))[0]  # only these can qualify
-    if hit.size == 0:
-        return out
-    width = state.shape[1]
-    rebalancing = np.isin(state[hit], _REBALANCING) & valid_mask(count[hit], width)
-    not_rebalancing = ~rebalancing
-    trailing = np.where(
-        not_rebalancing.any(axis=1), np.argmax(not_rebalancing[:, ::-1], axis=1), width
-    )
-    out[hit] = np.where(trailing >= _pick(samples, hit), _pick(severity, hit), 0)
-    return out
-
-
-def _pick(value: np.ndarray | float, rows: np.ndarray) -> np.ndarray | float:
+def pick(value: np.ndarray | float, rows: np.ndarray) -> np.ndarray | float:
+    """A per-row parameter at ``rows`` (a scalar stays as it is)."""
     return value[rows] if isinstance(value, np.ndarray) else value
-
-
-def rebalance_storm(
-    member_changed: np.ndarray,
-    count: np.ndarray,
-    max_changes: np.ndarray | int,
-    severity: np.ndarray | int,
-) -> np.ndarray:
-    """The member set changed more than ``max_changes`` times within the window (slots
-    before the first sample never hold a change)."""
-    changes = np.count_nonzero(member_changed, axis=1)
-    return np.where(changes > max_changes, severity, SEVERITY_NONE).astype(np.int8)
-
-
-def retention_risk(
-    committed: np.ndarray,
-    log_end: np.ndarray,
-    log_start: np.ndarray,
-    warn_fraction: np.ndarray | float,
-    severity: np.ndarray | int,
-) -> np.ndarray:
-    """ERR-level (``severity``) when committed < log-start: records the group still had to read
-    were deleted. WARN when the committed offset is within ``warn_fraction`` of the retained
-    range from log-start: the next retention pass may delete them."""
-    known = (committed >= 0) & (log_start >= 0) & (log_end > committed)
-    lost = known & (committed < log_start)
-    retained = np.maximum(log_end - log_start, 0)
-    near = known & ~lost & ((committed - log_start) < warn_fraction * retained)
-    out = np.where(lost, severity, SEVERITY_NONE)
-    return np.where(near, SEVERITY_WARN, out).astype(np.int8)
-
-
-def consumers_gone(
-    committed: np.ndarray,
-    log_end: np.ndarray,
-    members: np.ndarray,
-    state: np.ndarray,
-    count: np.ndarray,
-    severity: np.ndarray | int,
-) -> np.ndarray:
-    """No members through the whole window while the lag grew from its first to its last
-    sample."""
-    out = np.zeros(committed.shape[0], dtype=np.int8)
-    hit = np.nonzero(memberless(state[:, -1], members[:, -1]))[0]
-    if hit.size == 0:
-        return out
-    width = committed.shape[1]
-    n = count[hit]
-    valid = valid_mask(n, width)
-    gone = memberless(state[hit], members[hit])
-    always_gone = np.all(~valid | gone, axis=1) & (n >= 2)
-    first = np.clip(width - n.astype(np.int64), 0, width - 1)
-    first_lag = current_lag(committed[hit, first], log_end[hit, first])
-    last_lag = current_lag(committed[hit, -1], log_end[hit, -1])
-    growing = (first_lag >= 0) & (last_lag > first_lag)
-    out[hit] = np.where(always_gone & growing, _pick(severity, hit), 0)
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Rules on per-scan evidence (notifier.rules.evidence): they judge each group against its own
-# habits instead of waiting for a ring of commits to fill.
-
-
-@dataclass(slots=True)
-class ProgressOutcome:
-    """Per row: the severity code, and whether the row is stalled (members present) or
-    stopped (no members) — the partition status a finding reports."""
-
-    severity: np.ndarray
-    stalled: np.ndarray
-    stopped: np.ndarray
-
-
-def no_progress(
-    now_ms: int,
-    wait_since: np.ndarray,
-    wait_log_end: np.ndarray,
-    usual_wait_ms: np.ndarray,
-    memberless_since: np.ndarray,
-    memberless_log_end: np.ndarray,
-    usual_memberless_ms: np.ndarray,
-    committed: np.ndarray,
-    log_end: np.ndarray,
-    present: np.ndarray,
-    stall_after_ms: np.ndarray | float,
-    stop_after_ms: np.ndarray | float,
-    tolerance: np.ndarray | float,
-    severity: np.ndarray | int,
-) -> ProgressOutcome:
-    """STALL: members present, the committed offset has not moved for longer than
-    ``tolerance`` × the row's usual wait (at least ``stall_after``) while records arrived.
-    STOP: no members for longer than ``tolerance`` × the group's usual restart (at least
-    ``stop_after``) while records arrived that nobody reads."""
-    stall_limit = np.maximum(stall_after_ms, tolerance * usual_wait_ms)
-    stalled = (
-        present
-        & (wait_since != UNSET_TS)
-        & (log_end > wait_log_end)
-        & ((now_ms - wait_since) >= stall_limit)
-    )
-    stop_limit = np.maximum(stop_after_ms, tolerance * usual_memberless_ms)
-    stopped = (
-        ~present
-        & (memberless_since != UNSET_TS)
-        & (committed >= 0)
-        & (log_end > committed)
-        & (log_end > memberless_log_end)
-        & ((now_ms - memberless_since) >= stop_limit)
-    )
-    out = np.where(stalled | stopped, severity, SEVERITY_NONE).astype(np.int8)
-    return ProgressOutcome(severity=out, stalled=stalled, stopped=stopped)
-
-
-def not_moved_since(
-    firing: np.ndarray,
-    firing_since: np.ndarray,
-    moved_at: np.ndarray,
-    log_end_at_move: np.ndarray,
-    committed: np.ndarray,
-    log_end: np.ndarray,
-) -> np.ndarray:
-    """Rows of a group already firing STOP or STALL whose offset has not moved since the
-    episode began while records arrived that it has not read: members coming back (or a
-    rebalance) do not end a STOP or STALL, the consumer reading again does. Without this a
-    group that restarts but only commits minutes later would page "recovered", then page
-    again for its lag."""
-    return (
-        firing
-        & (firing_since >= 0)
-        & (moved_at < firing_since)
-        & (committed >= 0)
-        & (log_end > committed)
-        & (log_end > log_end_at_move)
-    )
-
-
-def rewound(rewind_from: np.ndarray, severity: np.ndarray | int) -> np.ndarray:
-    """The committed offset went backwards and the consumer is not yet past where it was."""
-    return np.where(rewind_from >= 0, severity, SEVERITY_NONE).astype(np.int8)
-
-
-MIN_RECORDS_TO_JUDGE_RATE = 20
-"""``falling_behind`` needs this many records expected in its span to compare rates."""
-
-
-def falling_behind(
-    now_ms: int,
-    committed: np.ndarray,
-    lag_seconds: np.ndarray,
-    usual_wait_ms: np.ndarray,
-    move_ts: np.ndarray,
-    move_log_end: np.ndarray,
-    move_measured: np.ndarray,
-    consume_rate: np.ndarray,
-    produce_rate: np.ndarray,
-    normal_rate: np.ndarray,
-    ratio: np.ndarray | float,
-    min_lag_seconds: np.ndarray | float,
-    severity: np.ndarray | int,
-) -> np.ndarray:
-    """Reading slower than the partition normally gets records, while more arrive than it
-    reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
-    records) behind.
-
-    Speeds are measured between the offset's moves, and the lag as it was at the last move,
-    so a consumer that commits every five minutes is judged at its commits, never half way
-    between them; a move seen only after missed scans or a rebalance (``move_measured``
-    false) says nothing about speed, and the rule waits for the next.
-
-    Comparing with the *normal* production rate (not the current one) is what tells a slow
-    consumer from a burst: through a burst a healthy consumer reads at its full speed, above
-    the normal rate, while its lag still grows for a while.
-    """
-    since_move_s = (now_ms - move_ts) / 1000.0
-    with np.errstate(invalid="ignore"):
-        slow = (consume_rate < ratio * normal_rate) & (produce_rate > consume_rate)
-        behind_s = (lag_seconds - since_move_s) > min_lag_seconds
-        backlog = np.maximum(move_log_end - committed, 0)
-        # Enough records in a commit interval to tell a rate from chance: a slow topic is
-        # judged by lag in seconds alone.
-        judged = normal_rate * (min_lag_seconds + usual_wait_ms / 1000.0)
-        behind = (backlog > normal_rate * min_lag_seconds) & (judged >= MIN_RECORDS_TO_JUDGE_RATE)
-    hit = slow & behind_s & behind & move_measured & (committed >= 0) & (move_log_end >= 0)
-    return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
-
-
-def churning(
-    now_ms: int,
-    churn_since: np.ndarray,
-    churn_changes: np.ndarray,
-    last_change: np.ndarray,
-    churn_gap_ms: int,
-    lasting_ms: np.ndarray | float,
-    max_changes: np.ndarray | int,
-    severity: np.ndarray | int,
-) -> np.ndarray:
-    """A run of member-set changes (each at most ``churn_gap`` after the previous) whose
-    changes span ``lasting`` or more, with more than ``max_changes`` of them, and that is still
-    going on (the last change at most ``churn_gap`` ago)."""
-    hit = (
-        (churn_since != UNSET_TS)
-        & ((now_ms - last_change) <= churn_gap_ms)
-        & ((last_change - churn_since) >= lasting_ms)
-        & (churn_changes > max_changes)
-    )
-    return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from notifier.config import RulesConfig
-from notifier.rules.evaluate import Evaluation, not_found
+from notifier.rules.results import Evaluation, not_found
+from notifier.rules.rulesfile import RulesConfig
 from notifier.rules.step import ClusterPipeline
 from notifier.rules.store import ScanColumns
 from notifier.types import SAMPLE_SCHEMA, GroupResult, Transition

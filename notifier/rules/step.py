@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from notifier.config import RulesConfig
 from notifier.rules.annotate import annotator_for
-from notifier.rules.evaluate import Evaluation, Evaluator, TransitionTracker
+from notifier.rules.evaluate import Evaluator
+from notifier.rules.results import Evaluation
+from notifier.rules.rulesfile import RulesConfig
 from notifier.rules.store import ScanColumns, WindowStore
+from notifier.rules.transitions import TransitionTracker
 from notifier.types import Transition
 
 EXPIRE_EVERY_MS = 60_000

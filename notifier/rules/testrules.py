@@ -17,16 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from notifier.config import (
-    ConfigError,
-    Duration,
-    RulesConfig,
-    load_rules,
-    parse_rules,
-    read_yaml,
-    validation_problems,
-)
+from notifier.config import ConfigError, Duration, read_yaml, validation_problems
 from notifier.rules.replay import replay_table
+from notifier.rules.rulesfile import RulesConfig, load_rules, parse_rules
 from notifier.types import GROUP_STATES, GroupResult, Sample, samples_to_table
 
 # --------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
-from notifier.config import ClusterConfig, RulesConfig, ServiceConfig
+from notifier.config import ClusterConfig, ServiceConfig
 from notifier.fleet.balance import ShardWork, shard_work
 from notifier.fleet.shards import by_shard
 from notifier.history import (
@@ -62,6 +62,7 @@ from notifier.rules import (
     Evaluator,
     GroupRows,
     LeoReset,
+    RulesConfig,
     ScanColumns,
     TransitionTracker,
     WindowStore,
@@ -489,7 +490,8 @@ class Coordinator:
     def reload_rules(self) -> bool:
         """Re-read the rules file (SIGHUP). A bad file is reported and the running rules stay:
         a typo never takes the service down."""
-        from notifier.config import ConfigError, load_rules
+        from notifier.config import ConfigError
+        from notifier.rules import load_rules
 
         if self.rules_path is None:
             return False  # nothing to re-read: the rules were given, not loaded from a file

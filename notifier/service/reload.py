@@ -24,11 +24,11 @@ from notifier.config import (
     ConfigError,
     NotifyConfig,
     ServiceConfig,
-    load_rules,
     load_service_config,
     parse_notify,
     unknown_labels,
 )
+from notifier.rules import load_rules
 from notifier.service.coordinator import Coordinator
 
 log = logging.getLogger(__name__)

@@ -263,6 +263,17 @@ function trend(values) {
 // ---------------------------------------------------------------------------------------------
 // The groups page
 
+// Why a group's status (its open incident's: what the pager said) is not what the last
+// evaluation says, or why it is kept: beside the status badge, the evaluation's own and the
+// reason (hold, recovering, keep_firing_for, an earlier scan).
+function statusReason(evaluated, reason) {
+  if (!reason) return [];
+  const parts = [" "];
+  if (evaluated) parts.push(el("span", { class: "evaluated", "data-evaluated": evaluated }, "evaluated ", badge(evaluated, "small")));
+  parts.push(el("div", { class: "muted small status-reason", "data-reason": reason.kind, text: `${reason.kind}: ${reason.message}` }));
+  return parts;
+}
+
 function notifierIndex() {
   pageHeader("groups");
   const state = { groups: [], clusters: [], incidents: {}, sortKey: "status", sortDesc: true };
@@ -322,6 +333,7 @@ function notifierIndex() {
       const t = trend(g.lag_history);
       const statusCell = el("td", { class: "status" }, badge(g.status));
       if (g.finding && g.finding.status !== g.status) statusCell.append(" ", badge(g.finding.status, "word"));
+      statusCell.append(...statusReason(g.evaluated_status !== g.status ? g.evaluated_status : null, g.status_reason));
       return el("tr", { class: `status-${g.status}`, "data-group": g.group, "data-status": g.status, "data-word": word(g) },
         statusCell,
         el("td", { text: g.cluster }),
@@ -477,7 +489,7 @@ function drawCharts(h) {
   const lagSeries = [{ name: "total lag (records)", cls: "total", points: at("total_lag") }];
   if (lagLines.some((t) => t.scope === "partition")) lagSeries.push({ name: "largest partition", cls: "largest", points: at("max_partition_lag") });
   const common = { spans: h.incidents, start: h.start, end: h.end, gapMs: h.gap_ms };
-  const note = h.scans === 0 ? el("p", { class: "muted", text: `No scans of this group in the history for the last ${h.hours} h.` })
+  const note = h.scans === 0 ? el("p", { class: "muted", text: `No scans of this group in the history for the last ${humanSeconds(h.hours * 3600)}.` })
     : el("p", { class: "muted small", text: `${h.scans} scans from ${fmtTime(h.start)} to ${fmtTime(h.end)}${h.bucket_seconds ? `; each point is the worst of ${humanSeconds(h.bucket_seconds)}` : ""}. Shaded: incidents. Dashed: the thresholds that apply now (lighter: where a firing rule clears).` });
   box.replaceChildren(
     chart({ ...common, metric: "lag_seconds", title: "lag in seconds (furthest-behind partition)", series: [{ name: "seconds behind", cls: "seconds", points: at("max_lag_seconds") }], thresholds: h.thresholds.filter((t) => t.metric === "lag_seconds"), format: durationTick }),
@@ -488,7 +500,7 @@ function drawCharts(h) {
   list.replaceChildren(...(incidents.length ? incidents.map((i) => el("li", {},
     el("a", { href: incidentHref(i.id), text: `${i.peak_status} incident` }),
     ` opened ${fmtTime(i.opened_at)}, ${i.closed_at ? `closed ${fmtTime(i.closed_at)} (${i.close_reason || "closed"}) after ${humanSeconds((i.closed_at - i.opened_at) / 1000)}` : "still open"}${i.silenced ? " · silenced" : ""}`))
-    : [el("li", { class: "muted", text: `No incidents in the last ${h.hours} h.` })]));
+    : [el("li", { class: "muted", text: `No incidents in the last ${humanSeconds(h.hours * 3600)}.` })]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -501,7 +513,9 @@ function notifierGroup() {
   document.getElementById("title").textContent = `${cluster} / ${group}`;
   document.title = `notifier — ${group}`;
   const hoursSelect = document.getElementById("hours");
-  hoursSelect.value = new URLSearchParams(location.search).get("hours") || "6";
+  // By default the span the group's history covers: a group watched for minutes fills the
+  // chart instead of being a sliver at the right edge of six hours.
+  hoursSelect.value = new URLSearchParams(location.search).get("hours") || "";
   const silence = document.getElementById("silence-group");
   silence.href = `/silences?${new URLSearchParams({ matchers: `cluster="${cluster}"\ngroup="${group}"` })}`;
 
@@ -512,7 +526,11 @@ function notifierGroup() {
 
   function render(g, incident) {
     const word = g.findings.length ? leadingWord(g.findings) : g.status;
-    document.getElementById("badge").replaceChildren(badge(g.status), ...(word !== g.status && WORD_RANK[word] === 3 ? [" ", badge(word, "word")] : []));
+    // The status shown first is the open incident's (what the pager said), the evaluation's
+    // beside it when they differ, with the reason.
+    const shown = g.incident ? g.incident.status : g.status;
+    document.getElementById("badge").replaceChildren(badge(shown), ...(word !== shown && WORD_RANK[word] === 3 ? [" ", badge(word, "word")] : []),
+      ...statusReason(shown !== g.status ? g.status : null, g.status_reason));
     const gate = g.minimum_complete === null ? "" : ` Rules notify only from windows at least ${Math.round(g.minimum_complete * 100)}% complete.`;
     const cards = [
       card("total lag", humanNumber(g.total_lag), "records not yet read, all partitions"),
@@ -567,7 +585,7 @@ function notifierGroup() {
   }
 
   async function refreshCharts() {
-    const path = `/api/groups/${encodeURIComponent(cluster)}/${encodeURIComponent(group)}/history?hours=${hoursSelect.value}`;
+    const path = `/api/groups/${encodeURIComponent(cluster)}/${encodeURIComponent(group)}/history${hoursSelect.value ? `?hours=${hoursSelect.value}` : ""}`;
     try {
       drawCharts(await getJson(path));
     } catch (error) {
@@ -576,7 +594,7 @@ function notifierGroup() {
   }
 
   hoursSelect.addEventListener("change", () => {
-    history.replaceState(null, "", `?hours=${hoursSelect.value}`);
+    history.replaceState(null, "", hoursSelect.value ? `?hours=${hoursSelect.value}` : location.pathname);
     refreshCharts();
   });
   refresh();
@@ -778,7 +796,8 @@ function notifierSilences() {
       const data = await getJson("/api/silences");
       const order = { active: 0, pending: 1, expired: 2 };
       const silences = data.silences.sort((a, b) => order[a.state] - order[b.state] || a.ends_at - b.ends_at);
-      document.getElementById("none").hidden = silences.length > 0;
+      // Expired silences stay listed (as Alertmanager keeps them) until the retention.
+      document.getElementById("none").hidden = silences.some((s) => s.state !== "expired");
       document.querySelector("#silences tbody").replaceChildren(...silences.map((s) => el("tr", { class: `silence ${s.state}`, "data-silence": s.id },
         el("td", {}, el("span", { class: `chip state ${s.state}`, text: s.state })),
         el("td", {}, el("code", { text: s.matchers.join("  ") })),

@@ -15,30 +15,72 @@ from __future__ import annotations
 
 import abc
 import base64
+import hashlib
 import logging
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from notifier import __version__
-from notifier.config import Scrubber, Secret, redact_url
+from notifier.config import Rate, Scrubber, Secret, redact_url
 from notifier.notify import jsonenc
 from notifier.notify.channels.delivery import Delivery
-from notifier.notify.channels.templates import TemplateError
+from notifier.notify.channels.templates import TemplateError, TemplateProblem
 from notifier.notify.channels.transport import AsyncioTransport
-from notifier.types import Notification
+from notifier.types import Incident, Notification
 
 _http_log = logging.getLogger("notifier.http")
 """One DEBUG line per channel request, its URL redacted (httpx's own request log is
 ``httpx.AsyncClient``'s, which the channels do not use)."""
 
 
+@dataclass(slots=True, frozen=True)
+class ChannelPolicy:
+    """How one channel is driven: its rate (``None``: unlimited), lanes in flight at once, and
+    the bucket it shares (channels that hit the same receiver limit share one bucket)."""
+
+    rate: Rate | None
+    concurrency: int
+    bucket: str
+
+
+def policy_key(*parts: str) -> str:
+    """A bucket key from what identifies a receiver's limit (a URL, a token and a channel),
+    hashed: the key shows in metrics, the parts may be secrets."""
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+@dataclass(slots=True, frozen=True)
+class MessageRef:
+    """Where an earlier message lives on a receiver that can follow up on it: its
+    conversation (a Slack channel *ID*, which chat.update needs) and its id there (a ts)."""
+
+    channel: str
+    ts: str
+
+
+MessageLookup = Callable[[Incident], MessageRef | None]
+"""Finds the message an incident was first posted in, from the notification store."""
+
+
 class Channel(abc.ABC):
-    """A place notifications go. ``send`` never raises for delivery problems: it reports them."""
+    """A place notifications go. ``send`` never raises for delivery problems: it reports them.
+
+    Beyond ``send``, a channel says how it is driven (:meth:`policy`, :meth:`request_cost`),
+    which templates it checks itself (:meth:`own_templates`, :meth:`check`), what it keeps
+    of a delivery to follow up on later (:meth:`refs_to_keep`, :meth:`use_message_store`),
+    and how ``notifier notify test`` reports it (:meth:`accepted_detail`,
+    :attr:`resolve_after_test`); the defaults suit a channel that needs none of these.
+    """
 
     name: str
+
+    resolve_after_test: bool = False
+    """Whether ``notifier notify test`` sends the resolve right after the test alert (for a
+    receiver that would otherwise keep an incident open, as PagerDuty does)."""
 
     @abc.abstractmethod
     async def send(self, notification: Notification) -> Delivery:
@@ -46,6 +88,35 @@ class Channel(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - channels without connections need nothing
         """Release connections."""
+
+    def policy(self) -> ChannelPolicy:
+        """The receiver's documented limits, unless the config sets ``rate``/``concurrency``:
+        here unlimited, four lanes, a bucket of its own."""
+        return ChannelPolicy(None, 4, "channel:" + self.name)
+
+    def request_cost(self, notification: Notification) -> float:
+        """Requests ``notification`` costs against the rate limit."""
+        return 1.0
+
+    def own_templates(self) -> Collection[str]:
+        """Templates this channel renders with a context of its own: left out of the shared
+        sample rendering, checked by :meth:`check` instead."""
+        return ()
+
+    def check(self) -> list[TemplateProblem]:
+        """Render the channel's own templates with sample data, as at send time."""
+        return []
+
+    def refs_to_keep(self, delivery: Delivery) -> dict[str, MessageRef]:
+        """Incident id → the message a delivery posted, for later follow-ups to find."""
+        return {}
+
+    def use_message_store(self, lookup: MessageLookup) -> None:  # noqa: B027 - most keep none
+        """Find earlier messages with ``lookup`` (what :meth:`refs_to_keep` stored)."""
+
+    def accepted_detail(self, delivery: Delivery) -> str:
+        """How ``notifier notify test`` reports a delivery that worked."""
+        return f"HTTP {delivery.status_code}"
 
     async def __aenter__(self) -> Channel:
         return self

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from notifier.notify import jsonenc
-from notifier.types import Alert, Event, Finding, GroupStatus
+from notifier.types import Alert, Event, Finding, GroupStatus, PartitionResult
 
 _EVENT_PRECEDENCE = (Event.ESCALATE, Event.OPEN, Event.REPEAT, Event.RESOLVE)
 
@@ -195,3 +195,21 @@ def clip_lines(text: str, limit: int) -> str:
         kept.append(line)
         size += len(line) + 1
     return "\n".join(kept)
+
+
+def partition_document(p: PartitionResult) -> dict[str, Any]:
+    """A partition's result as JSON documents show it (the webhook's payload, PagerDuty's
+    details)."""
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "status": str(p.status),
+        "committed_offset": p.committed_offset,
+        "log_end_offset": p.log_end_offset,
+        "log_start_offset": p.log_start_offset,
+        "lag": p.current_lag,
+        "lag_seconds": p.lag_seconds,
+        "complete": p.complete,
+        "owner": p.owner,
+        "client_id": p.client_id,
+    }

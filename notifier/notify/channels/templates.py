@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import jinja2
 
 from notifier import resources
+from notifier.notify.channels import registry
 from notifier.notify.channels.format import (
     alert_findings,
     alert_status,
@@ -310,10 +311,13 @@ class Templates:
 
         Partials are compiled; ``<channel>/<event>.<part>.j2`` templates are rendered with a
         sample notification for that event (other names with every event), and ``*.json.j2``
-        output must parse as JSON. An empty list means every template is usable. (Webhook body
-        templates see more than this context: check them with the webhook's own check.)
+        output must parse as JSON and pass the check its channel kind registered for its
+        folder (``ChannelKind.check_message``: a Slack message needs text or blocks). An
+        empty list means every template is usable. (Templates a channel renders with a context
+        of its own, such as a webhook's body template, are checked by that channel.)
         """
         problems: list[TemplateProblem] = []
+        message_checks = registry.message_checks()
         skip = set(exclude)
         wanted = list(names) if names is not None else self._loader.list_templates()
         wanted = [name for name in wanted if name not in skip]
@@ -335,8 +339,9 @@ class Templates:
                 try:
                     if name.endswith(".json.j2"):
                         body = self.render_json(name, context)
-                        if name.startswith("slack/"):
-                            check_slack_shape(name, body)
+                        check_message = message_checks.get(name.split("/", 1)[0])
+                        if check_message is not None:
+                            check_message(name, body)
                     else:
                         self.render(name, context)
                 except TemplateError as exc:
@@ -371,11 +376,6 @@ def log_template_failure(channel: str, exc: TemplateError, fallback: str) -> Non
         extra={"event": "template_failed", "channel": channel, "template": exc.template,
                "line": exc.line, "error": exc.problem.message, "fallback": fallback},
     )  # fmt: skip
-
-
-def check_slack_shape(name: str, body: Any) -> None:
-    if not isinstance(body, dict) or not (body.get("text") or body.get("blocks")):
-        raise TemplateError(name, "a Slack message must be a JSON object with text or blocks")
 
 
 def sample_notification(event: Event | str = Event.OPEN, *, alerts: int = 3) -> Notification:

@@ -17,11 +17,14 @@ from typing import Any, Literal
 import aiosmtplib
 
 from notifier.config import Scrubber, Secret, optional_secret
-from notifier.notify.channels.base import Channel, no_alerts
+from notifier.notify.channels.base import Channel, ChannelPolicy, no_alerts
 from notifier.notify.channels.delivery import Delivery, excerpt
 from notifier.notify.channels.format import clip, headline_event
 from notifier.notify.channels.templates import TemplateError, Templates, render_or_fall_back
 from notifier.types import Event, Notification
+
+TEMPLATE_FOLDER = "email"
+"""E-mails render ``email/<event>.subject.j2``, ``.txt.j2`` and ``.html.j2``."""
 
 
 def _msgid_token(text: str) -> str:
@@ -84,6 +87,15 @@ class Email(Channel):
         domain = parseaddr(sender)[1].rpartition("@")[2]
         self.domain = _msgid_token(domain) if domain else "notifier.invalid"
 
+    def policy(self) -> ChannelPolicy:
+        """Unlimited (the SMTP server queues), four lanes."""
+        return ChannelPolicy(None, 4, "email:" + self.name)
+
+    def accepted_detail(self, delivery: Delivery) -> str:
+        refused = delivery.meta.get("refused")
+        also = f"; refused for {', '.join(sorted(refused))}" if refused else ""
+        return f"accepted by the SMTP server {self.host}{also}"
+
     def thread_ids(self, notification: Notification) -> tuple[str, str | None, list[str]]:
         """``(Message-ID, In-Reply-To, References)`` for ``notification``."""
         alerts = notification.alerts
@@ -113,9 +125,9 @@ class Email(Channel):
         def build(templates: Templates) -> tuple[str, str, str]:
             context = templates.context(notification)
             return (
-                templates.render(Templates.name("email", event, "subject"), context),
-                templates.render(Templates.name("email", event, "txt"), context),
-                templates.render(Templates.name("email", event, "html"), context),
+                templates.render(Templates.name(TEMPLATE_FOLDER, event, "subject"), context),
+                templates.render(Templates.name(TEMPLATE_FOLDER, event, "txt"), context),
+                templates.render(Templates.name(TEMPLATE_FOLDER, event, "html"), context),
             )
 
         subject, text, html = render_or_fall_back(self.name, self.templates, build)

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
-from notifier.config import PAGERDUTY_SEVERITIES, Secret
+from notifier.config import Rate, Secret
 from notifier.notify import jsonenc
-from notifier.notify.channels.base import HttpChannel, no_alerts
+from notifier.notify.channels.base import ChannelPolicy, HttpChannel, no_alerts, policy_key
 from notifier.notify.channels.delivery import Delivery, classify_http, combine
 from notifier.notify.channels.format import (
     alert_findings,
@@ -23,11 +23,15 @@ from notifier.notify.channels.format import (
     clip,
     humanize_seconds,
     iso8601,
+    partition_document,
     runbooks,
 )
+from notifier.notify.channels.pagerduty.settings import PAGERDUTY_SEVERITIES
 from notifier.notify.channels.templates import TemplateError, Templates, render_or_fall_back
-from notifier.notify.channels.webhook import partition_document
 from notifier.types import Event, Notification
+
+TEMPLATE_FOLDER = "pagerduty"
+"""An event's summary is ``pagerduty/<event>.summary.j2``."""
 
 PAGERDUTY_MAX_SUMMARY = 1024
 PAGERDUTY_MAX_DEDUP_KEY = 255
@@ -95,7 +99,7 @@ def pagerduty_events(
             continue
         single = dataclasses.replace(notification, alerts=[alert])
         context = templates.context(single)
-        summary = templates.render(Templates.name("pagerduty", alert.event, "summary"), context)
+        summary = templates.render(Templates.name(TEMPLATE_FOLDER, alert.event, "summary"), context)
         status = alert_status(alert)
         severity = severity_map.get(str(status)) or severity_map.get(
             str(alert.incident.peak_status), "error"
@@ -182,6 +186,17 @@ class PagerDuty(HttpChannel):
         super().__init__(
             name=name, timeout=timeout, secrets=[self.routing_key], transport=transport
         )
+
+    resolve_after_test = True  # the test would otherwise leave an open PagerDuty incident
+
+    def policy(self) -> ChannelPolicy:
+        """About 120 events a minute per routing key: one bucket per URL and key."""
+        key = policy_key(self.url, self.routing_key.reveal())
+        return ChannelPolicy(Rate(120, 60), 4, "pagerduty:" + key)
+
+    def request_cost(self, notification: Notification) -> float:
+        """One event per alert."""
+        return float(len(notification.alerts))
 
     def build_events(self, notification: Notification) -> list[dict[str, Any]]:
         def build(templates: Templates) -> list[dict[str, Any]]:

@@ -11,22 +11,26 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
 
-from notifier.config import Secret
-from notifier.notify.channels.base import HttpChannel, no_alerts
+from notifier.config import Rate, Secret
+from notifier.notify.channels.base import (
+    ChannelPolicy,
+    HttpChannel,
+    MessageLookup,
+    MessageRef,
+    no_alerts,
+    policy_key,
+)
 from notifier.notify.channels.delivery import Delivery, classify_http, combine, parse_retry_after
 from notifier.notify.channels.format import clip, clip_lines, status_color
-from notifier.notify.channels.templates import (
-    TemplateError,
-    Templates,
-    check_slack_shape,
-    render_or_fall_back,
-)
+from notifier.notify.channels.templates import TemplateError, Templates, render_or_fall_back
 from notifier.types import Alert, Event, Incident, Notification
+
+TEMPLATE_FOLDER = "slack"
+"""Both Slack channels render ``slack/<event>.json.j2``."""
 
 SLACK_MAX_BLOCKS = 50
 SLACK_MAX_SECTION_TEXT = 3000
@@ -36,6 +40,13 @@ SLACK_MAX_FIELDS = 10
 SLACK_MAX_CONTEXT_ELEMENTS = 10
 SLACK_MAX_TEXT = 3000
 """The fallback ``text`` is what phones show in a push notification; keep it readable."""
+
+
+def check_slack_shape(name: str, body: Any) -> None:
+    """A rendered Slack template must be a message Slack accepts: an object with text or
+    blocks (what ``notifier check`` holds every ``slack/*.json.j2`` to)."""
+    if not isinstance(body, dict) or not (body.get("text") or body.get("blocks")):
+        raise TemplateError(name, "a Slack message must be a JSON object with text or blocks")
 
 
 def _fit_block(block: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +142,7 @@ class _SlackRendering:
 
         def build(templates: Templates) -> dict[str, Any]:
             context = templates.context(scoped, shown)
-            name = Templates.name("slack", context["event"], "json")
+            name = Templates.name(TEMPLATE_FOLDER, context["event"], "json")
             message = templates.render_json(name, context)
             check_slack_shape(name, message)
             return message
@@ -168,6 +179,10 @@ class SlackWebhook(HttpChannel, _SlackRendering):
         self.max_alerts = max(1, min(max_alerts, SLACK_MAX_BLOCKS - 4))
         super().__init__(name=name, timeout=timeout, secrets=[self.url], transport=transport)
 
+    def policy(self) -> ChannelPolicy:
+        """About one message a second per channel: one bucket per webhook URL."""
+        return ChannelPolicy(Rate(1, 1), 1, "slack-webhook:" + policy_key(self.url.reveal()))
+
     async def send(self, notification: Notification) -> Delivery:
         if not notification.alerts:
             return no_alerts()
@@ -191,12 +206,8 @@ class SlackWebhook(HttpChannel, _SlackRendering):
         return delivery
 
 
-@dataclass(slots=True, frozen=True)
-class SlackMessageRef:
-    """Where an earlier message lives: a channel *ID* (chat.update needs the ID) and its ts."""
-
-    channel: str
-    ts: str
+SlackMessageRef = MessageRef
+"""Where an earlier message lives: a channel *ID* (chat.update needs the ID) and its ts."""
 
 
 SlackLookup = Callable[[Incident], SlackMessageRef | Awaitable[SlackMessageRef | None] | None]
@@ -276,6 +287,29 @@ class SlackBot(HttpChannel, _SlackRendering):
         self.lookup = lookup
         self.max_alerts = max(1, min(max_alerts, SLACK_MAX_BLOCKS - 4))
         super().__init__(name=name, timeout=timeout, secrets=[self.token], transport=transport)
+
+    def policy(self) -> ChannelPolicy:
+        """About one message a second per Slack channel: one bucket per API, token and
+        channel."""
+        key = policy_key(self.api_url, self.token.reveal(), self.channel)
+        return ChannelPolicy(Rate(1, 1), 1, "slack-bot:" + key)
+
+    def refs_to_keep(self, delivery: Delivery) -> dict[str, MessageRef]:
+        """The message each incident was posted in anew (not replies in a thread), so that its
+        follow-ups update it or reply under it."""
+        refs: dict[str, MessageRef] = {}
+        for message in delivery.meta.get("messages", []):
+            root = message.get("method") == "chat.postMessage" and not message.get("thread_ts")
+            if root and message.get("channel") and message.get("ts"):
+                ref = MessageRef(str(message["channel"]), str(message["ts"]))
+                for incident in message.get("incident_ids", []):
+                    refs[incident] = ref
+        return refs
+
+    def use_message_store(self, lookup: MessageLookup) -> None:
+        """Find originals in the notification store, unless a lookup was given already."""
+        if self.lookup is None:
+            self.lookup = lookup
 
     async def send(self, notification: Notification) -> Delivery:
         if not notification.alerts:

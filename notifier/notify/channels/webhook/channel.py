@@ -3,8 +3,7 @@
 :class:`Webhook` sends :func:`webhook_payload` (version ``WEBHOOK_PAYLOAD_VERSION``), built here
 rather than templated so that its schema holds by construction; a ``body_template`` can replace
 it for receivers that want another shape (checked by :func:`check_body_template`; when it fails
-at send time the built-in document goes out instead). PagerDuty's details reuse
-:func:`partition_document`.
+at send time the built-in document goes out instead).
 """
 
 from __future__ import annotations
@@ -17,9 +16,19 @@ from typing import Any
 import httpx
 
 from notifier.config import Secret, optional_secret
-from notifier.notify.channels.base import HttpChannel, basic_auth_header, no_alerts
+from notifier.notify.channels.base import (
+    ChannelPolicy,
+    HttpChannel,
+    basic_auth_header,
+    no_alerts,
+)
 from notifier.notify.channels.delivery import Delivery, classify_http
-from notifier.notify.channels.format import alert_findings, headline_event, iso8601
+from notifier.notify.channels.format import (
+    alert_findings,
+    headline_event,
+    iso8601,
+    partition_document,
+)
 from notifier.notify.channels.templates import (
     TemplateError,
     TemplateProblem,
@@ -27,9 +36,12 @@ from notifier.notify.channels.templates import (
     log_template_failure,
     sample_notification,
 )
-from notifier.types import Event, GroupResult, Incident, Notification, PartitionResult
+from notifier.types import Event, GroupResult, Incident, Notification
 
 WEBHOOK_PAYLOAD_VERSION = "1"
+
+TEMPLATE_FOLDER = "webhook"
+"""Where shipped body templates live (``webhook/text.json.j2``); without one, no template."""
 
 
 def _incident_document(incident: Incident) -> dict[str, Any]:
@@ -43,22 +55,6 @@ def _incident_document(incident: Incident) -> dict[str, Any]:
         "closed_at": iso8601(incident.closed_at),
         "close_reason": incident.close_reason,
         "findings": [f.to_dict() for f in incident.findings],
-    }
-
-
-def partition_document(p: PartitionResult) -> dict[str, Any]:
-    return {
-        "topic": p.topic,
-        "partition": p.partition,
-        "status": str(p.status),
-        "committed_offset": p.committed_offset,
-        "log_end_offset": p.log_end_offset,
-        "log_start_offset": p.log_start_offset,
-        "lag": p.current_lag,
-        "lag_seconds": p.lag_seconds,
-        "complete": p.complete,
-        "owner": p.owner,
-        "client_id": p.client_id,
     }
 
 
@@ -198,6 +194,15 @@ class Webhook(HttpChannel):
         except TemplateError as exc:
             log_template_failure(self.name, exc, "built-in")
             return payload
+
+    def policy(self) -> ChannelPolicy:
+        """Unlimited, four lanes: more lanes in flight do not raise throughput
+        (benchmarks/notify.py), only the burst a receiver gets at once."""
+        return ChannelPolicy(None, 4, "webhook:" + self.name)
+
+    def own_templates(self) -> list[str]:
+        """The body template: it sees ``payload`` besides the usual context."""
+        return [self.body_template] if self.body_template else []
 
     def check(self) -> list[TemplateProblem]:
         """Render the body template with sample data, as it is rendered at send time."""

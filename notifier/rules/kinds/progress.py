@@ -1,0 +1,206 @@
+"""``progress``: STALL and STOP from per-scan evidence, judged against each group's habits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+
+from notifier.config.base import Duration
+from notifier.config.rules import KindRule, RuleBase
+from notifier.rules.habits import UNSET_TS, WAITS_TO_LEARN
+from notifier.rules.kernels import SEVERITY_NONE, STALL, STOP
+from notifier.rules.kinds.base import (
+    Description,
+    PartitionView,
+    Rows,
+    RuleKind,
+    RuleRun,
+    Verdict,
+    human_seconds,
+    position_evidence,
+)
+from notifier.types import Severity
+
+
+class ProgressRule(KindRule):
+    """STALL and STOP from per-scan evidence, judged against each group's own habits.
+
+    STALL: members present and the committed offset has not moved for ``tolerance`` × the
+    partition's usual wait between moves (learned from its history), and at least
+    ``stall_after``, while records arrived. STOP: no members for ``tolerance`` × the group's
+    usual restart, and at least ``stop_after``, while records arrived.
+    """
+
+    kind: Literal["progress"]
+    name: str
+    severity: Severity = Severity.ERR
+    stall_after: Duration = 30.0
+    stop_after: Duration = 60.0
+    tolerance: Annotated[float, Field(ge=1.0)] = 1.5
+    TUNABLE: ClassVar[tuple[str, ...]] = (
+        *RuleBase.TUNABLE, "stall_after", "stop_after", "tolerance"
+    )  # fmt: skip
+
+
+@dataclass(slots=True)
+class ProgressOutcome:
+    """Per row: the severity code, and whether the row is stalled (members present) or
+    stopped (no members) — the partition status a finding reports."""
+
+    severity: np.ndarray
+    stalled: np.ndarray
+    stopped: np.ndarray
+
+
+def no_progress(
+    now_ms: int,
+    wait_since: np.ndarray,
+    wait_log_end: np.ndarray,
+    usual_wait_ms: np.ndarray,
+    memberless_since: np.ndarray,
+    memberless_log_end: np.ndarray,
+    usual_memberless_ms: np.ndarray,
+    committed: np.ndarray,
+    log_end: np.ndarray,
+    present: np.ndarray,
+    stall_after_ms: np.ndarray | float,
+    stop_after_ms: np.ndarray | float,
+    tolerance: np.ndarray | float,
+    severity: np.ndarray | int,
+) -> ProgressOutcome:
+    """STALL: members present, the committed offset has not moved for longer than
+    ``tolerance`` × the row's usual wait (at least ``stall_after``) while records arrived.
+    STOP: no members for longer than ``tolerance`` × the group's usual restart (at least
+    ``stop_after``) while records arrived that nobody reads."""
+    stall_limit = np.maximum(stall_after_ms, tolerance * usual_wait_ms)
+    stalled = (
+        present
+        & (wait_since != UNSET_TS)
+        & (log_end > wait_log_end)
+        & ((now_ms - wait_since) >= stall_limit)
+    )
+    stop_limit = np.maximum(stop_after_ms, tolerance * usual_memberless_ms)
+    stopped = (
+        ~present
+        & (memberless_since != UNSET_TS)
+        & (committed >= 0)
+        & (log_end > committed)
+        & (log_end > memberless_log_end)
+        & ((now_ms - memberless_since) >= stop_limit)
+    )
+    out = np.where(stalled | stopped, severity, SEVERITY_NONE).astype(np.int8)
+    return ProgressOutcome(severity=out, stalled=stalled, stopped=stopped)
+
+
+def not_moved_since(
+    firing: np.ndarray,
+    firing_since: np.ndarray,
+    moved_at: np.ndarray,
+    log_end_at_move: np.ndarray,
+    committed: np.ndarray,
+    log_end: np.ndarray,
+) -> np.ndarray:
+    """Rows of a group already firing STOP or STALL whose offset has not moved since the
+    episode began while records arrived that it has not read: members coming back (or a
+    rebalance) do not end a STOP or STALL, the consumer reading again does. Without this a
+    group that restarts but only commits minutes later would page "recovered", then page
+    again for its lag."""
+    return (
+        firing
+        & (firing_since >= 0)
+        & (moved_at < firing_since)
+        & (committed >= 0)
+        & (log_end > committed)
+        & (log_end > log_end_at_move)
+    )
+
+
+def evaluate(rows: Rows, run: RuleRun) -> Verdict:
+    store, index, p = rows.store, rows.index, run.params
+    progress = no_progress(
+        rows.now,
+        store.e_wait_since[index],
+        store.e_wait_leo[index],
+        rows.usual_wait_ms,
+        store.e_memberless_since[index],
+        store.e_memberless_leo[index],
+        store.e_usual_memberless_ms[index],
+        rows.latest_committed,
+        rows.latest_leo,
+        rows.has_members,
+        p["stall_after"] * 1000.0,
+        p["stop_after"] * 1000.0,
+        p["tolerance"],
+        run.severity,
+    )
+    state, gids = run.state, rows.gids
+    held = not_moved_since(
+        state.firing[gids],
+        state.pending_since[gids],
+        store.e_move_ts[index],
+        store.e_move_leo[index],
+        rows.latest_committed,
+        rows.latest_leo,
+    ) & (progress.severity == 0)
+    severity = np.where(held, state.fired_severity[gids], progress.severity)
+    stopped = progress.stopped | (held & ~rows.has_members)
+    stalled = progress.stalled | (held & rows.has_members)
+    detail = np.where(stopped, STOP, np.where(stalled, STALL, 0)).astype(np.int8)
+    return Verdict(severity, detail)
+
+
+def describe(view: PartitionView) -> Description:
+    """Says what it saw and against which habit of the group, so a reader knows why it fired
+    now."""
+    store, row, now = view.store, view.row, view.now
+    evidence, behind = position_evidence(view)
+    committed, lag = evidence["committed_offset"], view.lag
+    if view.detail == STOP:
+        since = int(store.e_memberless_since[row])
+        usual = float(store.e_usual_memberless_ms[row]) / 1000
+        evidence.update(members=0, memberless_since=since, usual_restart_s=usual)
+        habit = f"its restarts take up to {human_seconds(usual)}" if usual else "no restart"
+        message = (
+            f"no members for {human_seconds((now - since) / 1000)} ({habit}); "
+            f"lag {lag} and growing, {behind} behind"
+        )
+        return Description("STOP", message, evidence)
+    since = int(store.e_wait_since[row])
+    usual = view.usual_wait_ms / 1000
+    trusted = view.waits_learned >= WAITS_TO_LEARN
+    arrived = int(store.latest_leo[row]) - int(store.e_wait_leo[row])
+    evidence.update(waiting_since=since, usual_wait_s=usual, arrived=arrived)
+    assumed = store.settings.assumed_commit_interval
+    habit = (
+        f"usually within {human_seconds(usual)}"
+        if trusted
+        else f"habit not learned yet, {human_seconds(max(usual, assumed))} assumed"
+    )
+    moved_at = int(store.e_move_ts[row])
+    if since == UNSET_TS or moved_at < since - store.scan_interval_ms:
+        # Held since a STOP or STALL: members are back (or rebalanced) but it has not read.
+        evidence.update(offset_moved_at=moved_at if moved_at != UNSET_TS else None)
+        quiet = "ever" if moved_at == UNSET_TS else human_seconds((now - moved_at) / 1000)
+        message = (
+            f"members present but offset {committed} has not moved for {quiet} "
+            f"({habit}); lag {lag}, {behind} behind"
+        )
+        return Description("STALL", message, evidence)
+    message = (
+        f"members present but offset {committed} has not moved for "
+        f"{human_seconds((now - since) / 1000)} ({habit}) while {arrived} "
+        f"record{'' if arrived == 1 else 's'} arrived"
+    )
+    return Description("STALL", message, evidence)
+
+
+KIND = RuleKind(
+    name="progress",
+    model=ProgressRule,
+    params=("stall_after", "stop_after", "tolerance"),
+    evaluate=evaluate,
+    describe=describe,
+)

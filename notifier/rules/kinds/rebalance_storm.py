@@ -1,0 +1,149 @@
+"""``rebalance_storm``: the member set keeps changing, in the window or in a run that lasts; the
+current run of changes is this kind's own evidence (``e_churn_since``, ``e_churn_changes``,
+``e_last_change_ts``)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from notifier.config.base import Duration, NonNegativeInt
+from notifier.config.rules import KindRule, RuleBase
+from notifier.rules.habits import UNSET_TS, ScanTimes, ScanView
+from notifier.rules.kernels import SEVERITY_NONE
+from notifier.rules.kinds.base import (
+    Description,
+    GroupView,
+    KindEvidence,
+    Rows,
+    RuleKind,
+    RuleRun,
+    Verdict,
+    every_group,
+    human_seconds,
+)
+from notifier.types import Severity
+
+
+class RebalanceStormRule(KindRule):
+    """More than ``max_changes`` member-set changes: within the window, or, with ``lasting``,
+    in a run of changes (each at most ``window.churn_gap`` apart) that has lasted that long —
+    which tells a storm from a rolling deploy, which ends."""
+
+    kind: Literal["rebalance_storm"]
+    name: str
+    severity: Severity = Severity.WARN
+    max_changes: NonNegativeInt = 3
+    lasting: Duration = 0.0
+    TUNABLE: ClassVar[tuple[str, ...]] = (*RuleBase.TUNABLE, "max_changes", "lasting")
+
+
+def follow_churn(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
+) -> None:
+    """Runs of member-set changes: when the current run began (changes at most ``churn_gap``
+    apart belong to one run), how many changes it has had, and when the last one was."""
+    ts, changed = scan.ts, scan.member_changed
+    last_change = columns["e_last_change_ts"][index]
+    churn_since = columns["e_churn_since"][index]
+    changes = columns["e_churn_changes"][index]
+    continues = (churn_since != UNSET_TS) & (ts - last_change <= times.churn_gap_ms)
+    columns["e_churn_since"][index] = np.where(
+        changed, np.where(continues, churn_since, ts), np.where(continues, churn_since, UNSET_TS)
+    )
+    columns["e_churn_changes"][index] = np.where(
+        changed, np.where(continues, changes + 1, 1), np.where(continues, changes, 0)
+    )
+    columns["e_last_change_ts"][index] = np.where(changed, ts, last_change)
+
+
+def rebalance_storm(
+    member_changed: np.ndarray,
+    count: np.ndarray,
+    max_changes: np.ndarray | int,
+    severity: np.ndarray | int,
+) -> np.ndarray:
+    """The member set changed more than ``max_changes`` times within the window (slots
+    before the first sample never hold a change)."""
+    changes = np.count_nonzero(member_changed, axis=1)
+    return np.where(changes > max_changes, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def churning(
+    now_ms: int,
+    churn_since: np.ndarray,
+    churn_changes: np.ndarray,
+    last_change: np.ndarray,
+    churn_gap_ms: int,
+    lasting_ms: np.ndarray | float,
+    max_changes: np.ndarray | int,
+    severity: np.ndarray | int,
+) -> np.ndarray:
+    """A run of member-set changes (each at most ``churn_gap`` after the previous) whose
+    changes span ``lasting`` or more, with more than ``max_changes`` of them, and that is still
+    going on (the last change at most ``churn_gap`` ago)."""
+    hit = (
+        (churn_since != UNSET_TS)
+        & ((now_ms - last_change) <= churn_gap_ms)
+        & ((last_change - churn_since) >= lasting_ms)
+        & (churn_changes > max_changes)
+    )
+    return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def evaluate(rows: Rows, run: RuleRun) -> Verdict:
+    store, index, p, sev = rows.store, rows.index, run.params, run.severity
+    lasting_s = np.asarray(p["lasting"])
+    if not np.all(lasting_s > 0):  # some rows count changes in the window
+        out = rebalance_storm(store.s_member_changed[index], rows.count, p["max_changes"], sev)
+    if np.any(lasting_s > 0):
+        lasting = churning(
+            rows.now,
+            store.e_churn_since[index],
+            store.e_churn_changes[index],
+            store.e_last_change_ts[index],
+            store.churn_gap_ms,
+            p["lasting"] * 1000.0,
+            p["max_changes"],
+            sev,
+        )
+        out = lasting if np.all(lasting_s > 0) else np.where(lasting_s > 0, lasting, out)
+    return Verdict(out)
+
+
+def describe_group(view: GroupView) -> Description:
+    store, row, rule = view.store, view.row, view.rule
+    evidence = view.group_evidence()
+    if rule.lasting:
+        changes = int(store.e_churn_changes[row])
+        began = int(store.e_churn_since[row])
+        message = (
+            f"member set changed {changes} times in "
+            f"{human_seconds((view.now - began) / 1000)} and is still changing "
+            f"(a rolling deploy is over within {human_seconds(rule.lasting)})"
+        )
+        evidence.update(member_changes=changes, churn_since=began)
+        return Description(view.status, message, evidence)
+    changes = sum(1 for s in view.window if s["member_set_changed"])
+    message = f"member set changed {changes} times in the window (> {rule.max_changes})"
+    evidence.update(member_changes=changes, members=[s["members"] for s in view.window])
+    return Description(view.status, message, evidence)
+
+
+KIND = RuleKind(
+    name="rebalance_storm",
+    model=RebalanceStormRule,
+    params=("max_changes", "lasting"),
+    evaluate=evaluate,
+    describe_group=describe_group,
+    group_level=every_group,
+    evidence=KindEvidence(
+        columns=(
+            ("e_churn_since", np.int64, UNSET_TS),
+            ("e_churn_changes", np.int32, 0),
+            ("e_last_change_ts", np.int64, UNSET_TS),
+        ),
+        update=follow_churn,
+    ),
+)
