@@ -813,7 +813,8 @@ def _cells(
                 "pages_per_group_day": len(hit) / (n * counted_days),
             }
             if pattern.kind and len(labels):
-                mine_l = labels[(labels["config"] == name) & np.array([c == (x, y) for c in labels["cell"]])]
+                in_cell = np.array([c == (x, y) for c in labels["cell"]])
+                mine_l = labels[(labels["config"] == name) & in_cell]
                 caught = mine_l[mine_l["caught"]]
                 row |= {
                     "labels": len(mine_l),
