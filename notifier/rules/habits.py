@@ -177,7 +177,9 @@ def update(
     arrived = known & (base != NULL) & (leo > base)
     start = arrived & (wait_since == UNSET_TS) & had
     wait_since = np.where(start, scan.previous_ts, wait_since)
-    columns["e_wait_leo"][index] = np.where(start, base, columns["e_wait_leo"][index])
+    # A stall needs more records after that (an idle topic's single batch, read at the next
+    # commit, is not one).
+    columns["e_wait_leo"][index] = np.where(start, leo, columns["e_wait_leo"][index])
 
     # Learn from a wait the consumer just ended by moving its offset.
     usual = columns["e_usual_wait_ms"][index]
