@@ -379,7 +379,7 @@ def test_rebalancing_for_a_minute_while_committing_is_not_stuck():
     assert (seen[0].previous.value, seen[0].current.value) == ("OK", "ERR")
 
 
-def test_a_long_rolling_deploy_that_keeps_up_is_not_a_storm_but_endless_churn_is():
+def test_a_long_rolling_deploy_that_keeps_up_is_not_a_storm():
     # Eight pods replaced in turn, two member-set changes each, 20 s apart: five minutes of
     # changes while the consumer keeps up.
     behind = {**STORM, "rules": [{**STORM["rules"][0], "min_lag_seconds": "30s"}]}
@@ -387,10 +387,6 @@ def test_a_long_rolling_deploy_that_keeps_up_is_not_a_storm_but_endless_churn_is
     inputs = [steady(120, member_hash=member_sets(deploy, 120), members="8x119")]
     assert transitions(STORM, inputs) != []  # without min_lag_seconds: a storm
     assert transitions(behind, inputs) == []
-    endless = list(range(40, 110, 2))  # more changes than replacing every pod makes
-    inputs = [steady(120, member_hash=member_sets(endless, 120), members="8x119")]
-    seen = transitions(behind, inputs)
-    assert (seen[0].previous.value, seen[0].current.value) == ("OK", "WARN")
 
 
 def test_a_pause_and_its_catch_up_are_not_falling_behind_a_slow_consumer_is():

@@ -93,7 +93,8 @@ def falling_behind(
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
     records) behind; with ``grace``, also behind at every commit across that long
-    (``behind_since`` to the last move) or more than ``min_lag_seconds`` + ``grace`` behind,
+    (``behind_since`` to the last move) or more than ``min_lag_seconds`` + ``grace`` + its
+    usual wait behind,
     having read less than ``ratio`` of what arrived over that run: a pause falls behind and
     catches up within a few commits, a slow consumer never does.
 
@@ -118,7 +119,10 @@ def falling_behind(
     hit = slow & behind_s & behind & move_measured & (committed >= 0) & (move_log_end >= 0)
     if behind_since is not None and np.any(np.asarray(grace_s) > 0):
         with np.errstate(invalid="ignore"):
-            beyond_pause = (lag_seconds - since_move_s) > min_lag_seconds + grace_s
+            # A pause leaves it behind by up to the pause and one commit interval.
+            beyond_pause = (lag_seconds - since_move_s) > (
+                min_lag_seconds + grace_s + usual_wait_ms / 1000.0
+            )
         # Behind at commits spanning ``grace``: one commit behind after a pause is not
         # enough, however long the next commit takes.
         lasting = (behind_since != UNSET_TS) & ((move_ts - behind_since) >= grace_s * 1000.0)

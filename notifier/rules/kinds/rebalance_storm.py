@@ -38,8 +38,8 @@ class RebalanceStormRule(KindRule):
     lasting: Duration = 0.0
     min_lag_seconds: Duration = 0.0
     """With ``lasting``: only while some partition is more than this far behind beyond its
-    usual wait between commits, or the run has more changes than replacing every member makes
-    (two each, and ``max_changes``): a long rolling deploy keeps up, a storm falls behind."""
+    usual wait between commits, and the group kept members through the window: a long
+    rolling deploy keeps up, a batch job's members come and go, a storm falls behind."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
         *RuleBase.TUNABLE, "max_changes", "lasting", "min_lag_seconds"
     )  # fmt: skip
@@ -87,13 +87,14 @@ def churning(
     severity: np.ndarray | int,
     behind_s: np.ndarray | None = None,
     min_lag_seconds: np.ndarray | float = 0.0,
-    members: np.ndarray | None = None,
+    members_throughout: np.ndarray | None = None,
 ) -> np.ndarray:
     """A run of member-set changes (each at most ``churn_gap`` after the previous) whose
     changes span ``lasting`` or more, with more than ``max_changes`` of them, and that is still
     going on (the last change at most ``churn_gap`` ago); with ``min_lag_seconds``, only rows
-    that many seconds behind (``behind_s``: lag in seconds beyond the usual wait), or with more
-    changes than a rolling deploy of its ``members`` makes (two each, and ``max_changes``)."""
+    that many seconds behind (``behind_s``: lag in seconds beyond the usual wait) and with
+    members in every sample of the window (``members_throughout``: a storm keeps members; a
+    batch job's members come and go between runs)."""
     hit = (
         (churn_since != UNSET_TS)
         & ((now_ms - last_change) <= churn_gap_ms)
@@ -102,10 +103,10 @@ def churning(
     )
     if behind_s is not None and np.any(np.asarray(min_lag_seconds) > 0):
         with np.errstate(invalid="ignore"):
-            behind = (np.asarray(min_lag_seconds) <= 0) | (behind_s > min_lag_seconds)
-        if members is not None:
-            behind |= churn_changes > 2 * members + max_changes
-        hit &= behind
+            behind = behind_s > min_lag_seconds
+        if members_throughout is not None:
+            behind &= members_throughout
+        hit &= (np.asarray(min_lag_seconds) <= 0) | behind
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
 
 
@@ -126,7 +127,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             sev,
             rows.lag_seconds - rows.usual_wait_ms / 1000.0,
             p["min_lag_seconds"],
-            rows.members[:, -1] if rows.members.ndim == 2 else rows.members,
+            np.all(rows.members > 0, axis=1),
         )
         out = lasting if np.all(lasting_s > 0) else np.where(lasting_s > 0, lasting, out)
     return Verdict(out)
