@@ -109,7 +109,8 @@ def no_progress(
     wait and the usual wait plus ``grace`` (a pause that heals itself: back-pressure, a
     restart that committed nothing on the way out, a static member coming back).
     STOP: no members (and no standalone consumer) for longer than ``tolerance`` × the group's
-    usual restart and that restart plus ``grace`` (at least ``stop_after``, plus
+    usual restart, and that restart plus ``grace`` when it is longer than ``stop_after`` (at
+    least ``stop_after``, plus
     ``crash_grace`` when the members vanished without a commit on the way out: a crash whose
     pod is on its way back) while records arrived that nobody reads."""
     reader = present if standalone is None else present | standalone
@@ -128,9 +129,9 @@ def no_progress(
     )
     if abrupt is not None:
         stop_after_ms = stop_after_ms + np.where(abrupt, crash_grace_ms, 0.0)
-    # A group whose members come and go (a batch job between runs) is judged by its own
-    # spells, with the same grace as its waits.
-    habit = np.where(usual_memberless_ms > 0, usual_memberless_ms + grace_ms, 0.0)
+    # A group whose members are usually away for longer than a restart (a batch job between
+    # runs) is judged by its own spells, with the same grace as its waits.
+    habit = np.where(usual_memberless_ms > stop_after_ms, usual_memberless_ms + grace_ms, 0.0)
     stop_limit = np.maximum(np.maximum(stop_after_ms, tolerance * usual_memberless_ms), habit)
     stopped = (
         ~reader
