@@ -52,6 +52,7 @@ from notifier.api.views import (
     group_result,
     history_summary,
     open_incidents,
+    state_summaries,
 )
 from notifier.config import EXPORTER_FAMILIES, MAX_SILENCE_MATCHERS, ConfigError, Secret
 from notifier.rules import not_found
@@ -550,6 +551,7 @@ def create_app(
             "ready": ready,
             "clusters": cluster_summaries(coordinator, now),
             "history": history_summary(coordinator),
+            "state": state_summaries(coordinator, notifier),
         }
         fleet = getattr(coordinator, "fleet", None)
         if fleet is not None:

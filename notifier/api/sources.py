@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from notifier.config import ClusterConfig, NotifyConfig, ServiceConfig
+from notifier.diskfaults import WriteHealth
 from notifier.rules import Evaluation, LeoReset, RulesConfig
 from notifier.types import CommitPoint, GroupMember, Incident
 
@@ -194,6 +195,9 @@ class CoordinatorView(Protocol):
 
     @property
     def clusters(self) -> Mapping[str, ClusterView]: ...
+
+    def write_health(self) -> Sequence[WriteHealth]:
+        """The state files it writes (checkpoints) that the disk refused lately."""
 
     @property
     def config(self) -> ServiceConfig:

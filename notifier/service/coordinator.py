@@ -47,6 +47,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
 from notifier.config import ClusterConfig, ServiceConfig
+from notifier.diskfaults import WriteHealth, is_disk_error
 from notifier.fleet.balance import ShardWork, shard_work
 from notifier.fleet.shards import by_shard
 from notifier.history import (
@@ -292,6 +293,7 @@ class Coordinator:
                 collector=None,
             )
         self.history: HistoryWriter | None = None
+        self.checkpoint_health: dict[str, WriteHealth] = {}
         self.scheduler: AsyncIOScheduler | None = None
         self.started_at = time.time()
         self._stopping = asyncio.Event()
@@ -658,15 +660,31 @@ class Coordinator:
         if self.fleet is not None:
             return  # each shard's state is on the state topic, not in a local checkpoint
         for name, state in self.clusters.items():
-            try:
-                seconds = checkpoint.save(
-                    self.checkpoint_path(name), state.store, state.evaluator, state.tracker
+            path = self.checkpoint_path(name)
+            health = self.checkpoint_health.get(name)
+            if health is None or health.path != path:
+                health = self.checkpoint_health[name] = WriteHealth(
+                    "checkpoint", path, extra={"cluster": name}
                 )
+            try:
+                seconds = checkpoint.save(path, state.store, state.evaluator, state.tracker)
                 log.debug("checkpoint saved", extra={"cluster": name, "seconds": round(seconds, 3)})
-            except Exception:
+                health.succeeded(1 if health.failing else 0)
+            except Exception as exc:
+                if is_disk_error(exc):
+                    # The state is in memory: the next checkpoint writes it whole (said once,
+                    # and in /readyz meanwhile; a restart now would start from an older one).
+                    health.failed(exc, 1)
+                    continue
                 log.exception(
                     "checkpoint failed", extra={"event": "checkpoint_failed", "cluster": name}
                 )
+
+    def write_health(self) -> list[WriteHealth]:
+        """The state this coordinator writes (checkpoints, history) and whether the disk
+        takes it, for ``/readyz`` and ``/metrics``."""
+        health = [self.checkpoint_health[name] for name in sorted(self.checkpoint_health)]
+        return [h for h in health if h.failing or h.errors]
 
     # ---------------------------------------------------------------- scanning
 
