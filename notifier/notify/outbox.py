@@ -207,6 +207,8 @@ class Salvage:
     """Tables where reading stopped at damage (first error), per table."""
     pending: int = 0
     outbox_ids: tuple[int, int] | None = None
+    header_rebuilt: bool = False
+    """The file's header was damaged and was rebuilt from its pages to read them."""
 
     def message(self, path: Path) -> str:
         kept = ", ".join(f"{n} {table}" for table, n in self.kept.items() if table != "meta")
@@ -216,8 +218,9 @@ class Salvage:
             else ""
         )
         damaged = ", ".join(sorted(self.unreadable)) or "none"
+        rebuilt = "; its header was rebuilt from its pages" if self.header_rebuilt else ""
         return (
-            f"notification store {path} is damaged ({self.error}); moved it to "
+            f"notification store {path} is damaged ({self.error}{rebuilt}); moved it to "
             f"{self.moved_to.name} and started a new one with the rows that could be read "
             f"({kept or 'nothing'}{ids}). Tables with unreadable pages: {damaged}; their rows "
             f"there are lost, as the file was last written at {self.last_written}: pending "
@@ -285,6 +288,54 @@ def _pad_to_header_size(path: Path) -> None:
         size = handle.seek(0, os.SEEK_END)
         if pages * page_size > size:
             handle.truncate(pages * page_size)
+
+
+_HEADER_MAGIC = b"SQLite format 3\0"
+_BTREE_PAGE_TYPES = frozenset({2, 5, 10, 13})
+
+
+def _page_size_of(data: bytes) -> int | None:
+    """The page size a database file's pages fit best (the header that says it is gone):
+    the size at which most pages after the first begin like a b-tree page."""
+    best, best_share = None, 0.0
+    for size in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
+        pages = len(data) // size
+        if pages < 2 or len(data) % size:
+            continue
+        typed = sum(1 for page in range(1, pages) if data[page * size] in _BTREE_PAGE_TYPES)
+        share = typed / (pages - 1)
+        if share > best_share:
+            best, best_share = size, share
+    return best
+
+
+def _rebuild_header(path: Path, wal: bool) -> bool:
+    """Write a plausible 100-byte header over a database file whose header is damaged (what
+    SQLite's ``.recover`` would need too): the pages behind it are intact, and only the header
+    says how to read them. True when one was written."""
+    data = path.read_bytes()
+    if data.startswith(_HEADER_MAGIC):
+        return False
+    size = _page_size_of(data)
+    if size is None or data[100] not in _BTREE_PAGE_TYPES:
+        return False  # page 1's own b-tree header is gone too: nothing to rebuild on
+    version = 2 if wal else 1
+    header = bytearray(100)
+    header[0:16] = _HEADER_MAGIC
+    header[16:18] = (1 if size == 65536 else size).to_bytes(2, "big")
+    header[18], header[19], header[20] = version, version, 0
+    header[21], header[22], header[23] = 64, 32, 32
+    header[24:28] = (1).to_bytes(4, "big")  # change counter
+    header[28:32] = (len(data) // size).to_bytes(4, "big")
+    header[40:44] = (1).to_bytes(4, "big")  # schema cookie
+    header[44:48] = (4).to_bytes(4, "big")  # schema format
+    header[56:60] = (1).to_bytes(4, "big")  # UTF-8
+    header[92:96] = (1).to_bytes(4, "big")  # valid for this change counter
+    major, minor, patch = sqlite3.sqlite_version_info
+    header[96:100] = (major * 1_000_000 + minor * 1000 + patch).to_bytes(4, "big")
+    with path.open("r+b") as handle:
+        handle.write(bytes(header))
+    return True
 
 
 def _decodes(table: str, columns: list[str], row: tuple[Any, ...]) -> bool:
@@ -485,6 +536,8 @@ class NotifyStore:
             for suffix in ("", "-wal"):
                 if aside.with_name(aside.name + suffix).exists():
                     shutil.copyfile(aside.with_name(aside.name + suffix), str(copy) + suffix)
+            if _rebuild_header(copy, wal=Path(str(copy) + "-wal").exists()):
+                salvage.header_rebuilt = True
             _pad_to_header_size(copy)
             try:
                 source = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
