@@ -12,6 +12,7 @@ read-only is a start-up case here.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import sqlite3
@@ -30,7 +31,7 @@ from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.diskfaults import data_dir_problem
 from notifier.notify import Notifier
-from notifier.service import Coordinator
+from notifier.service import Coordinator, LogSink
 from tests.notify_helpers import config as notify_config
 from tests.notify_helpers import webhook
 from tests.test_collect import _produce
@@ -249,3 +250,23 @@ def test_a_missing_parent_is_made_at_start_and_accepted_by_check(tmp_path: Path)
     assert "data_dir" not in check.stderr and not data_dir.exists()  # check changes nothing
     assert data_dir_problem(data_dir, create=True) is None  # what `run` does first
     assert data_dir.is_dir() and list(data_dir.iterdir()) == []  # the probe is gone
+
+
+def test_transitions_the_disk_refuses_wait_in_memory_and_are_written_in_order(
+    disk: Path,
+) -> None:
+    """Without receivers the transitions go to a JSON-lines file: a full disk no longer fails
+    the scan that handed them over; they are written, in order, once the disk takes them."""
+    path = disk / "data" / "transitions.jsonl"
+    sink = LogSink(path)
+    sink.cluster_down("a", 1, "first")
+    filler = _fill(disk)
+    sink.cluster_up("a", 2)  # no exception: the scan goes on
+    sink.cluster_down("a", 3, "again " * 1000)  # more than the file's last block holds
+    assert sink.health.failing and "No space left on device" in (sink.health.error or "")
+    assert sink.health.unwritten >= 1
+    filler.unlink()
+    sink.cluster_up("a", 4)
+    assert not sink.health.failing
+    at = [json.loads(line)["at"] for line in path.read_text().splitlines()]
+    assert at == [1, 2, 3, 4]
