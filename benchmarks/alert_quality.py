@@ -2,7 +2,7 @@
 
 Each seed's corpus is a synthetic production fleet (``notifier history synth --profile fleet``:
 benign habits — bursts, idle topics, rare and batch committers, restarts, rolling deploys, scan
-gaps — and labelled incidents of every kind, see :mod:`notifier.backtest.fleet`). It is replayed
+gaps — and labelled incidents of every kind, see :mod:`notifier.synth.production`). It is replayed
 through the backtest's engine (the service's own store, evaluator, transitions and dispatcher)
 with three configurations in the same run:
 
@@ -49,11 +49,11 @@ from notifier.backtest import (  # noqa: E402
     SampleArrays,
     match_incidents,
     replay,
-    synthesize_fleet,
 )
 from notifier.backtest.scoring import labels_frame  # noqa: E402
 from notifier.history import load_incidents, read_history  # noqa: E402
 from notifier.rules import RulesConfig, load_rules, parse_rules  # noqa: E402
+from notifier.synth import synthesize_fleet  # noqa: E402
 
 INTERVAL_S = 10.0
 WARMUP_MS = 30 * 60_000

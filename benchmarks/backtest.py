@@ -1,6 +1,6 @@
 """Benchmark: the Spark backtest on local[2] against a plain per-partition reference replay.
 
-A synthetic history (``notifier.backtest.synth``) is replayed for a grid of 24 configurations plus
+A synthetic history (``notifier.synth.basic``) is replayed for a grid of 24 configurations plus
 the
 rules file (25 in all) by the real job (:func:`notifier.backtest.run_backtest` on a local[2]
 Spark session, outputs included). In the same run, a slice of the same history — a few groups,
@@ -44,10 +44,10 @@ from notifier.backtest import (  # noqa: E402
     replay,
     run_backtest,
     spark_session,
-    synthesize,
 )
 from notifier.history import read_history  # noqa: E402
 from notifier.rules import RulesConfig  # noqa: E402
+from notifier.synth import synthesize  # noqa: E402
 from tests import reference as ref  # noqa: E402
 
 INTERVAL_S = 10.0

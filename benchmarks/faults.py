@@ -49,9 +49,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from notifier.collect import EmbeddedBroker  # noqa: E402
 from notifier.config import parse_service_config  # noqa: E402
 from notifier.demo import HttpReceiver  # noqa: E402
+from notifier.embedded import EmbeddedBroker  # noqa: E402
 from notifier.notify import Notifier, NotifyStore, OutboxEntry  # noqa: E402
 from notifier.service import Coordinator  # noqa: E402
 from notifier.types import Notification  # noqa: E402

@@ -51,8 +51,8 @@ from aiokafka.client import AIOKafkaClient  # noqa: E402
 from aiokafka.protocol.commit import OffsetCommitRequest  # noqa: E402
 from aiokafka.protocol.coordination import FindCoordinatorRequest  # noqa: E402
 
-from notifier.collect import EmbeddedBroker  # noqa: E402
 from notifier.demo import HttpReceiver  # noqa: E402
+from notifier.embedded import EmbeddedBroker  # noqa: E402
 from tests.fleet_process import FleetProcess  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -38,8 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from notifier.collect import EmbeddedBroker  # noqa: E402
 from notifier.config import parse_service_config  # noqa: E402
+from notifier.embedded import EmbeddedBroker  # noqa: E402
 from notifier.fleet.state import ShardState  # noqa: E402
 from notifier.fleet.statetopic import ensure_topic  # noqa: E402
 from notifier.rules import ScanColumns, load_rules  # noqa: E402

@@ -50,8 +50,8 @@ from aiokafka.protocol.commit import OffsetCommitRequest, OffsetFetchRequest  # 
 from aiokafka.protocol.coordination import FindCoordinatorRequest  # noqa: E402
 from aiokafka.protocol.offset import OffsetRequest  # noqa: E402
 
-from notifier.collect import EmbeddedBroker  # noqa: E402
 from notifier.config import parse_service_config  # noqa: E402
+from notifier.embedded import EmbeddedBroker  # noqa: E402
 from notifier.rules import load_rules  # noqa: E402
 from notifier.service import Coordinator, LogSink, make_collector  # noqa: E402
 

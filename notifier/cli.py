@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from notifier.client import register as register_client_commands
 from notifier.config import ConfigError, NotifyConfig, parse_duration
 from notifier.rules import load_rules
+
+if TYPE_CHECKING:
+    from notifier.config import ServiceConfig
+    from notifier.service import Coordinator
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -172,12 +176,11 @@ def run(config_path: Path) -> None:
         companions.append(view)
     if service.api.enabled:
         from notifier.api import ApiServer, ApiServerError, create_app
-        from notifier.api.reload import add_reload_routes
 
         api = service.api
         app = create_app(coordinator, notifier, api.token, host=api.host,
-                         metric_families=service.metrics.families, fleet=view)  # fmt: skip
-        add_reload_routes(app, reloader)
+                         metric_families=service.metrics.families, fleet=view,
+                         reloader=reloader)  # fmt: skip
         server = ApiServer(app, api.host, api.port, tls=api.tls)
         try:
             server.bind()  # a port in use is a config problem: say so before anything starts
@@ -202,15 +205,15 @@ def run(config_path: Path) -> None:
         sys.exit(2)
 
 
-def _fleet(service, coordinator, notifier) -> tuple[Any, Any]:
+def _fleet(service: ServiceConfig, coordinator: Coordinator, notifier: Any) -> tuple[Any, Any]:
     """The fleet instance (membership and shard state) and the fleet-wide view over it. The
     view is made before the membership exists (the API is built on it first): it asks the
     instance, which answers "no shards" until it has joined."""
     from notifier.fleet.instance import FleetInstance
     from notifier.fleet.view import FleetView, view_topic
 
-    config, kafka = service.coordination, service.coordination_kafka()
-    instance = FleetInstance(service, coordinator, notifier)
+    instance = FleetInstance(service, coordinator, notifier)  # refuses a config without them
+    config, kafka = instance.config, instance.kafka
     view = FleetView(
         kafka.bootstrap_servers, view_topic(config.topic), instance, coordinator, notifier,
         security=kafka.security, stale_after_s=3 * config.session_timeout,
@@ -315,6 +318,14 @@ def replay(history_path: Path, rules_path: Path | None, interval: str) -> None:
     "--local-receivers: and every scenario's open, escalation and resolve reached every "
     "channel). Default: until Ctrl-C.",
 )
+@click.option(
+    "--kafka",
+    metavar="VERSION|DIR",
+    default=None,
+    help="Run the stories on Apache Kafka instead of the embedded broker: a version such as "
+    "4.4.0 or 3.9.2 (its jars resolved from Maven Central with mvn on first use, then cached; "
+    "needs Java 17 and Maven) or a folder of Kafka jars (a Kafka download or its libs/).",
+)
 @click.option("--port", type=int, default=None, help="Port of the embedded broker (default: free).")
 @click.option(
     "--data-dir",
@@ -350,6 +361,7 @@ def replay(history_path: Path, rules_path: Path | None, interval: str) -> None:
 )
 def demo(
     duration: str | None,
+    kafka: str | None,
     port: int | None,
     data_dir: Path | None,
     scan_interval: str,
@@ -381,10 +393,11 @@ def demo(
         api_port=api_port,
         notify=_notify_section(notify_path) if notify_path else None,
         local_receivers=local_receivers,
+        kafka=kafka,
     )
     try:
         code = demo_module.main(settings, out=click.echo)
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
     sys.exit(code)
@@ -506,7 +519,7 @@ def synth(
     """Write a synthetic history with injected incidents and their incidents.csv."""
     from datetime import UTC, datetime
 
-    from notifier.backtest import FleetResult, SynthResult, synthesize, synthesize_fleet
+    from notifier.synth import FleetResult, SynthResult, synthesize, synthesize_fleet
 
     try:
         interval_s = parse_duration(interval)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from notifier.collect import EmbeddedBroker
 from notifier.config import NotifyConfig
 from notifier.demo import HttpReceiver
-from notifier.demo.apache_kafka import (
+from notifier.embedded import EmbeddedBroker
+from notifier.embedded.apache_kafka import (
     CLASSIC_KAFKA_VERSION,
     KAFKA_VERSION,
     ApacheKafkaBroker,
@@ -39,13 +39,15 @@ def _apache_kafka(version: str, tmp_path_factory: pytest.TempPathFactory) -> Apa
     try:
         jars = kafka_jars(version)
     except KafkaUnavailable as err:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"Apache Kafka {version} is needed in CI: {err}", pytrace=False)
-        pytest.skip(f"Apache Kafka {version} unavailable: {err}")
-    broker = ApacheKafkaBroker(
-        version, jars=jars, data_dir=tmp_path_factory.mktemp(f"kafka-{version}")
-    )
-    return broker.start()
+        unavailable = str(err)
+    else:
+        broker = ApacheKafkaBroker(
+            version, jars=jars, data_dir=tmp_path_factory.mktemp(f"kafka-{version}")
+        )
+        return broker.start()
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"Apache Kafka {version} is needed in CI: {unavailable}", pytrace=False)
+    pytest.skip(f"Apache Kafka {version} unavailable: {unavailable}")
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import subprocess
 import threading
 import time
@@ -30,9 +31,10 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from notifier.api.app import create_app
 from notifier.collect import ClusterCollector
-from notifier.config import RulesConfig, load_rules, parse_service_config, with_parameters
+from notifier.config import parse_service_config
 from notifier.demo import default_rules_path, demo_rules
-from notifier.demo.apache_kafka import ApacheKafkaBroker
+from notifier.embedded.apache_kafka import ApacheKafkaBroker, KafkaUnavailable, kafka_jars
+from notifier.rules import RulesConfig, load_rules, with_parameters
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupResult, GroupStatus, Transition, table_to_samples
 
@@ -410,6 +412,17 @@ async def test_lag_per_partition_equals_kafka_consumer_groups_describe(
     # ListGroups v5 (Kafka 3.7 and later) types the group: DescribeGroups describes it.
     assert result.group_types == {group: "classic"}
     assert "ConsumerGroupDescribe" not in result.requests
+
+
+@pytest.mark.skipif(shutil.which("mvn") is None, reason="no `mvn` on the PATH")
+def test_a_release_that_does_not_resolve_is_named_with_its_artifact(tmp_path: Path) -> None:
+    with pytest.raises(KafkaUnavailable) as failed:
+        kafka_jars("4.99.0", cache=tmp_path)
+    assert (
+        "unresolved artifacts org.apache.kafka:kafka_2.13:jar:4.99.0, "
+        "org.apache.kafka:kafka-tools:jar:4.99.0 (command:"
+    ) in str(failed.value)
+    assert not (tmp_path / "4.99.0").exists()
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,7 +46,6 @@ from notifier.backtest import (
     spark_scans,
     spark_session,
     summarize,
-    synthesize,
 )
 from notifier.backtest.__main__ import build_parser
 from notifier.backtest.job import _scan_calendar
@@ -61,6 +60,7 @@ from notifier.history import (
     read_history,
 )
 from notifier.rules import load_rules, parse_rules
+from notifier.synth import synthesize
 from notifier.types import SAMPLE_SCHEMA, Sample, samples_to_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,8 +28,8 @@ from click.testing import CliRunner, Result
 
 from notifier.cli import main
 from notifier.client import find_target
-from notifier.collect import EmbeddedBroker
 from notifier.demo import HttpReceiver, SmtpReceiver
+from notifier.embedded import EmbeddedBroker
 from tests.test_collect import _commit, _produce
 
 pytestmark = pytest.mark.broker

@@ -26,9 +26,7 @@ from aiokafka.coordinator.protocol import (
 )
 
 from notifier.collect import (
-    BrokerError,
     ClusterCollector,
-    EmbeddedBroker,
     Group,
     ScanError,
     ScanResult,
@@ -37,6 +35,7 @@ from notifier.collect import (
     member_hash,
     normalize_group_state,
 )
+from notifier.embedded import BrokerError, EmbeddedBroker
 from notifier.types import SAMPLE_SCHEMA, Sample, table_to_samples
 
 FAST_GROUP = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 300}

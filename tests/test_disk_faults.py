@@ -26,10 +26,10 @@ import httpx
 import pytest
 
 from notifier.api import create_app
-from notifier.collect import EmbeddedBroker
 from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.diskfaults import data_dir_problem
+from notifier.embedded import EmbeddedBroker
 from notifier.notify import Notifier
 from notifier.service import Coordinator, LogSink
 from tests.notify_helpers import config as notify_config

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from notifier.api.page import timeline
+from notifier.api.incidents import timeline
 from notifier.notify import CLUSTER_GROUP, Dispatcher
 from notifier.types import Event, GroupStatus, Notification
 

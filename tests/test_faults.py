@@ -37,9 +37,10 @@ import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from notifier.api import create_app
-from notifier.collect import EmbeddedBroker, ScanResult
+from notifier.collect import ScanResult
 from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
+from notifier.embedded import EmbeddedBroker
 from notifier.history import HistoryWriter, read_history
 from notifier.notify import Notifier, NotifyStore, OutboxEntry
 from notifier.rules import parse_rules
@@ -136,6 +137,8 @@ class ServiceProcess:
     lines: list[dict[str, Any]] = field(default_factory=list)
     process: asyncio.subprocess.Process | None = None
     spawned_ms: int = 0
+    scans: int = 0
+    """Scans logged by every process so far (the test's clock: moves and kills follow it)."""
     _reader: asyncio.Task[None] | None = None
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -162,6 +165,8 @@ class ServiceProcess:
                     line = {"msg": text.strip()}
                 line["_at"] = time.monotonic()
                 self.lines.append(line)
+                if line.get("event") == "scan":
+                    self.scans += 1
                 self._arrived.set()
 
     def seen(self, event: str, since: int = 0) -> list[dict[str, Any]]:
@@ -179,6 +184,23 @@ class ServiceProcess:
             self._arrived.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), min(remaining, 0.2))
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float) -> bool:
+        """Wait for a log line after which ``condition`` holds; False when it did not within
+        ``timeout`` (or the process ended)."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.process is None or self.process.returncode is not None:
+                return False
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), min(remaining, 0.2))
+        return True
+
+    async def wait_lines(self, count: int, timeout: float, since: int = 0) -> bool:
+        """Wait until the process has logged ``count`` lines after the first ``since``."""
+        return await self.wait_until(lambda: len(self.lines) >= since + count, timeout)
 
     async def kill(self) -> int:
         """SIGKILL; returns the wall time of the kill (ms)."""
@@ -228,15 +250,27 @@ class Groups:
             await consumer.stop()
 
 
-async def _drive(groups: Groups, names: list[str], rng: random.Random, stop: asyncio.Event) -> int:
-    """Move a random group to another status every 0.6 s until ``stop``; returns the moves."""
+async def _drive(
+    groups: Groups,
+    names: list[str],
+    rng: random.Random,
+    stop: asyncio.Event,
+    service: ServiceProcess,
+) -> int:
+    """Move a random group to another status after each scan the service logs (whichever
+    process it is), until ``stop``; returns the moves."""
     moves = 0
+    seen = service.scans
     while not stop.is_set():
+        if service.scans == seen:
+            service._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(service._arrived.wait(), 0.2)
+            continue
+        seen = service.scans
         name = rng.choice(names)
         await groups.set(name, rng.choice([s for s in LAG_OF if s != groups.state[name]]))
         moves += 1
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 0.6)
     return moves
 
 
@@ -305,7 +339,9 @@ async def kill_soak(
     moments = list(moments)
     rng.shuffle(moments)
     stop_driving = asyncio.Event()
-    driver = asyncio.create_task(_drive(groups, movers, random.Random(seed + 1), stop_driving))
+    driver = asyncio.create_task(
+        _drive(groups, movers, random.Random(seed + 1), stop_driving, service)
+    )
 
     kills: collections.Counter[str] = collections.Counter()
     gaps: list[tuple[int, int]] = []
@@ -314,7 +350,9 @@ async def kill_soak(
         for moment in moments:
             await service.start()
             if moment == "startup":
-                await asyncio.sleep(rng.uniform(0.1, 0.9))
+                # Some of its start-up said: the checkpoint, the history, the API, the first
+                # scan under way.
+                await service.wait_lines(rng.randint(1, 4), 10)
             else:
                 window = await _window_after(api, steady, service.spawned_ms, 15)
                 assert window is not None, "the service did not scan after a restart"
@@ -395,7 +433,8 @@ async def test_kill_minus_9_at_random_moments_loses_no_committed_notification(
 async def _wait_for_moment(
     service: ServiceProcess, moment: str, http: HttpReceiver, rng: random.Random
 ) -> None:
-    """Return at the chosen moment to kill (or after a few seconds if it did not come)."""
+    """Return at the chosen moment to kill (or after a few seconds if it did not come): each
+    moment is an event in the process's log, or a seeded number of log lines after one."""
     since = len(service.lines)
     if moment == "outbox-write":
         # Transitions were handed over: the incident is written, the outbox rows follow.
@@ -405,10 +444,11 @@ async def _wait_for_moment(
             since = len(service.lines)
             if line is not None and line.get("transitions"):
                 break
-        await asyncio.sleep(rng.uniform(0, 0.03))
+        await service.wait_lines(rng.randint(0, 2), 2, since)
     elif moment == "checkpoint":
         if await service.wait_for("checkpoint saved", CHECKPOINT_S + 1, since) is not None:
-            await asyncio.sleep(CHECKPOINT_S + rng.uniform(-0.02, 0.02))  # the next one
+            since = len(service.lines)  # the next one, just written
+            await service.wait_for("checkpoint saved", CHECKPOINT_S + 1, since)
     elif moment == "delivery":
         sent = len(http.to("/hook"))
         http.reply("/hook", hang=3.0, times=1)  # the next notification hangs in flight
@@ -417,9 +457,10 @@ async def _wait_for_moment(
             await asyncio.sleep(0.02)
     elif moment == "next-scan":
         if await service.wait_for("scan", 2, since) is not None:
-            await asyncio.sleep(SCAN_S + rng.uniform(-0.05, 0.05))
+            since = len(service.lines)
+            await service.wait_for("scan", 2 * SCAN_S, since)
     else:
-        await asyncio.sleep(rng.uniform(0.2, 3.5))
+        await service.wait_lines(rng.randint(1, 20), 5, since)
 
 
 async def _settle(api: httpx.AsyncClient, final: dict[str, str]) -> set[str]:

@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from notifier.backtest import FLEET_INCIDENT_KINDS, FleetResult, synthesize_fleet
-from notifier.backtest.fleet import CONSUMER_MODES, PATTERN_COLUMNS, PRODUCER_KINDS
 from notifier.backtest.scoring import labels_frame
 from notifier.cli import main
 from notifier.history import history_files, load_incidents, read_history
+from notifier.synth import FLEET_INCIDENT_KINDS, FleetResult, synthesize_fleet
+from notifier.synth.production import CONSUMER_MODES, PATTERN_COLUMNS, PRODUCER_KINDS
 from notifier.types import SAMPLE_SCHEMA
 
 INTERVAL_S = 10.0

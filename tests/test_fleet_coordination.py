@@ -35,6 +35,7 @@ from notifier.collect import ScanResult
 from notifier.config import ClusterConfig, ConfigError, ServiceConfig, parse_service_config
 from notifier.fleet import by_shard, shard_of
 from notifier.fleet.instance import FleetInstance
+from notifier.fleet.share import FleetShare
 from notifier.resources import rules_or_default
 from notifier.rules import load_rules
 from notifier.service import Coordinator, LogSink, make_collector
@@ -597,7 +598,7 @@ async def test_shards_taken_over_are_scanned_soon_but_never_crowd_a_window(kafka
     coordinator = Coordinator(service, load_rules(rules_or_default(None)), tmp_path, LogSink())
     kept, new = frozenset(range(SHARDS // 2)), frozenset(range(SHARDS // 2, SHARDS))
     shares = Shares(kept)
-    coordinator.join_fleet(shares, Unpublished())
+    coordinator.join_fleet(FleetShare(coordinator, shares, Unpublished()))
     state = coordinator.clusters["prod"]
     await coordinator.start()
     try:

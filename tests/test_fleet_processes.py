@@ -30,8 +30,8 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 
-from notifier.collect import EmbeddedBroker
 from notifier.demo import HttpReceiver
+from notifier.embedded import EmbeddedBroker
 from tests.fleet_process import FleetProcess
 from tests.test_collect import _produce
 from tests.test_faults import _delivery_report

@@ -144,23 +144,52 @@ async def test_partitions_read_together_each_get_their_own_records(kafka_broker)
     assert {p: [(r.key, r.value) for r in again[p]] for p in again} == {0: [], 6: expected[6]}
 
 
-async def test_a_reader_stops_quietly_when_its_broker_is_gone(broker_factory):
+def _lost_broker_logged(caplog: pytest.LogCaptureFixture) -> Callable[[], bool]:
+    """Whether aiokafka has found the broker gone since now (a reconnect or metadata refresh
+    failed): the reader's client has noticed, and is retrying."""
+    since = len(caplog.records)
+    return lambda: any(
+        r.name.startswith("aiokafka") and r.levelno >= logging.ERROR for r in caplog.records[since:]
+    )
+
+
+def _left_behind(before: set[asyncio.Task]) -> list[asyncio.Task]:
+    """Tasks started since ``before`` that are still running (other than this one)."""
+    return [
+        t for t in asyncio.all_tasks() - before if t is not asyncio.current_task() and not t.done()
+    ]
+
+
+def _notifier_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("notifier") and r.levelno >= logging.WARNING
+    ]
+
+
+async def test_a_reader_stops_quietly_when_its_broker_is_gone(broker_factory, caplog):
     broker = broker_factory()
     bootstrap = broker.bootstrap_servers
     topic = _topic("gone")
     await ensure_topic(bootstrap, topic, 2)
     async with StateWriter(bootstrap, topic) as writer:
         await writer.send(1, "snap/prod/billing", b"v")
+    tasks_before = set(asyncio.all_tasks())
     reader = StateReader(bootstrap, topic, timeout=5)
     await reader.start()
     assert [r.key for r in await reader.read_partition(1)] == ["snap/prod/billing"]
     assert await reader.read_partition(0) == []
+    noticed = _lost_broker_logged(caplog)
     broker.stop()
-    await asyncio.sleep(0.5)  # the reader retries meanwhile (any wait will do: this one shows it)
-    await reader.stop()  # aiokafka's fetch in flight was cancelled: not the caller's problem
+    await _wait(noticed, "the reader's client to find the broker gone")  # it retries meanwhile
+    async with asyncio.timeout(10):  # no waiting out a retry or the read timeout
+        await reader.stop()  # aiokafka's fetch in flight was cancelled: not the caller's problem
+    assert _left_behind(tasks_before) == [], "the reader left tasks running"
+    assert _notifier_warnings(caplog) == []
 
 
-async def test_a_reader_stops_quietly_when_its_broker_goes_mid_read(broker_factory):
+async def test_a_reader_stops_quietly_when_its_broker_goes_mid_read(broker_factory, caplog):
     broker = broker_factory()
     bootstrap = broker.bootstrap_servers
     topic = _topic("gone-mid-read")
@@ -168,6 +197,7 @@ async def test_a_reader_stops_quietly_when_its_broker_goes_mid_read(broker_facto
     async with StateWriter(bootstrap, topic, max_request_size=4_000_000) as writer:
         for batch in range(8):
             await writer.send_many(0, [(f"k{batch}/{i}", bytes(32_768)) for i in range(40)])
+    tasks_before = set(asyncio.all_tasks())
     reader = StateReader(bootstrap, topic, timeout=5)
     await reader.start()
     reading = asyncio.create_task(reader.read_partition(0))
@@ -175,12 +205,16 @@ async def test_a_reader_stops_quietly_when_its_broker_goes_mid_read(broker_facto
     while not reader._consumer.assignment() and not reading.done():
         assert time.monotonic() < deadline, "the read never started fetching"
         await asyncio.sleep(0.001)
+    noticed = _lost_broker_logged(caplog)
     broker.stop()
-    await asyncio.sleep(0.5)
-    await reader.stop()
+    await _wait(lambda: noticed() or reading.done(), "the read to find the broker gone")
+    async with asyncio.timeout(10):
+        await reader.stop()
     reading.cancel()
     with contextlib.suppress(BaseException):
         await reading
+    assert _left_behind(tasks_before) == [], "the reader left tasks running"
+    assert _notifier_warnings(caplog) == []
 
 
 def test_state_clients_log_in_as_the_collector_does():

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from notifier import history
 from notifier.history import (
     HistoryEmptyError,
     HistoryError,
@@ -34,6 +33,7 @@ from notifier.history import (
     validate_schema,
     write_parquet_atomic,
 )
+from notifier.history import writer as history
 from notifier.types import SAMPLE_SCHEMA, Sample, samples_to_table, table_to_samples
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,12 +272,30 @@ def scans_in(root: Path) -> list[int]:
     return sorted(table.column("committed_offset").to_pylist())
 
 
+def journaled_scans(root: Path) -> set[int]:
+    """The scan indexes the writer's journals hold on disk now (a batch being written at the
+    end of one is not counted)."""
+    found: set[int] = set()
+    for journal in root.glob(".journal-*.arrows"):
+        try:
+            with pa.ipc.open_stream(pa.memory_map(str(journal))) as reader:
+                for batch in reader:
+                    found.update(batch.column("committed_offset").to_pylist())
+        except (pa.ArrowInvalid, OSError):
+            pass  # cut mid-write: what was read before the cut stands
+    return found
+
+
 def test_a_kill_minus_9_before_the_roll_loses_no_scan(tmp_path: Path) -> None:
     # roll_interval is 5 minutes: before, everything since the last roll died with the process.
     process = scanning_process(tmp_path, 0, 0.05)
     assert process.stdout is not None
     appended = [line.strip() for line, _ in zip(process.stdout, range(11), strict=False)]
-    time.sleep(0.5)  # the writer thread has long made the ten scans durable
+    # append() only queues: wait until the writer thread has journaled the ten scans.
+    deadline = time.monotonic() + 30
+    while not set(range(10)) <= journaled_scans(tmp_path):
+        assert time.monotonic() < deadline, "the writer did not journal ten scans in 30 s"
+        time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     process.wait(10)
     assert appended[0] == "started"

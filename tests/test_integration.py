@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from notifier.collect import EmbeddedBroker
 from notifier.config import ServiceConfig, parse_service_config
 from notifier.demo import (
     CHANNELS,
@@ -42,6 +41,7 @@ from notifier.demo import (
     format_summary,
     run_demo,
 )
+from notifier.embedded import EmbeddedBroker
 from notifier.rules import RulesConfig, with_parameters
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupStatus, Transition

@@ -36,12 +36,12 @@ from cryptography.hazmat.primitives import serialization
 from notifier.collect import (
     ClusterCollector,
     CredentialsError,
-    EmbeddedBroker,
     OidcTokenProvider,
     ScanError,
 )
 from notifier.config import Secret, parse_service_config
 from notifier.demo import HttpReceiver
+from notifier.embedded import EmbeddedBroker
 from notifier.service.coordinator import make_collector
 from notifier.types import table_to_samples
 

@@ -29,9 +29,10 @@ from typing import Any
 import pytest
 
 from notifier import resources
-from notifier.collect import ClusterCollector, EmbeddedBroker, ScanError, ScanResult
+from notifier.collect import ClusterCollector, ScanError, ScanResult
 from notifier.collect.results import elapsed_clock
 from notifier.config import parse_service_config
+from notifier.embedded import EmbeddedBroker
 from notifier.history import HistoryWriter, read_history
 from notifier.rules import load_rules
 from notifier.service import Coordinator, make_collector

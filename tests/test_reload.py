@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
-from notifier.collect import EmbeddedBroker
 from notifier.demo import HttpReceiver
+from notifier.embedded import EmbeddedBroker
 from tests.service_process import ServiceProcess
 from tests.test_collect import _commit, _produce
 

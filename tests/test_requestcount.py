@@ -11,8 +11,9 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from notifier.collect import ClusterCollector, EmbeddedBroker
+from notifier.collect import ClusterCollector
 from notifier.collect.requestcount import KafkaRequests, count_requests
+from notifier.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.broker
 

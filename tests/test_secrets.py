@@ -27,9 +27,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cryptography.hazmat.primitives import serialization
 
-from notifier.collect import EmbeddedBroker
 from notifier.config import secret_fragments
 from notifier.demo import HttpReceiver, SmtpReceiver
+from notifier.embedded import EmbeddedBroker
 
 from .kafka_gate import JwtVerifier, KafkaGate, TokenEndpoint
 from .service_process import ServiceProcess

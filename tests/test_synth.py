@@ -11,8 +11,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from notifier.backtest import INCIDENT_KINDS, SynthResult, synthesize
 from notifier.history import history_files, load_incidents, read_history
+from notifier.synth import INCIDENT_KINDS, SynthResult, synthesize
 from notifier.types import SAMPLE_SCHEMA
 
 INTERVAL_S = 10

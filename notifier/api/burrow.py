@@ -10,8 +10,24 @@ import socket
 from typing import Any
 
 from fastapi import Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
 from notifier.types import CommitPoint, GroupResult, PartitionResult
+
+
+class RequestInfo(BaseModel):
+    url: str = Field(description="the path asked for")
+    host: str = Field(description="the host that answered")
+
+
+class BurrowBody(BaseModel):
+    """Burrow's envelope: every answer has these, and its own member between them."""
+
+    error: bool = Field(description="false, but on Burrow's /status and /lag 404")
+    message: str
+    request: RequestInfo
 
 
 def request_info(request: Request) -> dict[str, str]:
@@ -21,6 +37,13 @@ def request_info(request: Request) -> dict[str, str]:
 
 def burrow_body(request: Request, message: str, **fields: Any) -> dict[str, Any]:
     return {"error": False, "message": message, **fields, "request": request_info(request)}
+
+
+def json_answer(body: Any, status_code: int = 200) -> JSONResponse:
+    """``body`` as FastAPI encodes what an endpoint returns (``jsonable_encoder``, then
+    Starlette's JSON): for an endpoint whose ``response_model`` documents the body and must not
+    reshape it (Burrow's member order, values as they are)."""
+    return JSONResponse(jsonable_encoder(body), status_code=status_code)
 
 
 def burrow_point(point: CommitPoint | None) -> dict[str, Any] | None:

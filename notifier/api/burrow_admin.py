@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import PlainTextResponse
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
-from notifier.api.burrow import burrow_body
-from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
+from notifier.api.burrow import BurrowBody, burrow_body, json_answer
+from notifier.api.context import Api, ApiContext
+from notifier.api.errors import NOT_FOUND
 from notifier.config import ClusterConfig, NotifyConfig
 from notifier.config.notify import ChannelEntry
 
@@ -64,236 +64,285 @@ class LogLevelIn(BaseModel):
     )
 
 
-def add_burrow_admin_routes(
-    app: FastAPI,
-    coordinator: CoordinatorView,
-    notifier: NotifierView | None,
-    clock: Callable[[], int],
-    not_found: dict[int | str, dict[str, Any]],
-) -> None:
-    """Register the Burrow endpoints above on ``app``; ``not_found`` is the OpenAPI
-    description of the 404 (and 422) answers."""
+class TopicConsumers(BurrowBody):
+    consumers: list[str] = Field(description="groups committing to or assigned the topic")
 
-    guarded: dict[int | str, dict[str, Any]] = {
-        401: not_found[404] | {"description": "a token is configured and not sent"},
-        403: not_found[404] | {"description": "writes are disabled: not loopback, no token"},
-    }
 
-    def cluster_state(cluster: str) -> ClusterView:
-        state = coordinator.clusters.get(cluster)
-        if state is None:
-            raise HTTPException(404, "cluster not found")
-        return state
+class LogLevel(BurrowBody):
+    level: str = Field(description="debug, info, warn, error or fatal")
 
-    # ---- health paths
 
-    @app.get("/burrow/admin", tags=["burrow"], response_class=PlainTextResponse)
-    def burrow_admin() -> PlainTextResponse:
-        """Burrow's liveness check: ``GOOD`` whenever the process answers."""
-        return PlainTextResponse("GOOD")
+class MainConfig(BurrowBody):
+    """Burrow's main config sections; what Burrow has no counterpart for is empty."""
 
-    @app.get(
-        "/burrow/admin/ready",
-        tags=["burrow"],
-        response_class=PlainTextResponse,
-        responses={503: {"description": "STARTING (a cluster was never scanned) or STALE "
-                                        "(a cluster's last scan is too old)",
-                         "content": {"text/plain": {}}}},
-    )  # fmt: skip
-    def burrow_ready() -> PlainTextResponse:
-        """``READY`` once every cluster has been scanned within its last 3 intervals (what
-        ``/readyz`` says); 503 with ``STARTING`` or ``STALE`` before or otherwise."""
-        now = clock()
-        states = list(coordinator.clusters.values())
-        if any(s.metrics.last_success_ms is None for s in states):
-            return PlainTextResponse("STARTING", status_code=503)
-        if any(s.stale(now) for s in states):
-            return PlainTextResponse("STALE", status_code=503)
-        return PlainTextResponse("READY")
+    general: dict[str, Any]
+    logging: dict[str, Any]
+    zookeeper: dict[str, Any]
+    httpserver: dict[str, Any]
 
-    # ---- consumers of a topic, forgetting a consumer
 
-    @app.get("/v3/kafka/{cluster}/topic/{topic}/consumers", tags=["burrow"], responses=not_found)
-    def burrow_topic_consumers(cluster: str, topic: str, request: Request) -> dict[str, Any]:
-        """The groups that commit to the topic or are assigned its partitions."""
-        state = cluster_state(cluster)
-        store = state.store
-        if not any(c == cluster and t == topic for (c, t, _p) in store._table_of):
-            raise HTTPException(404, "cluster or topic not found")
-        evaluation = state.evaluation
-        rows = evaluation.rows.tolist() if evaluation is not None else []
-        keys = (store.row_key_of(row) for row in rows)
-        groups = sorted({group for (_c, group, t, _p) in keys if t == topic})
-        return burrow_body(request, "consumers of topic returned", consumers=groups)
+class ModuleList(BurrowBody):
+    coordinator: str = Field(description="storage, evaluator, cluster, consumer or notifier")
+    modules: list[str]
 
-    @app.delete(
-        "/v3/kafka/{cluster}/consumer/{group}",
-        tags=["burrow"],
-        responses={**not_found, **guarded},
-    )
-    async def burrow_remove_consumer(cluster: str, group: str, request: Request) -> dict[str, Any]:
-        """Forget the group: its windows, commit rings and evidence are dropped, its open
-        incident resolves as ``removed`` and the cluster's checkpoint is written at once. A
-        group the cluster still lists comes back on the next scan as a new group, judged
-        only once its windows have filled again."""
-        # On the event loop, not in a worker thread: the scans change the same store there,
-        # so the group is forgotten between two scans, never in the middle of one.
-        cluster_state(cluster)
-        if not coordinator.forget_group(cluster, group):
-            raise HTTPException(404, "cluster or consumer not found")
-        return burrow_body(request, "consumer group removed")
 
-    # ---- log level
+class ModuleDetail(BurrowBody):
+    module: dict[str, Any] = Field(description="the module in Burrow's shape, no secret in it")
 
-    @app.get("/v3/admin/loglevel", tags=["burrow"])
-    def burrow_log_level(request: Request) -> dict[str, Any]:
-        """The level the service logs at, by Burrow's name for it."""
-        level = logging.getLogger().getEffectiveLevel()
-        name = _LEVEL_NAMES.get(level, logging.getLevelName(level).lower())
-        return burrow_body(request, "log level returned", level=name)
 
-    @app.post(
-        "/v3/admin/loglevel",
-        tags=["burrow"],
-        responses={
-            400: not_found[422] | {"description": "the body is not JSON"},
-            422: not_found[422],
-            **guarded,
+guarded: dict[int | str, dict[str, Any]] = {
+    401: NOT_FOUND[404] | {"description": "a token is configured and not sent"},
+    403: NOT_FOUND[404] | {"description": "writes are disabled: not loopback, no token"},
+}
+"""The OpenAPI description of a refused write."""
+
+router = APIRouter(tags=["burrow"])
+
+
+def burrow_answer(request: Request, message: str, **fields: Any) -> JSONResponse:
+    """Burrow's envelope around ``fields``, encoded as FastAPI encodes a returned dict."""
+    return json_answer(burrow_body(request, message, **fields))
+
+
+# ---- health paths
+
+
+@router.get("/burrow/admin", response_class=PlainTextResponse)
+def burrow_admin() -> PlainTextResponse:
+    """Burrow's liveness check: ``GOOD`` whenever the process answers."""
+    return PlainTextResponse("GOOD")
+
+
+@router.get(
+    "/burrow/admin/ready",
+    response_class=PlainTextResponse,
+    responses={503: {"description": "STARTING (a cluster was never scanned) or STALE "
+                                    "(a cluster's last scan is too old)",
+                     "content": {"text/plain": {}}}},
+)  # fmt: skip
+def burrow_ready(api: Api) -> PlainTextResponse:
+    """``READY`` once every cluster has been scanned within its last 3 intervals (what
+    ``/readyz`` says); 503 with ``STARTING`` or ``STALE`` before or otherwise."""
+    now = api.clock()
+    states = list(api.coordinator.clusters.values())
+    if any(s.metrics.last_success_ms is None for s in states):
+        return PlainTextResponse("STARTING", status_code=503)
+    if any(s.stale(now) for s in states):
+        return PlainTextResponse("STALE", status_code=503)
+    return PlainTextResponse("READY")
+
+
+# ---- consumers of a topic, forgetting a consumer
+
+
+@router.get(
+    "/v3/kafka/{cluster}/topic/{topic}/consumers",
+    response_model=TopicConsumers,
+    responses=NOT_FOUND,
+)
+def burrow_topic_consumers(cluster: str, topic: str, request: Request, api: Api) -> JSONResponse:
+    """The groups that commit to the topic or are assigned its partitions."""
+    state = api.cluster(cluster)
+    store = state.store
+    if not any(c == cluster and t == topic for (c, t, _p) in store._table_of):
+        raise HTTPException(404, "cluster or topic not found")
+    evaluation = state.evaluation
+    rows = evaluation.rows.tolist() if evaluation is not None else []
+    keys = (store.row_key_of(row) for row in rows)
+    groups = sorted({group for (_c, group, t, _p) in keys if t == topic})
+    return burrow_answer(request, "consumers of topic returned", consumers=groups)
+
+
+@router.delete(
+    "/v3/kafka/{cluster}/consumer/{group}",
+    response_model=BurrowBody,
+    responses={**NOT_FOUND, **guarded},
+)
+async def burrow_remove_consumer(
+    cluster: str, group: str, request: Request, api: Api
+) -> JSONResponse:
+    """Forget the group: its windows, commit rings and evidence are dropped, its open
+    incident resolves as ``removed`` and the cluster's checkpoint is written at once. A
+    group the cluster still lists comes back on the next scan as a new group, judged
+    only once its windows have filled again."""
+    # On the event loop, not in a worker thread: the scans change the same store there,
+    # so the group is forgotten between two scans, never in the middle of one.
+    api.cluster(cluster)
+    if not api.coordinator.forget_group(cluster, group):
+        raise HTTPException(404, "cluster or consumer not found")
+    return burrow_answer(request, "consumer group removed")
+
+
+# ---- log level
+
+
+@router.get("/v3/admin/loglevel", response_model=LogLevel)
+def burrow_log_level(request: Request) -> JSONResponse:
+    """The level the service logs at, by Burrow's name for it."""
+    level = logging.getLogger().getEffectiveLevel()
+    name = _LEVEL_NAMES.get(level, logging.getLevelName(level).lower())
+    return burrow_answer(request, "log level returned", level=name)
+
+
+@router.post(
+    "/v3/admin/loglevel",
+    response_model=BurrowBody,
+    responses={
+        400: NOT_FOUND[422] | {"description": "the body is not JSON"},
+        422: NOT_FOUND[422],
+        **guarded,
+    },
+)
+def burrow_set_log_level(request: Request, body: LogLevelIn) -> JSONResponse:
+    """Change the level the service logs at until it restarts (the config's
+    ``logging.level`` applies again then)."""
+    level = BURROW_LEVELS.get(body.level.strip().lower())
+    if level is None:
+        raise HTTPException(
+            422, f"level: expected one of {', '.join(BURROW_LEVELS)}, got {body.level!r}"
+        )
+    root = logging.getLogger()
+    # Said before a change to a quieter level would swallow it.
+    log.warning("log level set through the API", extra={"event": "log_level_changed",
+                "level": _LEVEL_NAMES[level]})  # fmt: skip
+    root.setLevel(level)
+    return burrow_answer(request, "set log level")
+
+
+# ---- configuration
+
+
+@router.get("/v3/config", response_model=MainConfig)
+def burrow_config(request: Request, api: Api) -> JSONResponse:
+    """The service's own settings in Burrow's shape (general, logging, zookeeper,
+    httpserver): what Burrow has no counterpart for is empty."""
+    config = api.coordinator.config
+    api_config = config.api
+    level = logging.getLogger().getEffectiveLevel()
+    return burrow_answer(
+        request,
+        "main config returned",
+        general={"pidfile": "", "stdout-logfile": "", "access-control-allow-origin": "",
+                 "data-dir": config.data_dir,
+                 "checkpoint-interval": config.checkpoint_interval},
+        logging={"filename": "", "max-size": 0, "max-backups": 0, "max-age": 0,
+                 "use-local-time": False, "use-compression": False,
+                 "level": _LEVEL_NAMES.get(level, "info"),
+                 "format": config.logging.format},
+        zookeeper={"servers": [], "timeout": 0, "root-path": ""},
+        httpserver={} if not api_config.enabled else {
+            "default": {"address": f"{api_config.host}:{api_config.port}",
+                        "tls": "api" if api_config.tls else "",
+                        "timeout": 0},
         },
-    )
-    def burrow_set_log_level(request: Request, body: LogLevelIn) -> dict[str, Any]:
-        """Change the level the service logs at until it restarts (the config's
-        ``logging.level`` applies again then)."""
-        level = BURROW_LEVELS.get(body.level.strip().lower())
-        if level is None:
-            raise HTTPException(
-                422, f"level: expected one of {', '.join(BURROW_LEVELS)}, got {body.level!r}"
-            )
-        root = logging.getLogger()
-        # Said before a change to a quieter level would swallow it.
-        log.warning("log level set through the API", extra={"event": "log_level_changed",
-                    "level": _LEVEL_NAMES[level]})  # fmt: skip
-        root.setLevel(level)
-        return burrow_body(request, "set log level")
+    )  # fmt: skip
 
-    # ---- configuration
 
-    @app.get("/v3/config", tags=["burrow"])
-    def burrow_config(request: Request) -> dict[str, Any]:
-        """The service's own settings in Burrow's shape (general, logging, zookeeper,
-        httpserver): what Burrow has no counterpart for is empty."""
-        config = coordinator.config
-        api = config.api
-        level = logging.getLogger().getEffectiveLevel()
-        return burrow_body(
-            request,
-            "main config returned",
-            general={"pidfile": "", "stdout-logfile": "", "access-control-allow-origin": "",
-                     "data-dir": config.data_dir,
-                     "checkpoint-interval": config.checkpoint_interval},
-            logging={"filename": "", "max-size": 0, "max-backups": 0, "max-age": 0,
-                     "use-local-time": False, "use-compression": False,
-                     "level": _LEVEL_NAMES.get(level, "info"),
-                     "format": config.logging.format},
-            zookeeper={"servers": [], "timeout": 0, "root-path": ""},
-            httpserver={} if not api.enabled else {
-                "default": {"address": f"{api.host}:{api.port}", "tls": "api" if api.tls else "",
-                            "timeout": 0},
-            },
-        )  # fmt: skip
+def module_list(request: Request, coordinator_name: str, modules: list[str]) -> JSONResponse:
+    return burrow_answer(request, "module list returned", coordinator=coordinator_name,
+                         modules=modules)  # fmt: skip
 
-    def module_list(request: Request, coordinator_name: str, modules: list[str]) -> Any:
-        return burrow_body(request, "module list returned", coordinator=coordinator_name,
-                           modules=modules)  # fmt: skip
 
-    def module_detail(request: Request, kind: str, module: dict[str, Any]) -> Any:
-        return burrow_body(request, f"{kind} module detail returned", module=module)
+def module_detail(request: Request, kind: str, module: dict[str, Any]) -> JSONResponse:
+    return burrow_answer(request, f"{kind} module detail returned", module=module)
 
-    def cluster_config(name: str, kind: str) -> ClusterConfig:
-        state = coordinator.clusters.get(name)
-        if state is None:
-            raise HTTPException(404, f"{kind} module not found")
-        return state.config
 
-    @app.get("/v3/config/storage", tags=["burrow"])
-    def burrow_config_storage(request: Request) -> dict[str, Any]:
-        return module_list(request, "storage", ["default"])
+def cluster_config(api: ApiContext, name: str, kind: str) -> ClusterConfig:
+    state = api.coordinator.clusters.get(name)
+    if state is None:
+        raise HTTPException(404, f"{kind} module not found")
+    return state.config
 
-    @app.get("/v3/config/storage/{name}", tags=["burrow"], responses=not_found)
-    def burrow_config_storage_module(name: str, request: Request) -> dict[str, Any]:
-        """The window store: ``intervals`` commits per partition, ``min-distance`` and
-        ``expire-group`` in seconds, as Burrow's in-memory storage has them."""
-        if name != "default":
-            raise HTTPException(404, "storage module not found")
-        window = coordinator.rules.window
-        return module_detail(request, "storage", {
-            "class-name": "inmemory", "intervals": window.intervals,
-            "min-distance": window.min_distance, "group-whitelist": "",
-            "expire-group": window.expire_group,
-        })  # fmt: skip
 
-    @app.get("/v3/config/evaluator", tags=["burrow"])
-    def burrow_config_evaluator(request: Request) -> dict[str, Any]:
-        return module_list(request, "evaluator", ["default"])
+@router.get("/v3/config/storage", response_model=ModuleList)
+def burrow_config_storage(request: Request) -> JSONResponse:
+    return module_list(request, "storage", ["default"])
 
-    @app.get("/v3/config/evaluator/{name}", tags=["burrow"], responses=not_found)
-    def burrow_config_evaluator_module(name: str, request: Request) -> dict[str, Any]:
-        """Verdicts are worked out once per scan: a cached one lives as long as the shortest
-        scan interval."""
-        if name != "default":
-            raise HTTPException(404, "evaluator module not found")
-        intervals = [s.config.scan_interval for s in coordinator.clusters.values()]
-        return module_detail(request, "evaluator", {
-            "class-name": "caching", "expire-cache": min(intervals, default=0),
-            "minimum-complete": coordinator.rules.burrow.minimum_complete,
-        })  # fmt: skip
 
-    @app.get("/v3/config/cluster", tags=["burrow"])
-    def burrow_config_clusters(request: Request) -> dict[str, Any]:
-        return module_list(request, "cluster", sorted(coordinator.clusters))
+@router.get("/v3/config/storage/{name}", response_model=ModuleDetail, responses=NOT_FOUND)
+def burrow_config_storage_module(name: str, request: Request, api: Api) -> JSONResponse:
+    """The window store: ``intervals`` commits per partition, ``min-distance`` and
+    ``expire-group`` in seconds, as Burrow's in-memory storage has them."""
+    if name != "default":
+        raise HTTPException(404, "storage module not found")
+    window = api.coordinator.rules.window
+    return module_detail(request, "storage", {
+        "class-name": "inmemory", "intervals": window.intervals,
+        "min-distance": window.min_distance, "group-whitelist": "",
+        "expire-group": window.expire_group,
+    })  # fmt: skip
 
-    @app.get("/v3/config/cluster/{cluster}", tags=["burrow"], responses=not_found)
-    def burrow_config_cluster(cluster: str, request: Request) -> dict[str, Any]:
-        config = cluster_config(cluster, "cluster")
-        return module_detail(request, "cluster", {
-            "class-name": "kafka", "servers": config.bootstrap_servers,
-            "client-profile": client_profile(config),
-            "topic-refresh": config.metadata_max_age, "offset-refresh": config.scan_interval,
-        })  # fmt: skip
 
-    @app.get("/v3/config/consumer", tags=["burrow"])
-    def burrow_config_consumers(request: Request) -> dict[str, Any]:
-        return module_list(request, "consumer", sorted(coordinator.clusters))
+@router.get("/v3/config/evaluator", response_model=ModuleList)
+def burrow_config_evaluator(request: Request) -> JSONResponse:
+    return module_list(request, "evaluator", ["default"])
 
-    @app.get("/v3/config/consumer/{name}", tags=["burrow"], responses=not_found)
-    def burrow_config_consumer(name: str, request: Request) -> dict[str, Any]:
-        """How a cluster's groups are read: from the group coordinators (not the offsets
-        topic), filtered by the allow and deny regexes."""
-        config = cluster_config(name, "consumer")
-        return module_detail(request, "consumer", {
-            "class-name": "kafka", "cluster": config.name, "servers": config.bootstrap_servers,
-            "group-whitelist": "|".join(config.group_allow),
-            "group-blacklist": "|".join(config.group_deny),
-            "zookeeper-path": "", "zookeeper-timeout": 0,
-            "client-profile": client_profile(config), "offsets-topic": "",
-            "start-latest": False,
-        })  # fmt: skip
 
-    @app.get("/v3/config/notifier", tags=["burrow"])
-    def burrow_config_notifiers(request: Request) -> dict[str, Any]:
-        """One module per channel of each receiver (``oncall.slack_webhook``; a receiver
-        with several channels of one kind numbers them: ``oncall.webhook.1``)."""
-        names = sorted(channel_modules(notifier.config)) if notifier is not None else []
-        return module_list(request, "notifier", names)
+@router.get("/v3/config/evaluator/{name}", response_model=ModuleDetail, responses=NOT_FOUND)
+def burrow_config_evaluator_module(name: str, request: Request, api: Api) -> JSONResponse:
+    """Verdicts are worked out once per scan: a cached one lives as long as the shortest
+    scan interval."""
+    if name != "default":
+        raise HTTPException(404, "evaluator module not found")
+    intervals = [s.config.scan_interval for s in api.coordinator.clusters.values()]
+    return module_detail(request, "evaluator", {
+        "class-name": "caching", "expire-cache": min(intervals, default=0),
+        "minimum-complete": api.coordinator.rules.burrow.minimum_complete,
+    })  # fmt: skip
 
-    @app.get("/v3/config/notifier/{name}", tags=["burrow"], responses=not_found)
-    def burrow_config_notifier(name: str, request: Request) -> dict[str, Any]:
-        found = channel_modules(notifier.config).get(name) if notifier is not None else None
-        if notifier is None or found is None:
-            raise HTTPException(404, "notifier module not found")
-        receiver, entry = found
-        module = channel_module(notifier.config, receiver, entry)
-        return module_detail(request, "notifier", module)
+
+@router.get("/v3/config/cluster", response_model=ModuleList)
+def burrow_config_clusters(request: Request, api: Api) -> JSONResponse:
+    return module_list(request, "cluster", sorted(api.coordinator.clusters))
+
+
+@router.get("/v3/config/cluster/{cluster}", response_model=ModuleDetail, responses=NOT_FOUND)
+def burrow_config_cluster(cluster: str, request: Request, api: Api) -> JSONResponse:
+    config = cluster_config(api, cluster, "cluster")
+    return module_detail(request, "cluster", {
+        "class-name": "kafka", "servers": config.bootstrap_servers,
+        "client-profile": client_profile(config),
+        "topic-refresh": config.metadata_max_age, "offset-refresh": config.scan_interval,
+    })  # fmt: skip
+
+
+@router.get("/v3/config/consumer", response_model=ModuleList)
+def burrow_config_consumers(request: Request, api: Api) -> JSONResponse:
+    return module_list(request, "consumer", sorted(api.coordinator.clusters))
+
+
+@router.get("/v3/config/consumer/{name}", response_model=ModuleDetail, responses=NOT_FOUND)
+def burrow_config_consumer(name: str, request: Request, api: Api) -> JSONResponse:
+    """How a cluster's groups are read: from the group coordinators (not the offsets
+    topic), filtered by the allow and deny regexes."""
+    config = cluster_config(api, name, "consumer")
+    return module_detail(request, "consumer", {
+        "class-name": "kafka", "cluster": config.name, "servers": config.bootstrap_servers,
+        "group-whitelist": "|".join(config.group_allow),
+        "group-blacklist": "|".join(config.group_deny),
+        "zookeeper-path": "", "zookeeper-timeout": 0,
+        "client-profile": client_profile(config), "offsets-topic": "",
+        "start-latest": False,
+    })  # fmt: skip
+
+
+@router.get("/v3/config/notifier", response_model=ModuleList)
+def burrow_config_notifiers(request: Request, api: Api) -> JSONResponse:
+    """One module per channel of each receiver (``oncall.slack_webhook``; a receiver
+    with several channels of one kind numbers them: ``oncall.webhook.1``)."""
+    names = sorted(channel_modules(api.notifier.config)) if api.notifier is not None else []
+    return module_list(request, "notifier", names)
+
+
+@router.get("/v3/config/notifier/{name}", response_model=ModuleDetail, responses=NOT_FOUND)
+def burrow_config_notifier(name: str, request: Request, api: Api) -> JSONResponse:
+    notifier = api.notifier
+    found = channel_modules(notifier.config).get(name) if notifier is not None else None
+    if notifier is None or found is None:
+        raise HTTPException(404, "notifier module not found")
+    receiver, entry = found
+    module = channel_module(notifier.config, receiver, entry)
+    return module_detail(request, "notifier", module)
 
 
 def client_profile(config: ClusterConfig) -> dict[str, Any]:

@@ -38,10 +38,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from fastapi import FastAPI
+from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client.utils import floatToGoString
 
+from notifier.api.context import Api
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import freshness, state_summaries
 from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
@@ -603,23 +604,13 @@ class MetricsExposition:
         }
 
 
-def add_metrics_routes(
-    app: FastAPI,
-    coordinator: CoordinatorView,
-    notifier: NotifierView | None,
-    clock: Callable[[], int],
-    families: Collection[str] = EXPORTER_FAMILIES,
-    instance: str | None = None,
-) -> MetricsExposition:
-    """``GET /metrics`` on ``app``: notifier's families and the exporters' in ``families``,
-    each series labelled with ``instance`` when given (a fleet's instance)."""
-    exposition = MetricsExposition(coordinator, notifier, clock, families, instance)
+router = APIRouter(tags=["ops"])
 
-    @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
-    def metrics() -> Response:
-        return Response(exposition.render(), media_type=CONTENT_TYPE)
 
-    return exposition
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(api: Api) -> Response:
+    """The Prometheus exposition (text format 0.0.4)."""
+    return Response(api.metrics.render(), media_type=CONTENT_TYPE)
 
 
 __all__ = [
@@ -628,5 +619,5 @@ __all__ = [
     "FAMILIES",
     "Family",
     "MetricsExposition",
-    "add_metrics_routes",
+    "router",
 ]

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
 from notifier.api.burrow import request_info
+from notifier.api.context import Api
 
 
 class ReloadOutcome(Protocol):
@@ -29,25 +31,38 @@ class Reloadable(Protocol):
     async def reload(self, source: str = "api") -> ReloadOutcome: ...
 
 
-def add_reload_routes(app: FastAPI, reloader: Reloadable) -> None:
-    """Register ``POST /-/reload`` on ``app``."""
+class ReloadBody(BaseModel):
+    """What a reload changed; on a 422, also Burrow's ``error``, ``message`` and ``request``."""
 
-    @app.post(
-        "/-/reload",
-        tags=["notifier"],
-        summary="Reload the service config and the rules file",
-        responses={
-            401: {"description": "the API token is missing or wrong"},
-            403: {"description": "writes are refused: no api.token on a non-loopback address"},
-            422: {"description": "the files are wrong; nothing changed"},
-        },
+    reloaded: bool
+    source: str = Field(description="api, sighup, ...: what asked for the reload")
+    changed: list[str] = Field(description="what the reload changed in the running service")
+    restart_needed: list[str] = Field(description="what changed but waits for a restart")
+    error: Any = Field(description="null, or why nothing changed (the file, the field)")
+
+
+router = APIRouter(tags=["notifier"])
+"""Included by :func:`~notifier.api.app.create_app` when it is given a ``reloader``."""
+
+
+@router.post(
+    "/-/reload",
+    summary="Reload the service config and the rules file",
+    response_model=ReloadBody,
+    responses={
+        401: {"description": "the API token is missing or wrong"},
+        403: {"description": "writes are refused: no api.token on a non-loopback address"},
+        422: {"description": "the files are wrong; nothing changed"},
+    },
+)
+async def reload(request: Request, api: Api) -> JSONResponse:
+    if api.reloader is None:  # the router is only included with a reloader
+        raise HTTPException(404, "reloading is not available here")
+    outcome = await api.reloader.reload("api")
+    body = outcome.to_dict()
+    if outcome.ok:
+        return JSONResponse(body)
+    return JSONResponse(
+        {"error": True, "message": body.get("error"), **body, "request": request_info(request)},
+        status_code=422,
     )
-    async def reload(request: Request) -> JSONResponse:
-        outcome = await reloader.reload("api")
-        body = outcome.to_dict()
-        if outcome.ok:
-            return JSONResponse(body)
-        return JSONResponse(
-            {"error": True, "message": body.get("error"), **body, "request": request_info(request)},
-            status_code=422,
-        )

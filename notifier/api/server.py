@@ -119,6 +119,10 @@ class ApiServer:
     async def start(self) -> None:
         self.bind()
         assert self._socket is not None
+        # The routers' routes and the OpenAPI document (schemas of every response model:
+        # a few hundred ms) are built once, when first asked for; built here, in a worker
+        # thread before the first request, they never hold up the event loop the scans share.
+        await asyncio.to_thread(self.app.openapi)
         self.task = asyncio.create_task(self.server.serve(sockets=[self._socket]))
         while not self.server.started:
             if self.task.done():

@@ -5,16 +5,13 @@ Modules: ``grid`` (the grid and its configurations), ``samples`` (the replay's i
 columns), ``replay`` (the replay engine), ``scoring`` (matching incidents to labels or SLO
 breaches, the summary), ``recommend`` (choosing a configuration, its rules file), ``report`` (the
 HTML report), ``spark`` (session, history reading, task planning, the distributed replay), ``job``
-(the whole job: :func:`run_backtest`), ``synth`` (synthetic labelled history), ``fleet`` (a
-synthetic production fleet: benign patterns and incidents labelled from when they can be told
-apart), ``synthbase`` (what the two generators share), ``__main__`` (the spark-submit command
-line).
+(the whole job: :func:`run_backtest`), ``__main__`` (the spark-submit command line). The
+synthetic histories it is measured on are made by :mod:`notifier.synth`.
 
 May import ``notifier.config``, ``notifier.history``, ``notifier.rules``, ``notifier.notify`` and
 ``notifier.types``. PySpark and matplotlib are imported only when used.
 """
 
-from notifier.backtest.fleet import FLEET_INCIDENT_KINDS, FleetResult, synthesize_fleet
 from notifier.backtest.grid import GridConfig, expand_grid, parse_grid
 from notifier.backtest.job import (
     BacktestRequest,
@@ -42,23 +39,18 @@ from notifier.backtest.spark import (
     spark_scans,
     spark_session,
 )
-from notifier.backtest.synth import INCIDENT_KINDS, SynthResult, synthesize
 
 __all__ = [
     "COUNTER_COLUMNS",
-    "FLEET_INCIDENT_KINDS",
     "INCIDENT_COLUMNS",
-    "INCIDENT_KINDS",
     "BacktestRequest",
     "BacktestResult",
-    "FleetResult",
     "GridConfig",
     "HistorySpan",
     "Recommendation",
     "ReplayOptions",
     "ReplayOutput",
     "SampleArrays",
-    "SynthResult",
     "TaskPlan",
     "aggregation_scope",
     "expand_grid",
@@ -76,6 +68,4 @@ __all__ = [
     "spark_session",
     "summarize",
     "summary_text",
-    "synthesize",
-    "synthesize_fleet",
 ]

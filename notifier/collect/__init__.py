@@ -6,15 +6,14 @@
   consumer-protocol group's state means to the rules; share and streams groups are not evaluated.
 * ``samples``: the sample table of a scan, member fingerprints, group states.
 * ``results``: :class:`ScanResult` and :class:`ScanError`, what the coordinator receives.
-* ``broker``: :class:`EmbeddedBroker`, a Tansu broker process for tests and the demo.
-* ``readonly``: ``ReadOnly``, the read-only attributes of the collector and the broker.
+* ``readonly``: ``ReadOnly``, read-only attributes (the collector's, and the embedded broker's
+  in :mod:`notifier.embedded`).
 * ``security``: SASL settings for aiokafka and the OAUTHBEARER token providers (OIDC client
   credentials, Amazon MSK IAM), renewed before they expire.
 
 Imports :mod:`notifier.types` and, for the security settings, :mod:`notifier.config`.
 """
 
-from notifier.collect.broker import BrokerError, EmbeddedBroker
 from notifier.collect.collector import ClusterCollector
 from notifier.collect.protocol import Group, decode_member
 from notifier.collect.results import ScanError, ScanResult
@@ -29,10 +28,8 @@ from notifier.collect.security import (
 )
 
 __all__ = [
-    "BrokerError",
     "ClusterCollector",
     "CredentialsError",
-    "EmbeddedBroker",
     "Group",
     "MskIamTokenProvider",
     "OidcTokenProvider",

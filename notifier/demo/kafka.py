@@ -165,19 +165,30 @@ async def delete_records_supported(bootstrap: str, topic: str) -> bool:
     """Ask the broker to delete nothing (records before offset 0): refused or a dropped
     connection means it cannot enforce retention for the demo."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    # A topic just created has no leader for a moment (NOT_LEADER_OR_FOLLOWER on a real
+    # broker): a retriable error says "not yet", not "never".
+    deadline = time.monotonic() + 20
     try:
         await admin.start()
-        await asyncio.wait_for(
-            admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(0)}, timeout_ms=5000),
-            10,
-        )
+        while True:
+            try:
+                await asyncio.wait_for(
+                    admin.delete_records(
+                        {TopicPartition(topic, 0): RecordsToDelete(0)}, timeout_ms=5000
+                    ),
+                    10,
+                )
+                return True
+            except KafkaError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
     except (*CLIENT_ERRORS, NotImplementedError) as exc:
         log.info("DeleteRecords probe failed: %r", exc)
         return False
     finally:
         with contextlib.suppress(Exception):
             await admin.close()
-    return True
 
 
 async def delete_old_records(env: ScriptEnv, consumer: AIOKafkaConsumer, keep: int) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from notifier.demo.receiving import CHANNELS, Received, told_the_whole_story
 from notifier.demo.scenarios import SCENARIOS
@@ -31,12 +32,16 @@ class ScenarioOutcome:
     reached: str = "-"
     """The worst status it reached and why, e.g. ``ERR (STALL)`` for a group first detected
     as falling behind (WARN) that then stalled."""
+    misbehaving_since_ms: int | None = None
+    """Wall-clock start of its misbehaviour: an alert before it is a false alarm."""
+    detect_from_ms: int | None = None
+    """Wall-clock start of the stage its detection is timed from (``seconds``)."""
 
 
 def scenario_outcome(run: ScenarioRun) -> ScenarioOutcome:
     """The summary row of a scenario whose run is over."""
     scenario = run.scenario
-    base = {
+    base: dict[str, Any] = {
         "name": scenario.name,
         "group": run.group,
         "expected": scenario.expected,
@@ -44,6 +49,8 @@ def scenario_outcome(run: ScenarioRun) -> ScenarioOutcome:
         if run.statuses
         else "",
         "reached": "-" if run.skipped is not None else run.reached or "OK",
+        "misbehaving_since_ms": run.misbehaving_since_ms,
+        "detect_from_ms": run.detect_from_ms,
     }
     if run.skipped is not None:
         return ScenarioOutcome(
@@ -104,12 +111,14 @@ class DemoReport:
 def print_banner(
     out: Callable[[str], None],
     settings: DemoSettings,
-    bootstrap: str,
+    broker: str,
     data_dir: Path,
     status_page: str,
     runs: dict[str, ScenarioRun],
 ) -> None:
-    out(f"notifier demo: embedded Kafka-protocol broker at {bootstrap}")
+    """``broker``: which broker the stories run on and where, e.g. ``Apache Kafka 3.9.1 at
+    127.0.0.1:9092``."""
+    out(f"notifier demo: {broker}")
     out(f"  status page:  {status_page}  (Burrow API: {status_page}v3/kafka/{CLUSTER}/consumer)")
     out(f"  transitions:  {data_dir / 'transitions.jsonl'} (JSON lines)")
     out(f"  history:      {data_dir / 'history'} (Parquet)")

@@ -3,7 +3,7 @@
 A new user should see, in about two minutes and without a Kafka cluster, what the service is
 for: consumer groups misbehaving in the ways docs/architecture.md describes and the service
 noticing each one. So :func:`run_demo` starts the embedded Tansu broker
-(:mod:`notifier.collect.broker`), creates one topic per scenario, runs the scenarios' real
+(:mod:`notifier.embedded.broker`), creates one topic per scenario, runs the scenarios' real
 aiokafka producers and consumer groups with scripted behaviours
 (:mod:`notifier.demo.scenarios`), and runs the real service
 (:class:`notifier.service.coordinator.Coordinator`: collector, window store, rules, gate,
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from notifier.api import ApiServer, create_app
-from notifier.collect import EmbeddedBroker
 from notifier.config import ServiceConfig, parse_notify, parse_service_config
 from notifier.demo.kafka import create_topics
 from notifier.demo.receivers import HttpReceiver, SmtpReceiver
@@ -37,6 +36,8 @@ from notifier.demo.scenarios import SCENARIOS
 from notifier.demo.settings import CLUSTER, DemoSettings, default_rules_path, demo_rules
 from notifier.demo.story import ScenarioRun, ScriptEnv
 from notifier.demo.watch import DemoSink, watch_detections
+from notifier.embedded import EmbeddedBroker
+from notifier.embedded.apache_kafka import ApacheKafkaBroker
 from notifier.notify import Notifier
 from notifier.service import Coordinator
 
@@ -103,11 +104,20 @@ async def run_demo(
     if unknown:
         raise ValueError(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
 
-    broker: EmbeddedBroker | None = None
-    if bootstrap is None:
+    broker: EmbeddedBroker | ApacheKafkaBroker | None = None
+    if bootstrap is not None:
+        broker_label = f"Kafka broker at {bootstrap}"
+    elif settings.kafka is not None:
+        broker = apache_kafka_broker(settings.kafka, data_dir / "kafka")
+        out(f"starting Apache Kafka {broker.version} (jars in {broker.jars})")
+        await broker.astart()
+        bootstrap = broker.bootstrap_servers
+        broker_label = f"Apache Kafka {broker.version} at {bootstrap}"
+    else:
         broker = EmbeddedBroker(port=settings.port, log_dir=data_dir / "broker")
         await broker.astart()
         bootstrap = broker.bootstrap_servers
+        broker_label = f"embedded Kafka-protocol broker (Tansu) at {bootstrap}"
     env = ScriptEnv(bootstrap, settings, out)
     coordinator: Coordinator | None = None
     api: ApiServer | None = None
@@ -142,7 +152,7 @@ async def run_demo(
         await api.start()
         await coordinator.start()
         print_banner(
-            out, settings, bootstrap, data_dir, f"http://{service.api.host}:{api.port}/", runs
+            out, settings, broker_label, data_dir, f"http://{service.api.host}:{api.port}/", runs
         )
 
         env.started = time.time()
@@ -199,6 +209,22 @@ async def run_demo(
         interrupted=interrupted,
         received=received,
     )
+
+
+def apache_kafka_broker(kafka: str, data_dir: Path) -> ApacheKafkaBroker:
+    """``--kafka``: a folder of Kafka jars (a Kafka download's ``libs/``, or the download
+    itself), or a version resolved from Maven Central into the cache on first use."""
+    path = Path(kafka).expanduser()
+    if path.is_dir():
+        jars = path / "libs" if (path / "libs").is_dir() else path
+        found = sorted(jars.glob("kafka_2.13-*.jar")) or sorted(jars.glob("kafka_*.jar"))
+        if not found:
+            raise ValueError(f"--kafka {kafka}: no kafka_2.13-<version>.jar in {jars}")
+        version = found[0].name.removeprefix("kafka_2.13-").removesuffix(".jar")
+        return ApacheKafkaBroker(version, jars=jars, data_dir=data_dir)
+    if path.exists() or "/" in kafka:
+        raise ValueError(f"--kafka {kafka}: not a folder of Kafka jars, nor a version like 4.4.0")
+    return ApacheKafkaBroker(kafka, data_dir=data_dir)
 
 
 async def _all_finished(runs: dict[str, ScenarioRun], scan_interval: float) -> None:

@@ -51,6 +51,12 @@ class DemoSettings:
     notify: dict[str, Any] | None = None
     """A notification config (the service config's ``notify:`` section): transitions also go
     through the notification pipeline to the channels it names."""
+    min_stage: float = 0.0
+    """Seconds each stage of a story lasts at least, once the service has reported it: a tool
+    watching beside the service (benchmarks/vs_burrow.py) gets as long to see it."""
+    kafka: str | None = None
+    """Run the stories on Apache Kafka instead of the embedded broker: a version (resolved
+    from Maven Central with ``mvn`` and cached) or a folder of Kafka jars."""
     local_receivers: bool = False
     """Start loopback stand-ins for Slack, PagerDuty, a webhook receiver and an SMTP server,
     notify them, and report what each received."""

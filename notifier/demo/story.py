@@ -129,16 +129,21 @@ class ScriptEnv:
         step: Callable[[], Awaitable[Any]],
     ) -> bool:
         """Repeat ``step`` (the stage's behaviour) until the service has reported a status
-        that ``reached`` accepts, then for :data:`HOLD_SCANS` more scans; give up after the
-        scenario's allowance. True when the status was reached."""
+        that ``reached`` accepts, then for :data:`HOLD_SCANS` more scans (and until the stage has
+        lasted ``min_stage``); give up after the scenario's allowance. True when the status was
+        reached."""
         scans = run.scenario.allowance_scans or DETECTION_ALLOWANCE_SCANS
-        deadline = time.monotonic() + scans * self.settings.scan_interval
+        entered = time.monotonic()
+        deadline = entered + scans * self.settings.scan_interval
         while not reached(run.status):
             if time.monotonic() > deadline:
                 log.warning("%s: no such status within %d scans; moving on", run.group, scans)
                 return False
             await step()
-        hold = time.monotonic() + HOLD_SCANS * self.settings.scan_interval
+        hold = max(
+            time.monotonic() + HOLD_SCANS * self.settings.scan_interval,
+            entered + self.settings.min_stage,
+        )
         while time.monotonic() < hold:
             await step()
         return True

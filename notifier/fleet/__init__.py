@@ -5,7 +5,10 @@ through Kafka's group protocol.
 * ``membership``: the shards this instance owns, hand-over on rebalance, coordination outages;
 * ``statetopic`` and ``state``: each shard's state on the compacted state topic, so the next
   owner resumes warm;
-* ``view``: the fleet-wide view every instance's API answers from.
+* ``view``: the fleet-wide view every instance's API answers from;
+* ``share``: what the coordinator knows of all this (the service's ``sharing`` seam, the only
+  part of :mod:`notifier.service` the fleet imports);
+* ``aiokafka_private``: every aiokafka internal the fleet relies on, checked in one place.
 """
 
 from notifier.fleet.membership import Membership

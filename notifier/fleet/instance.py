@@ -1,6 +1,7 @@
 """One ``notifier run`` process as an instance of a fleet: its membership, wired to its
-coordinator (which scans only the owned shards and publishes each scan's changes) and to its
-notifier (whose pending notifications a hand-over waits for).
+coordinator through the service's one seam (:class:`~notifier.fleet.share.FleetShare`: the
+coordinator scans only the owned shards and publishes each scan's changes) and to its notifier
+(whose pending notifications a hand-over waits for).
 
 It is one of the coordinator's companions: started before the first scan, stopped after the
 last one, before the notifier, so a SIGTERM flushes every shard, waits (bounded) for the
@@ -22,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from notifier.collect.security import client_security
 from notifier.config import ServiceConfig
+from notifier.fleet.balance import ShardWork
 from notifier.fleet.membership import Membership, ShardStore
+from notifier.fleet.share import FleetShare, ScanPublisher
 from notifier.fleet.statetopic import ensure_topic
-from notifier.service.coordinator import Coordinator, ShardPublisher
+from notifier.service.sharing import ShareHost
 
 if TYPE_CHECKING:
     from notifier.fleet.state import ShardState
@@ -41,7 +44,7 @@ class FleetInstance:
     def __init__(
         self,
         service: ServiceConfig,
-        coordinator: Coordinator,
+        coordinator: ShareHost,
         notifier: Any,
         shard_state: ShardState | None = None,
         *,
@@ -61,6 +64,10 @@ class FleetInstance:
         self._membership: Membership | None = None
         self._joined = False
         self._joining: asyncio.Task[None] | None = None
+        self._share: FleetShare | None = None
+        self._handover = asyncio.Lock()
+        """Held by the coordinator around each scan and by each hand-over of shards (one lock
+        for every membership this instance makes)."""
 
     @property
     def membership(self) -> Membership:
@@ -108,21 +115,29 @@ class FleetInstance:
             )
         shard_state = self._shard_state
         store: ShardStore = shard_state
-        publisher: ShardPublisher = shard_state
+        publisher: ScanPublisher = shard_state
         drain = None if self.notifier is None else self.notifier.wait_delivered
         self._membership = Membership(
             config,
             kafka,
             store,
-            handover=coordinator.handover,
+            handover=self._handover,
             ensure_topic=self._ensure_topic,
             drain=drain,
             security=client_security(kafka.security),
             instance=self.instance,
             on_new_shards=coordinator.shards_taken_over,
-            work=coordinator.shard_work,
+            work=self._shard_work,
         )
-        coordinator.join_fleet(self._membership, publisher, self.notifier)
+        if self._share is None:
+            self._share = FleetShare(
+                coordinator, self._membership, publisher, self.notifier, handover=self._handover
+            )
+            coordinator.join_fleet(self._share)
+        self._share.shards, self._share.publisher = self._membership, publisher
+
+    def _shard_work(self) -> dict[int, ShardWork] | None:
+        return None if self._share is None else self._share.shard_work()
 
     async def _connect(self) -> None:
         """Create the state topic if missing, open the shard state's clients, join; on a

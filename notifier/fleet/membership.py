@@ -14,7 +14,7 @@ half a shard:
 - assigned: revoked shards that came back are kept as they are, the others dropped locally;
   each new shard's state is loaded from the state topic; then the scans go on, and
   ``on_new_shards`` hears of the new shards (the coordinator brings its next scan forward:
-  :meth:`~notifier.service.coordinator.Coordinator.shards_taken_over`).
+  :meth:`~notifier.service.sharing.ShareHost.shards_taken_over`).
 
 When the coordination cluster becomes unreachable, aiokafka marks the group coordinator dead
 and looks it up again and again; it does not rejoin (so it does not revoke) until a coordinator
@@ -43,6 +43,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from notifier.collect.requestcount import count_requests
 from notifier.config import CoordinationConfig, CoordinationKafka
+from notifier.fleet import aiokafka_private
 from notifier.fleet.assignor import ShardAssignor
 from notifier.fleet.balance import ShardWork
 from notifier.fleet.shards import shard_of
@@ -80,7 +81,7 @@ class Membership:
     ``on_new_shards(shards)`` is told of the shards an assignment brought, once their state
     is loaded and the hand-over lock released; ``work()`` is each shard's work as this
     instance knows it (the coordinator's
-    :meth:`~notifier.service.coordinator.Coordinator.shard_work`), which the fleet's leader
+    :meth:`~notifier.fleet.share.FleetShare.shard_work`), which the fleet's leader
     balances."""
 
     def __init__(
@@ -188,6 +189,7 @@ class Membership:
         )
         count_requests(self._consumer, "fleet_membership")
         await self._consumer.start()
+        aiokafka_private.check(self._consumer)  # an aiokafka that changed fails here, clearly
         self._consumer.subscribe([self.config.topic], listener=_Listener(self))
         self._tasks = [
             asyncio.create_task(self._poll(), name="fleet-poll"),
@@ -219,9 +221,8 @@ class Membership:
         await self._settle(frozenset())
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            group = consumer._coordinator  # aiokafka keeps the member's generation there
-            skipped_leave = group is not None and group.generation == 0 and group.member_id
-            member_id = group.member_id if group is not None else ""
+            generation, member_id = aiokafka_private.member(consumer) or (-1, "")
+            skipped_leave = generation == 0 and member_id
             try:
                 await consumer.stop()
             except asyncio.CancelledError:
@@ -486,14 +487,14 @@ class Membership:
                  extra={"event": "fleet_rebalance_requested", "instance": self.instance,
                         "imbalance": round(verdict[0], 3),
                         "imbalance_after": round(verdict[1], 3)})  # fmt: skip
-        consumer._coordinator.request_rejoin()  # aiokafka has no public call for it
+        aiokafka_private.request_rejoin(consumer)
 
     async def _reachable(self) -> bool:
         """One metadata request for the state topic alone: a request for every topic is
         answered with the whole cluster's layout, which costs a large cluster's every instance
         CPU each heartbeat interval for an answer it does not read."""
         assert self._consumer is not None
-        client = self._consumer._client  # aiokafka has no public "is the cluster up" call
+        client = aiokafka_private.client(self._consumer)
         request = MetadataRequest([self.config.topic], allow_auto_topic_creation=False)
         try:
             async with asyncio.timeout(self.config.heartbeat_interval):

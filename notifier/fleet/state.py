@@ -22,7 +22,8 @@ same incident id, and a status that stays does not open another. A record that c
 decoded is skipped with a log line naming topic, partition, offset and key; a gap in a group's
 changes stops its replay there (the windows show the gap, as after any missed scan).
 
-Records use the checkpoint's array format (:func:`notifier.service.checkpoint.pack_arrays`).
+Records use the checkpoint's array format (:func:`notifier.packed.pack_arrays`). The coordinator
+is reached through :class:`notifier.service.sharing.ShareHost` only.
 """
 
 from __future__ import annotations
@@ -41,15 +42,14 @@ import numpy as np
 
 from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import StateReader, StateRecord, StateWriter
+from notifier.packed import PackedArrays, pack_arrays, unpack_arrays
 from notifier.rules import GroupRows, ScanColumns, WindowStore
 from notifier.rules.store import PORTABLE_ROW_COLUMNS, TABLE_COLUMN_NAMES
-from notifier.service.checkpoint import PackedArrays, pack_arrays, unpack_arrays
-from notifier.service.coordinator import GroupHandover
+from notifier.service.sharing import GroupHandover, ShareHost
 from notifier.types import GroupStatus
 
 if TYPE_CHECKING:
     from notifier.notify import Notifier
-    from notifier.service.coordinator import Coordinator
 
 log = logging.getLogger("notifier.fleet.state")
 
@@ -147,7 +147,7 @@ class ShardState:
         self,
         bootstrap_servers: str | Sequence[str],
         topic: str,
-        coordinator: Coordinator,
+        coordinator: ShareHost,
         notifier: Notifier | None = None,
         *,
         security: SecurityConfig | None = None,
@@ -237,7 +237,7 @@ class ShardState:
         self,
         cluster: str,
         groups_by_shard: Mapping[int, Collection[str]],
-        coordinator: Coordinator | None = None,
+        coordinator: ShareHost | None = None,
         notifier: Notifier | None = None,
     ) -> PublishReport:
         """After a scan of ``cluster``: one change record per group of the scan (a snapshot
@@ -247,7 +247,9 @@ class ShardState:
         coordinator = coordinator or self.coordinator
         notifier = notifier if notifier is not None else self.notifier
         report = PublishReport()
-        store = coordinator.clusters[cluster].store
+        store = coordinator.store(cluster)
+        if store is None:
+            raise KeyError(f"cluster {cluster} is not watched here")
         ts = store.last_scan_ts.get(cluster)
         by_group = store.rows_by_group(cluster)
         # Shards whose groups of this cluster all left it get their tombstones too.
@@ -322,8 +324,8 @@ class ShardState:
         records: list[tuple[str, bytes | None]] = []
         for key in sorted(self._groups.get(shard, ())):
             cluster, group = key
-            state = self.coordinator.clusters.get(cluster)
-            ts = None if state is None else state.store.last_scan_ts.get(cluster)
+            store = self.coordinator.store(cluster)
+            ts = None if store is None else store.last_scan_ts.get(cluster)
             seq = self._seq.get(key)
             if ts is None or seq is None:
                 continue
@@ -346,13 +348,14 @@ class ShardState:
         report.bytes += sum(len(k) + len(v or b"") for k, v in records)
 
     def _snapshot_value(
-        self, coordinator: Coordinator, cluster: str, group: str, seq: int, ts: int
+        self, coordinator: ShareHost, cluster: str, group: str, seq: int, ts: int
     ) -> bytes | None:
         handover = coordinator.export_group(cluster, group)
         if handover is None:
             return None
         rows = handover.rows
-        store = coordinator.clusters[cluster].store
+        store = coordinator.store(cluster)
+        assert store is not None  # it just exported the group
         meta = {
             "format": FORMAT,
             "kind": "snap",
@@ -371,11 +374,10 @@ class ShardState:
         return pack_arrays(meta, arrays, compress=True)
 
     def _change_value(
-        self, coordinator: Coordinator, scan: ScanColumns, group: str, seq: int
+        self, coordinator: ShareHost, scan: ScanColumns, group: str, seq: int
     ) -> bytes:
         cluster = scan.cluster
-        state = coordinator.clusters[cluster]
-        gid = state.store.group_id(cluster, group)
+        rule_state, status = coordinator.group_verdict(cluster, group)
         meta = {
             "format": FORMAT,
             "kind": "chg",
@@ -384,8 +386,8 @@ class ShardState:
             "seq": seq,
             "ts": scan.ts,
             "partitions": [[t, int(p)] for t, p in zip(scan.topic, scan.partition.tolist())],
-            "rules": {} if gid is None else state.evaluator.export_group(gid),
-            "status": state.tracker.statuses.get((cluster, group), GroupStatus.OK).value,
+            "rules": rule_state,
+            "status": status.value,
         }
         return pack_arrays(
             meta, {name: getattr(scan, name) for name in _SCAN_FIELDS}, compress=True
@@ -532,15 +534,15 @@ class ShardState:
     def _install_snapshot(self, snap: _Decoded, report: LoadReport) -> bool:
         meta, arrays = snap.meta, snap.arrays
         cluster, group = meta["cluster"], meta["group"]
-        state = self.coordinator.clusters.get(cluster)
+        store = self.coordinator.store(cluster)
         problem = None
-        if state is None:
+        if store is None:
             problem = f"cluster {cluster} is not in this instance's config"
-        elif (meta.get("width"), meta.get("points")) != (state.store.width, state.store.points):
+        elif (meta.get("width"), meta.get("points")) != (store.width, store.points):
             problem = (
                 f"written with intervals={meta.get('width')} lag_time_points="
-                f"{meta.get('points')}, this instance has {state.store.width} and "
-                f"{state.store.points}"
+                f"{meta.get('points')}, this instance has {store.width} and "
+                f"{store.points}"
             )
         else:
             try:

@@ -27,6 +27,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from notifier.collect.requestcount import count_requests
 from notifier.collect.security import client_security
 from notifier.config.kafka_security import SecurityConfig
+from notifier.fleet import aiokafka_private
 from notifier.types import KafkaClientRole
 
 log = logging.getLogger("notifier.fleet.statetopic")
@@ -268,7 +269,7 @@ class StateReader:
                 self.topic,
                 extra={"event": "state_reader_stop_cancelled", "topic": self.topic},
             )
-            await self._consumer._client.close()
+            await aiokafka_private.client(self._consumer).close()
 
     async def __aenter__(self) -> StateReader:
         await self.start()

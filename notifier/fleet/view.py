@@ -55,7 +55,7 @@ from notifier.collect.security import client_security
 from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import CLIENT_ID, FETCHER_WAKEUP_MS, StateWriter, ensure_topic
 from notifier.notify.silences import Silence
-from notifier.service.coordinator import STALE_AFTER_INTERVALS
+from notifier.service.sharing import STALE_AFTER_INTERVALS
 
 log = logging.getLogger(__name__)
 

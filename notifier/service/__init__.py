@@ -7,10 +7,11 @@ pipeline (scan → :mod:`notifier.rules.step` → transitions → sink), warm re
 - :mod:`~notifier.service.logs`: structured logs (JSON lines or key=value).
 - :mod:`~notifier.service.reload`: reloading the config and rules in place (SIGHUP,
   ``POST /-/reload``).
+- :mod:`~notifier.service.sharing`: the one seam to a fleet of instances (protocols both ways).
 
 Imports :mod:`notifier.collect`, :mod:`notifier.rules`, :mod:`notifier.history`,
 :mod:`notifier.config` and :mod:`notifier.types`; never :mod:`notifier.notify` (the sink is a
-protocol) nor the API.
+protocol), the API nor :mod:`notifier.fleet` (which implements the sharing protocol).
 """
 
 from notifier.service.coordinator import Coordinator, LogSink, TransitionSink, make_collector

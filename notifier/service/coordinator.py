@@ -50,8 +50,6 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
 from notifier.config import ClusterConfig, ServiceConfig
 from notifier.diskfaults import WriteHealth, is_disk_error
-from notifier.fleet.balance import ShardWork, shard_work
-from notifier.fleet.shards import by_shard
 from notifier.history import (
     HistoryEmptyError,
     HistoryError,
@@ -63,7 +61,6 @@ from notifier.rules import (
     ClusterPipeline,
     Evaluation,
     Evaluator,
-    GroupRows,
     LeoReset,
     RulesConfig,
     ScanColumns,
@@ -73,13 +70,10 @@ from notifier.rules import (
 )
 from notifier.service import checkpoint
 from notifier.service.scanclock import ScanClock
+from notifier.service.sharing import STALE_AFTER_INTERVALS, GroupHandover, Share
 from notifier.types import GroupMember, GroupStatus, Transition
 
 log = logging.getLogger(__name__)
-
-STALE_AFTER_INTERVALS = 3
-"""A cluster's data is stale (and the service not ready) when no scan succeeded within this
-many scan intervals."""
 
 MAX_BACKOFF_INTERVALS = 3
 """Failed scans back off to at most this many scan intervals: enough to spare a struggling
@@ -101,28 +95,6 @@ class TransitionSink(Protocol):
     def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
         """The status of each group of ``cluster`` the sink holds open (None: it keeps no
         state, trust the checkpoint). Read once at start, to resume where the sink is."""
-
-
-class FleetShards(Protocol):
-    """This instance's share of a fleet (:class:`notifier.fleet.Membership`)."""
-
-    partitions: int
-    owned: frozenset[int]
-    coordination_ok: bool
-
-    def owns(self, cluster: str, group: str) -> bool: ...
-
-
-class ShardPublisher(Protocol):
-    """Where each scan's changes go, shard by shard (:class:`notifier.fleet.state.ShardState`)."""
-
-    async def publish_scan(
-        self,
-        cluster: str,
-        groups_by_shard: Mapping[int, list[str]],
-        coordinator: Coordinator,
-        notifier: Any,
-    ) -> Any: ...
 
 
 EARLY_SCAN_SPACING = 0.25
@@ -258,9 +230,6 @@ class ClusterState:
     owners: Mapping[str, Mapping[tuple[str, int], GroupMember]] = field(default_factory=dict)
     """Per group, the member that owns each assigned partition as of the last scan."""
     retry_at: float = 0.0
-    shard_work: dict[int, ShardWork] | None = None
-    """A fleet instance's shards' work in this cluster as its last scan saw it
-    (:func:`notifier.fleet.balance.shard_work`); None before the first scan."""
     clock: ScanClock = field(init=False)
     """Stamps each scan with its time on the cluster's one timeline (see scanclock)."""
 
@@ -322,23 +291,15 @@ class Coordinator:
         self._scan_task: dict[str, asyncio.Task] = {}
         """The scan under way for each cluster (a reload waits for it before it swaps the
         cluster's collector or forgets the cluster)."""
-        self.fleet: FleetShards | None = None
-        self.shard_state: ShardPublisher | None = None
-        self._fleet_notifier: Any = None
-        self.handover = asyncio.Lock()
-        """Held around each scan of a fleet instance and by each hand-over of shards, so a scan
-        never sees a shard half loaded or half dropped."""
+        self.fleet: Share | None = None
+        """This instance's share of the groups when it runs in a fleet (see :meth:`join_fleet`;
+        ``/readyz`` and ``/metrics`` say what it owns)."""
 
-    def join_fleet(
-        self, fleet: FleetShards, shard_state: ShardPublisher, notifier: Any = None
-    ) -> None:
-        """Watch only the groups of the shards ``fleet`` owns, and publish each scan's changes
-        to ``shard_state`` (with ``notifier``'s incidents, when notifications are configured).
-        Before :meth:`start`: the SQLite checkpoint is then not used (each
-        shard's state lives on the state topic), the outbox stays per instance."""
-        self.fleet = fleet
-        self.shard_state = shard_state
-        self._fleet_notifier = notifier
+    def join_fleet(self, share: Share) -> None:
+        """Watch only the groups ``share`` says are this instance's, each scan under its
+        hand-over lock, and give it each successful scan to publish. Before :meth:`start`: the
+        SQLite checkpoint is then not used (the fleet keeps each group's state)."""
+        self.fleet = share
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -359,7 +320,7 @@ class Coordinator:
         self.scheduler = AsyncIOScheduler(timezone="UTC")
         for name in self.clusters:
             self._schedule_scans(name)
-        if self.fleet is None:  # a fleet's state lives on the state topic
+        if self.fleet is None:  # a fleet keeps its groups' state
             self.scheduler.add_job(
                 self.save_checkpoints, "interval", seconds=self.config.checkpoint_interval,
                 id="checkpoint", max_instances=1, coalesce=True,
@@ -385,13 +346,11 @@ class Coordinator:
 
     def _share(self, state: ClusterState) -> None:
         """A fleet instance's collector lists every group and scans only its own (asking the
-        membership of the moment: one that could not join at start-up is replaced when it
-        tries again)."""
-        if self.fleet is not None and state.collector is not None:
+        share at each scan: what it owns changes with every hand-over)."""
+        share = self.fleet
+        if share is not None and state.collector is not None:
             name = state.config.name
-            state.collector.group_filter = lambda group: (
-                self.fleet is not None and self.fleet.owns(name, group)
-            )
+            state.collector.group_filter = lambda group: share.owns(name, group)
 
     def _schedule_scans(self, name: str) -> None:
         assert self.scheduler is not None
@@ -678,7 +637,7 @@ class Coordinator:
 
     def save_checkpoints(self) -> None:
         if self.fleet is not None:
-            return  # each shard's state is on the state topic, not in a local checkpoint
+            return  # the fleet keeps its groups' state, not a local checkpoint
         for name, state in self.clusters.items():
             path = self.checkpoint_path(name)
             health = self.checkpoint_health.get(name)
@@ -736,43 +695,14 @@ class Coordinator:
         state = self.clusters[cluster]
         if time.monotonic() < state.retry_at:
             return []  # backing off after failures
-        if self.fleet is None:
+        share = self.fleet
+        if share is None:
             return (await self._scan(state))[1]
-        async with self.handover:  # a fleet instance's shards never change mid-scan
+        async with share.handover:  # a fleet instance's groups never change hands mid-scan
             result, transitions = await self._scan(state)
             if result is not None:
-                self._weigh_shards(state, result)
-                await self._publish_scan(state, result)
+                await self._publish(share, state, result)
             return transitions
-
-    def _weigh_shards(self, state: ClusterState, result: ScanResult) -> None:
-        """Each shard's work in this cluster: every listed group, with the partitions of those
-        scanned here (the fleet's leader balances shards by it)."""
-        assert self.fleet is not None
-        counted = pc.value_counts(result.samples.column("group"))
-        partitions = dict(
-            zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())
-        )
-        for group in result.group_states:
-            partitions.setdefault(group, 0)
-        state.shard_work = shard_work(
-            state.config.name, result.listed_groups, partitions, self.fleet.partitions
-        )
-
-    def shard_work(self) -> dict[int, ShardWork] | None:
-        """Each shard's work over every cluster, as this instance knows it (every shard, an
-        empty one too: it weighs nothing); None until every cluster has been scanned once."""
-        if self.fleet is None:
-            return None
-        works = [state.shard_work for state in self.clusters.values()]
-        if not works or any(work is None for work in works):
-            return None
-        total = dict.fromkeys(range(self.fleet.partitions), ShardWork())
-        for work in works:
-            assert work is not None
-            for shard, counts in work.items():
-                total[shard] += counts
-        return total
 
     async def _scan(self, state: ClusterState) -> tuple[ScanResult | None, list[Transition]]:
         """Scan, then ingest and evaluate; (None, []) when the scan failed."""
@@ -787,24 +717,14 @@ class Coordinator:
         finally:
             self._scanning -= 1
 
-    async def _publish_scan(self, state: ClusterState, result: ScanResult) -> None:
-        """A fleet instance's scan changes to the state topic, shard by shard (every owned
-        shard, so groups that vanished are said too)."""
-        fleet, publisher = self.fleet, self.shard_state
-        assert fleet is not None and publisher is not None
-        if not fleet.coordination_ok:
-            # Nobody can take these shards over meanwhile; the snapshot of the revoke that
-            # follows the outage carries what these scans changed.
-            return
+    async def _publish(self, share: Share, state: ClusterState, result: ScanResult) -> None:
+        """A fleet instance's scan, made known to the fleet within a bounded time."""
         name = state.config.name
-        groups: dict[int, list[str]] = {shard: [] for shard in sorted(fleet.owned)}
-        for shard, names in by_shard(name, result.group_states, fleet.partitions).items():
-            groups.setdefault(shard, []).extend(names)
         try:
             async with asyncio.timeout(min(PUBLISH_TIMEOUT_S, state.config.scan_interval)):
-                await publisher.publish_scan(name, groups, self, self._fleet_notifier)
+                await share.publish(name, result)
         except Exception as exc:  # the watching goes on; the next owner loads older state
-            log.warning("scan not published to the state topic",
+            log.warning("scan not published to the fleet",
                         extra={"event": "fleet_publish_failed", "cluster": name,
                                "error": str(exc) or type(exc).__name__})  # fmt: skip
 
@@ -966,7 +886,21 @@ class Coordinator:
         now_ms = _now_ms() if now_ms is None else now_ms
         return not any(s.stale(now_ms) for s in self.clusters.values())
 
-    # ---------------------------------------------------------------- shards moving (fleet)
+    # ---------------------------------------------------------------- groups changing hands
+    # (the :class:`~notifier.service.sharing.ShareHost` a fleet's share works with)
+
+    def cluster_names(self) -> list[str]:
+        return list(self.clusters)
+
+    def store(self, cluster: str) -> WindowStore | None:
+        state = self.clusters.get(cluster)
+        return None if state is None else state.store
+
+    def group_verdict(self, cluster: str, group: str) -> tuple[dict[str, list[int]], GroupStatus]:
+        state = self.clusters[cluster]
+        gid = state.store.group_id(cluster, group)
+        rule_state = {} if gid is None else state.evaluator.export_group(gid)
+        return rule_state, state.tracker.statuses.get((cluster, group), GroupStatus.OK)
 
     def export_group(self, cluster: str, group: str) -> GroupHandover | None:
         """What the next owner of a group needs of this coordinator's state (None: nothing
@@ -1028,15 +962,6 @@ class Coordinator:
         state.groups = {g: s for g, s in state.groups.items() if g not in groups}
         state.owners = {g: o for g, o in state.owners.items() if g not in groups}
         state.group_members = {g: n for g, n in state.group_members.items() if g not in groups}
-
-
-@dataclass(frozen=True)
-class GroupHandover:
-    """One group's coordinator state as it moves between instances."""
-
-    rows: GroupRows
-    rule_state: Mapping[str, Sequence[int]]
-    status: GroupStatus
 
 
 def make_collector(cluster: ClusterConfig) -> ClusterCollector:

@@ -148,8 +148,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from notifier.backtest.synth import SynthResult
-from notifier.backtest.synthbase import (
+from notifier.history import to_ms
+from notifier.synth.base import (
     DEFAULT_START,
     INCIDENTS_FILE,
     SynthModel,
@@ -160,7 +160,7 @@ from notifier.backtest.synthbase import (
     topic_names,
     write_history,
 )
-from notifier.history import to_ms
+from notifier.synth.basic import SynthResult
 from notifier.types import GROUP_STATE_CODE
 
 FLEET_INCIDENT_KINDS = (
@@ -241,7 +241,7 @@ def synthesize_fleet(
 
     ``groups`` is the total over all clusters (dealt out evenly), each reading one topic of
     ``partitions`` partitions; scans are ``interval_s`` apart for ``hours`` from ``start``
-    (default :data:`~notifier.backtest.synthbase.DEFAULT_START`). The same arguments always give
+    (default :data:`~notifier.synth.base.DEFAULT_START`). The same arguments always give
     the same files. ``out`` must not exist or be empty.
     """
     began = time.perf_counter()

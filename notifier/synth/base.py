@@ -1,5 +1,5 @@
-"""What the synthetic history generators (``synth``, ``fleet``) share: argument checks, names,
-scan times, small array helpers and the Parquet writer of whole-run arrays.
+"""What the synthetic history generators (``basic``, ``production``) share: argument checks,
+names, scan times, small array helpers and the Parquet writer of whole-run arrays.
 
 A generator fills a :class:`HistoryArrays` (one value per scan for every group, group-partition
 and topic-partition) and hands it to :func:`write_history`, which writes the Hive-partitioned

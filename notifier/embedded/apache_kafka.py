@@ -40,7 +40,7 @@ from typing import IO
 from aiokafka.protocol.api import RequestHeader_v1
 from aiokafka.protocol.metadata import MetadataRequest_v1, MetadataResponse_v1
 
-from notifier.collect.broker import BrokerError
+from notifier.embedded.broker import BrokerError
 
 __all__ = [
     "CLASSIC_KAFKA_VERSION",
@@ -209,13 +209,10 @@ def _resolve(version: str, into: Path) -> None:
 
 def _failed_artifacts(maven_output: str) -> str:
     """The artifacts Maven names as unresolvable, e.g. ``org.apache.kafka:kafka_2.13:jar:9.9``."""
-    listed = re.search(
-        r"artifacts could not be resolved: (.+?)(?:: Could not|: Failed|$)",
-        maven_output,
-        re.MULTILINE,
-    )
+    listed = re.search(r"artifacts could not be resolved: (.+)", maven_output)
     if listed:
-        return f"unresolved artifacts {listed.group(1).strip()}"
+        # "g:a:jar:v, g:a:jar:v: why": coordinates hold no spaces, the reason follows ": ".
+        return f"unresolved artifacts {listed.group(1).split(': ', 1)[0]}"
     single = re.search(
         r"Could not (?:find|transfer|resolve) artifact ([\w.\-]+:[\w.\-]+:[\w.\-]+:[\w.\-]+)",
         maven_output,

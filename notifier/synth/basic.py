@@ -44,7 +44,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from notifier.backtest.synthbase import (
+from notifier.history import to_ms
+from notifier.synth.base import (
     DEFAULT_START,
     INCIDENTS_FILE,
     SynthModel,
@@ -55,7 +56,6 @@ from notifier.backtest.synthbase import (
     topic_names,
     write_history,
 )
-from notifier.history import to_ms
 from notifier.types import GROUP_STATE_CODE
 
 INCIDENT_KINDS = (
