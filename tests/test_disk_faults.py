@@ -6,7 +6,8 @@ one line naming the path and exits 2, and ``notifier check`` says the same.
 Tests run as root, where permissions stop no write: a full disk is a tmpfs the test mounts and
 fills, a read-only one a tmpfs remounted read-only (skipped where mounting is not allowed). A
 file system cannot be made read-only under files open for writing (the kernel says "busy"), so
-read-only is a start-up case here.
+read-only while running is injected at the store's connection (a read-only handle of the same
+file: SQLite itself refuses the writes).
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.diskfaults import data_dir_problem
 from notifier.embedded import EmbeddedBroker
-from notifier.notify import Notifier
+from notifier.notify import Notifier, NotifyStore
 from notifier.service import Coordinator, LogSink
+from tests.notify_helpers import ERR, OK, eventually, move, now_ms, webhook
 from tests.notify_helpers import config as notify_config
-from tests.notify_helpers import webhook
 from tests.test_collect import _produce
 from tests.test_faults import CLUSTER, RECORDS, Groups, _fill, _lag_rules, _now_ms, _until
 
@@ -270,3 +271,44 @@ def test_transitions_the_disk_refuses_wait_in_memory_and_are_written_in_order(
     assert not sink.health.failing
     at = [json.loads(line)["at"] for line in path.read_text().splitlines()]
     assert at == [1, 2, 3, 4]
+
+
+async def test_a_store_turned_read_only_keeps_silences_and_outcomes_and_writes_them_in_order(
+    http: HttpReceiver, tmp_path: Path
+) -> None:
+    """A file system cannot be remounted read-only under open files, so the fault is injected
+    at the store's connection: it is swapped for a read-only one of the same file, and SQLite
+    itself refuses every write ("attempt to write a readonly database"). Notifications go out,
+    a silence made meanwhile holds, and all of it is in the file once writes are allowed."""
+    db = tmp_path / "notify.sqlite"
+    notifier = Notifier(notify_config(webhook(http.url_for("/hook"))), db)
+    async with notifier:
+        store = notifier.store
+        writable = store.db
+        store.db = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+        notifier.handle([move("orders", OK, ERR, now_ms())])
+        await eventually(lambda: len(http.to("/hook")) == 1)
+        silence = notifier.add_silence(
+            ["group=payments"],
+            ends_at=now_ms() + 3_600_000, author="t", comment="while read-only",
+        )  # fmt: skip
+        notifier.handle([move("orders", ERR, OK, now_ms())])
+        await eventually(lambda: len(http.to("/hook")) == 2)
+        assert store.failing and "readonly" in (store.health.error or "")
+        assert notifier.metrics()["store"]["writing"] is False
+
+        store.db.close()
+        store.db = writable  # writes allowed again
+        await eventually(lambda: not store.failing, 5)
+    reopened = NotifyStore(db)
+    try:
+        rows = reopened.outbox_rows()
+        assert [r["state"] for r in rows] == ["sent", "sent"]
+        assert [r["notification_id"] for r in rows] == [
+            r.json["notification_id"] for r in http.to("/hook")
+        ]
+        assert [s["id"] for s in reopened.load_silences()] == [silence.id]
+        assert reopened.incidents(open_only=True) == []
+        assert len(reopened.incidents()) == 1
+    finally:
+        reopened.close()
