@@ -510,7 +510,19 @@ class NotifyStore:
                 self._restore_file()
             while self._kept:
                 kept = self._kept[0]
-                result = self._transaction(kept.write)
+                try:
+                    result = self._transaction(kept.write)
+                except sqlite3.Error as exc:
+                    if is_disk_error(exc):
+                        raise
+                    # It can never be written (it would block every write behind it): said,
+                    # and dropped.
+                    self._kept.pop(0)
+                    log.error("notification store %s: a change kept in memory cannot be "
+                              "written and is dropped: %s", self.path, exc,
+                              extra={"event": "state_write_dropped", "path": str(self.path),
+                                     "error": str(exc)})  # fmt: skip
+                    continue
                 self._kept.pop(0)
                 written += 1
                 if kept.done is not None:
