@@ -64,7 +64,8 @@ def check(
             if problem is not None:
                 click.echo(f"{config_path}: {problem}", err=True)
                 failed = True
-            click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
+            else:
+                click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
             if service.api.enabled and service.api.writes_refused:
                 click.echo(f"{config_path}: warning: api: {service.api.writes_refused}", err=True)
             to_check.append(service.rules_path(config_path.parent))

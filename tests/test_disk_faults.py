@@ -240,6 +240,7 @@ def test_a_data_dir_that_cannot_be_used_stops_the_start_with_one_line(
     assert line.startswith(f"{config}: data_dir {data_dir}: ") and says in line, line
     assert check.returncode == 1
     assert line in check.stderr.splitlines(), check.stderr
+    assert f"{config}: OK" not in check.stdout
     assert not list(tmp_path.glob("**/*.corrupt-*"))  # nothing taken for damage
 
 
