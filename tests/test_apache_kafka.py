@@ -939,38 +939,83 @@ def test_a_rolling_restart_of_a_classic_group_pages_nobody(rolling_story, assign
 # Share groups (KIP-932)
 
 
-async def test_a_share_group_is_listed_as_not_evaluated(
+async def test_a_share_groups_lag_is_read_with_describe_share_group_offsets(
     apache_kafka: ApacheKafkaBroker, tmp_path: Path
 ) -> None:
-    """Kafka 4.4 has share groups on by default (``share.version`` 2). The service lists one
-    and says it does not evaluate it; share-group lag (DescribeShareGroupOffsets) is not
-    read yet."""
+    """Kafka 4.4 has share groups on by default (``share.version`` 2, GA since 4.2). The
+    service reads a share group with ShareGroupDescribe and DescribeShareGroupOffsets: its
+    share-partition start offsets stand for commits, so its lag is the records it has not
+    finished with, as ``kafka-share-groups --describe --offsets`` shows them, and the rules
+    judge it like a consumer group."""
     bootstrap = apache_kafka.bootstrap_servers
     prefix = _name("share")
     topic = group = f"{prefix}-work"
-    await _create_topic(bootstrap, topic, 2)
-    with (tmp_path / "share.log").open("ab") as log:
+    await _create_topic(bootstrap, topic, 1)
+    with (tmp_path / "share.out").open("wb") as out, (tmp_path / "share.log").open("ab") as log:
+        # A share group starts at the log end (share.auto.offset.reset=latest): the member
+        # joins first, then the records it reads arrive.
         share_consumer = apache_kafka.tools.popen(
             "console-share-consumer", "--bootstrap-server", bootstrap,
-            "--topic", topic, "--group", group, stderr=log,
+            "--topic", topic, "--group", group, stdout=out, stderr=log,
         )  # fmt: skip
     try:
-        async with (
-            _traffic(bootstrap, {topic: 2}),
-            _service(apache_kafka, prefix, tmp_path / "data") as service,
+        deadline = time.monotonic() + 90
+        describe = ("share-groups", "--bootstrap-server", bootstrap, "--describe", "--state",
+                    "--group", group)  # fmt: skip
+        while (
+            "Stable"
+            not in (await asyncio.to_thread(apache_kafka.tools.run, *describe, check=False)).stdout
         ):
-            state = service.coordinator.clusters[CLUSTER]
-            await service.wait_for(lambda: group in state.not_evaluated, 60, "the share group")
-            summary = (await service.get("/api/groups")).json()
-            listed = await asyncio.to_thread(
-                apache_kafka.tools.run, "share-groups", "--bootstrap-server", bootstrap, "--list"
-            )
+            assert time.monotonic() < deadline, "the share consumer never joined"
+            await asyncio.sleep(0.5)
+        await _produce_to(bootstrap, topic, 10)
+        while (tmp_path / "share.out").read_bytes().count(b"\n") < 10:
+            assert time.monotonic() < deadline, "the share consumer never read the records"
+            await asyncio.sleep(0.2)
     finally:
         share_consumer.terminate()
         share_consumer.wait(30)
+    await _produce_to(bootstrap, topic, 5)  # nobody reads these: a backlog of 5
 
-    assert group in listed.stdout.split()
+    async with _service(apache_kafka, prefix, tmp_path / "data") as service:
+        state = service.coordinator.clusters[CLUSTER]
+
+        def lag_of_five() -> bool:
+            result = service.result(group)
+            return result is not None and result.total_lag == 5
+
+        await service.wait_for(lag_of_five, 90, "the share group's lag")
+        summary = (await service.get("/api/groups")).json()
+        lag = (await service.get(f"/v3/kafka/{CLUSTER}/consumer/{group}/lag")).json()
+        metrics = (await service.get("/metrics")).text
+        described = await asyncio.to_thread(
+            apache_kafka.tools.run, "share-groups", "--bootstrap-server", bootstrap,
+            "--describe", "--offsets", "--group", group,
+        )  # fmt: skip
+
+    # The broker's own view: lag 5 (its start offset may still say 0: the 10 records after it
+    # are acknowledged, which only the lag counts).
+    row = next(line.split() for line in described.stdout.splitlines() if topic in line)
+    assert row[:3] == [group, topic, "0"] and row[-1] == "5", row
+    result = service.result(group)
+    assert result is not None
+    (partition,) = result.partitions
+    assert (partition.committed_offset, partition.log_end_offset) == (10, 15)
+    assert group not in state.not_evaluated
     (cluster,) = [c for c in summary["clusters"] if c["cluster"] == CLUSTER]
-    assert {"group": group, "reason": state.not_evaluated[group]} in cluster["not_evaluated"]
-    assert state.not_evaluated[group].startswith("share group (KIP-932)")
-    assert service.result(group) is None and service.transitions(group) == []
+    assert all(entry["group"] != group for entry in cluster["not_evaluated"])
+    assert lag["status"]["totallag"] == 5
+    assert f'kafka_consumergroup_lag{{cluster="{CLUSTER}",consumergroup="{group}",' in metrics
+    assert f'burrow_kafka_consumer_lag_total{{cluster="{CLUSTER}",consumer_group="{group}"}} 5' \
+        in metrics  # fmt: skip
+
+
+async def _produce_to(bootstrap: str, topic: str, count: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for i in range(count):
+            await producer.send(topic, b"s%d" % i, partition=0)
+        await producer.flush()
+    finally:
+        await producer.stop()

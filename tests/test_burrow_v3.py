@@ -304,10 +304,11 @@ async def test_deleting_a_consumer_forgets_it_and_resolves_its_incident_as_remov
         assert (await http.get("/v3/kafka/c/consumer")).json()["consumers"] == ["audit"]
         assert (await http.get("/v3/kafka/c/consumer/billing/lag")).status_code == 404
         assert (await http.get("/v3/kafka/c/consumer/audit/lag")).status_code == 200
+        # Burrow answers 200 whether or not the group (or the cluster) was known.
         again = await http.delete("/v3/kafka/c/consumer/billing")
-        assert again.status_code == 404
-        assert again.json()["message"] == "cluster or consumer not found"
-        assert (await http.delete("/v3/kafka/nope/consumer/billing")).status_code == 404
+        assert again.status_code == 200
+        assert again.json()["message"] == "consumer group removed"
+        assert (await http.delete("/v3/kafka/nope/consumer/billing")).status_code == 200
     assert notifier.incidents(open_only=True) == []
     (closed,) = notifier.incidents(open_only=False)
     assert (closed.id, closed.close_reason) == (incident.id, "removed")
@@ -380,7 +381,8 @@ async def test_the_consumers_of_a_topic_are_the_groups_reading_it(tmp_path):
         "request": orders["request"],
     }
     assert payments["consumers"] == ["audit"]
-    assert (unknown.status_code, unknown.json()["message"]) == (404, "cluster or topic not found")
+    # Burrow: a topic no group reads has no consumers (200, []); only the cluster is a 404.
+    assert (unknown.status_code, unknown.json()["consumers"]) == (200, [])
     assert (no_cluster.status_code, no_cluster.json()["message"]) == (404, "cluster not found")
 
 
@@ -436,15 +438,21 @@ async def test_the_log_level_is_read_and_set_with_burrows_names(tmp_path, root_l
         assert (await http.get("/v3/admin/loglevel")).json()["level"] == "debug"
         await http.post("/v3/admin/loglevel", json={"level": "WARNING"})
         assert (await http.get("/v3/admin/loglevel")).json()["level"] == "warn"
+        # Burrow's answers: 404 "unknown log level" (a missing level is an empty one), 400 for
+        # a body it cannot decode.
         bad = await http.post("/v3/admin/loglevel", json={"level": "loud"})
-        assert bad.status_code == 422
+        assert bad.status_code == 404
         assert bad.json()["message"] == (
-            "level: expected one of trace, debug, info, warn, warning, error, fatal, got 'loud'"
+            "unknown log level: level: expected one of trace, debug, info, warn, warning, "
+            "error, fatal, got 'loud'"
         )
         missing = await http.post("/v3/admin/loglevel", json={})
-        assert missing.status_code == 422 and missing.json()["problems"][0]["field"].endswith(
-            "level"
-        )
+        assert missing.status_code == 404 and missing.json()["message"].endswith("got ''")
+        for body in (b"{not json", b'{"level": 3}', b"[]"):
+            garbled = await http.post("/v3/admin/loglevel", content=body)
+            assert garbled.status_code == 400, body
+            assert garbled.json()["error"] is True
+            assert garbled.json()["message"].startswith("could not decode message body")
     assert root_level.level == logging.WARNING
     async with api(coord, now=0, host="0.0.0.0") as http:
         refused = await http.post("/v3/admin/loglevel", json={"level": "debug"})

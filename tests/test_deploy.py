@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -262,6 +263,11 @@ def render_chart(**overrides: Any) -> dict[str, dict]:
     merged into values.yaml."""
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     values.update(overrides)
+    return render_values(values)
+
+
+def render_values(values: dict) -> dict[str, dict]:
+    """The chart's manifests by kind, rendered with ``values`` (all of them)."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     root = {"Values": values, "Release": {"Name": "lag", "Namespace": "monitoring"},
             "Chart": {"Name": chart["name"], "AppVersion": chart["appVersion"]}}  # fmt: skip
@@ -315,7 +321,7 @@ def test_the_chart_runs_the_image_with_its_config_probes_and_secret_references()
     environ = {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/x"}
     config = parse_service_config(yaml.safe_load(config_text), "config.yaml", environ)
     assert config.api.host == "0.0.0.0" and config.data_dir == "/data"
-    assert config.metrics.families == ["kafka_exporter", "kafka_lag_exporter"]
+    assert config.metrics.families == ["burrow", "kafka_exporter", "kafka_lag_exporter"]
     (port,) = container["ports"]
     assert port == {"name": "http", "containerPort": config.api.port}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -365,6 +371,137 @@ def test_without_the_operator_or_a_volume_the_chart_leaves_them_out():
     assert "ServiceMonitor" not in manifests and "PersistentVolumeClaim" not in manifests
     volumes = {v["name"]: v for v in manifests["Deployment"]["spec"]["template"]["spec"]["volumes"]}
     assert volumes["data"] == {"name": "data", "emptyDir": {}}
+
+
+def readme_helm_install() -> list[str]:
+    """The `helm install` command of the README's Kubernetes section, as its shell splits it."""
+    section = (ROOT / "README.md").read_text().split("## Deploying on Kubernetes", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block is not None
+    joined = block.group(1).replace("\\\n", " ")
+    (line,) = [ln for ln in joined.splitlines() if ln.startswith("helm install ")]
+    return shlex.split(line, comments=True)
+
+
+def _path(key: str) -> list[str | int]:
+    """Helm's ``--set`` key: names separated by dots, ``[i]`` list indexes."""
+    return [int(part[1:-1]) if part.startswith("[") else part
+            for part in re.findall(r"\[\d+\]|[^.\[\]]+", key)]  # fmt: skip
+
+
+def _assign(tree: Any, path: list[str | int], value: Any) -> Any:
+    """``value`` at ``path`` in an override tree as Helm's strvals builds it: an index makes a
+    list of that length (what is before it empty), never a copy of the chart's list."""
+    head, rest = path[0], path[1:]
+    if isinstance(head, int):
+        items = tree if isinstance(tree, list) else []
+        items += [None] * (head + 1 - len(items))
+        items[head] = _assign(items[head], rest, value) if rest else value
+        return items
+    node = tree if isinstance(tree, dict) else {}
+    node[head] = _assign(node.get(head), rest, value) if rest else value
+    return node
+
+
+def _coalesce(base: Any, override: Any) -> Any:
+    """Helm's merge of given values over the chart's: maps merge key by key, anything else
+    (lists included) is replaced whole."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {**base, **{k: _coalesce(base.get(k), v) for k, v in override.items()}}
+    return override
+
+
+def _scalar(text: str) -> Any:
+    """A ``--set`` value as Helm types it: true/false, integers, else the string."""
+    if text in ("true", "false"):
+        return text == "true"
+    return int(text) if re.fullmatch(r"-?\d+", text) else text
+
+
+def helm_values(args: list[str], cwd: Path) -> dict:
+    """values.yaml with the command's ``--set``, ``--set-json`` and ``--set-file`` applied."""
+    overrides: dict = {}
+    rest = iter(args)
+    for arg in rest:
+        if arg not in ("--set", "--set-json", "--set-file"):
+            continue
+        key, _, raw = next(rest).partition("=")
+        value = {"--set": _scalar, "--set-json": json.loads,
+                 "--set-file": lambda name: (cwd / name).read_text()}[arg](raw)  # fmt: skip
+        overrides = _assign(overrides, _path(key), value)
+    return _coalesce(yaml.safe_load((CHART / "values.yaml").read_text()), overrides)
+
+
+def _notifier_check(config_text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "config.yaml").write_text(config_text)
+    environ = os.environ | {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/x"}
+    return subprocess.run(
+        [sys.executable, "-m", "notifier.cli", "check", "--config", str(tmp_path / "config.yaml")],
+        capture_output=True, text=True, timeout=120, env=environ, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_the_readmes_helm_command_yields_a_config_notifier_check_accepts(tmp_path):
+    command = readme_helm_install()
+    assert command[:4] == ["helm", "install", "lag", "examples/helm/notifier"]
+    (tmp_path / "rules.yaml").write_text((ROOT / "rules.yaml").read_text())
+    manifests = render_values(helm_values(command[4:], tmp_path))
+    config_text = manifests["ConfigMap"]["data"]["config.yaml"]
+    config = yaml.safe_load(config_text)
+    assert config["clusters"] == [{"name": "prod", "bootstrap_servers": "kafka-bootstrap:9092"}]
+    checked = _notifier_check(config_text, tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    (container,) = manifests["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert container["image"].startswith("registry.example.com/notifier:")
+    assert "rules.yaml" in manifests["ConfigMap"]["data"]
+
+    helm = shutil.which("helm")
+    if helm is not None:  # the real thing agrees with the emulation
+        rendered = subprocess.run([helm, "template", "lag", str(CHART), *command[4:]],
+                                  capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                                  check=True).stdout  # fmt: skip
+        by_kind = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
+        assert yaml.safe_load(by_kind["ConfigMap"]["data"]["config.yaml"]) == config
+
+
+def test_the_command_the_readme_gave_before_yields_a_config_without_a_cluster_name(tmp_path):
+    """Why the README gives the clusters whole: ``--set`` on one field of a list entry
+    replaces the chart's list with an entry holding only that field."""
+    values = helm_values(["--set", "config.clusters[0].bootstrap_servers=kafka:9092"], tmp_path)
+    assert values["config"]["clusters"] == [{"bootstrap_servers": "kafka:9092"}]
+    config_text = render_values(values)["ConfigMap"]["data"]["config.yaml"]
+    checked = _notifier_check(config_text, tmp_path)
+    assert checked.returncode == 1
+    assert "clusters[0].name" in checked.stdout + checked.stderr
+
+
+def test_with_api_tls_the_probes_and_the_servicemonitor_speak_https():
+    plain = render_chart()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values["config"]["api"]["tls"] = {"cert_file": "/etc/notifier/tls/tls.crt",
+                                      "key_file": "/etc/notifier/tls/tls.key"}  # fmt: skip
+    values["apiTlsSecret"] = "notifier-api-tls"
+    values["serviceMonitor"]["tlsConfig"] = {"insecureSkipVerify": True}
+    secure = render_values(values)
+    for manifests, scheme in ((plain, "HTTP"), (secure, "HTTPS")):
+        (container,) = manifests["Deployment"]["spec"]["template"]["spec"]["containers"]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            assert container[probe]["httpGet"].get("scheme", "HTTP") == scheme, probe
+        (endpoint,) = manifests["ServiceMonitor"]["spec"]["endpoints"]
+        assert endpoint.get("scheme", "http") == scheme.lower()
+    pod = secure["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/notifier/tls"]["name"] == "api-tls"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["api-tls"]["secret"]["secretName"] == "notifier-api-tls"
+    (endpoint,) = secure["ServiceMonitor"]["spec"]["endpoints"]
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    config = yaml.safe_load(secure["ConfigMap"]["data"]["config.yaml"])
+    parsed = parse_service_config(config, "config.yaml", {"SLACK_WEBHOOK_URL": "https://h/x"})
+    assert parsed.api.tls is not None and parsed.api.tls.cert_file.startswith("/etc/notifier/tls")
+    assert "api-tls" not in {v["name"] for v in plain["Deployment"]["spec"]["template"]["spec"]
+                             ["volumes"]}  # fmt: skip
 
 
 @pytest.mark.skipif(shutil.which("helm") is None, reason="helm is not installed")

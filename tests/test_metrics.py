@@ -4,6 +4,7 @@ config switch choosing which; and an exposition that passes promtool's checks.""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifier.api import create_app
-from notifier.collect import ScanResult
+from notifier.collect import ClusterLayout, PartitionLayout, ScanResult
 from notifier.config import ConfigError, parse_service_config
 from notifier.rules import RulesConfig
 from notifier.types import GroupMember, Sample, samples_to_table
@@ -204,20 +205,180 @@ def test_an_unknown_family_in_the_switch_is_an_error_naming_file_field_and_choic
     with pytest.raises(ConfigError) as caught:
         parse_service_config(
             {"clusters": [{"name": "prod", "bootstrap_servers": "k:9092"}],
-             "metrics": {"families": ["kafka_exporter", "burrow"]}}, "notifier.yaml"
+             "metrics": {"families": ["kafka_exporter", "jmx_exporter"]}}, "notifier.yaml"
         )  # fmt: skip
     message = str(caught.value)
     assert "notifier.yaml" in message and "metrics.families[1]" in message
-    assert "'kafka_exporter' or 'kafka_lag_exporter'" in message and "'burrow'" in message
+    assert "'kafka_exporter' or 'kafka_lag_exporter'" in message and "'jmx_exporter'" in message
+    assert "'burrow'" in message
 
 
-def test_the_switch_takes_one_family_as_a_string_and_defaults_to_both():
+def test_the_switch_takes_one_family_as_a_string_and_defaults_to_all_three():
     base = {"clusters": [{"name": "prod", "bootstrap_servers": "k:9092"}]}
     assert parse_service_config(base, "f").metrics.families == [
-        "kafka_exporter", "kafka_lag_exporter"
+        "burrow", "kafka_exporter", "kafka_lag_exporter"
     ]  # fmt: skip
     one = parse_service_config(base | {"metrics": {"families": "kafka_exporter"}}, "f")
     assert one.metrics.families == ["kafka_exporter"]
+
+
+# Burrow's families as its httpserver/prometheus.go registers them: names, label sets, help.
+BURROW = {
+    "burrow_kafka_consumer_lag_total": ({"cluster", "consumer_group"},
+        "The sum of all partition current lag values for the group"),
+    "burrow_kafka_consumer_status": ({"cluster", "consumer_group"},
+        "The status of the consumer group. It is calculated from the highest status for the "
+        "individual partitions. Statuses are an index list from NOTFOUND, OK, WARN, or ERR"),
+    "burrow_kafka_topic_partition_status": ({"cluster", "consumer_group", "topic", "partition"},
+        "The status of topic partition. It is calculated from the highest status for the "
+        "individual partitions. Statuses are an index list from OK, WARN, STOP, STALL, REWIND"),
+    "burrow_kafka_consumer_current_offset": ({"cluster", "consumer_group", "topic", "partition"},
+        "Latest offset that Burrow is storing for this partition"),
+    "burrow_kafka_consumer_partition_lag": ({"cluster", "consumer_group", "topic", "partition"},
+        "Number of messages the consumer group is behind by for a partition as reported by "
+        "Burrow"),
+    "burrow_kafka_topic_partition_offset": ({"cluster", "topic", "partition"},
+        "Latest offset the topic that Burrow is storing for this partition"),
+}  # fmt: skip
+
+
+async def test_burrows_families_with_burrows_names_labels_and_values(tmp_path):
+    """Values as Burrow's exporter sets them from the group's full status: statuses as the
+    index in NOTFOUND, OK, WARN, ERR, STOP, STALL, REWIND; every partition's current lag (0
+    when unknown); the window's last offset and the partition's status only where its window
+    is complete; the topic's latest offsets."""
+    scans = _scans()
+    rules = RulesConfig.model_validate({"window": {"intervals": 3}})
+    coord, _ = service(tmp_path, scans, rules, cluster="prod")
+    await drive(coord, len(scans), "prod")
+    app = create_app(coord, clock=lambda: T0 + 55_000)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://notifier"
+    ) as http:
+        text = (await http.get("/metrics")).text
+        lag = (await http.get("/v3/kafka/prod/consumer/orders/lag")).json()["status"]
+    families = _families(text)
+    for name, (labels, help_text) in BURROW.items():
+        family = families[name]
+        assert family.type == "gauge" and family.documentation == help_text, name
+        assert family.samples, name
+        for sample in family.samples:
+            assert set(sample.labels) == labels, (name, sample.labels)
+
+    # The same figures as Burrow's /lag for the group: p0 is WARN (lag growing), complete.
+    assert lag["status"] == "WARN" and lag["partitions"][0]["status"] == "WARN"
+    assert _one(families["burrow_kafka_consumer_status"], consumer_group="orders") == 2
+    assert _one(families["burrow_kafka_consumer_status"], consumer_group="audit") == 1
+    assert _one(families["burrow_kafka_consumer_lag_total"], consumer_group="orders") == 35
+    partition_lag = families["burrow_kafka_consumer_partition_lag"]
+    assert {s.labels["partition"]: s.value for s in partition_lag.samples
+            if s.labels["consumer_group"] == "orders"} == {"0": 35, "1": 0, "2": 0}  # fmt: skip
+    # Only p0's window (3 commits) is complete: offset and status for it alone.
+    current = families["burrow_kafka_consumer_current_offset"]
+    assert _values(current) == {(("cluster", "prod"), ("consumer_group", "orders"),
+                                 ("partition", "0"), ("topic", "t")): lag["partitions"][0]["end"]
+                                ["offset"]}  # fmt: skip
+    status = families["burrow_kafka_topic_partition_status"]
+    assert [(s.labels["partition"], s.value) for s in status.samples] == [("0", 2)]
+    offsets = families["burrow_kafka_topic_partition_offset"]
+    assert _one(offsets, topic="t", partition="0") == 150
+    assert _one(offsets, topic="u", partition="0") == 3
+
+    # Switched off, they are gone.
+    only = _families(await _scrape(tmp_path / "ke", ["kafka_exporter"]))
+    assert not [name for name in only if name.startswith("burrow_")]
+
+
+# kafka_exporter's broker and topic families (kafka_exporter.go: the Desc of each).
+KAFKA_EXPORTER_LAYOUT = {
+    "kafka_brokers": ({"cluster"}, "Number of Brokers in the Kafka Cluster."),
+    "kafka_broker_info": ({"cluster", "id", "address"}, "Information about the Kafka Broker."),
+    "kafka_topic_partitions": ({"cluster", "topic"}, "Number of partitions for this Topic"),
+    "kafka_topic_partition_leader": ({"cluster", "topic", "partition"},
+                                     "Leader Broker ID of this Topic/Partition"),
+    "kafka_topic_partition_replicas": ({"cluster", "topic", "partition"},
+                                       "Number of Replicas for this Topic/Partition"),
+    "kafka_topic_partition_in_sync_replica": ({"cluster", "topic", "partition"},
+                                              "Number of In-Sync Replicas for this "
+                                              "Topic/Partition"),
+    "kafka_topic_partition_leader_is_preferred": ({"cluster", "topic", "partition"},
+                                                  "1 if Topic/Partition is using the Preferred "
+                                                  "Broker"),
+    "kafka_topic_partition_under_replicated_partition": ({"cluster", "topic", "partition"},
+                                                         "1 if Topic/Partition is under "
+                                                         "Replicated"),
+}  # fmt: skip
+
+LAYOUT = ClusterLayout(
+    brokers={1: "kafka-1:9092", 2: "kafka-2:9092", 3: "kafka-3:9092"},
+    topics={
+        # t/0 led by its preferred replica, all in sync; t/1 led by its second replica with
+        # one replica out of sync; t/2 without a leader; `quiet` is read by no group.
+        "t": {0: PartitionLayout(1, (1, 2, 3), (1, 2, 3)),
+              1: PartitionLayout(3, (2, 3), (3,)),
+              2: PartitionLayout(-1, (2, 1), ())},
+        "quiet": {0: PartitionLayout(2, (2,), (2,))},
+    },
+)  # fmt: skip
+
+
+async def test_kafka_exporters_broker_and_topic_families_from_the_metadata(tmp_path):
+    scans = [dataclasses.replace(scan, layout=LAYOUT) for scan in _scans()]
+    coord, _ = service(tmp_path, scans, RulesConfig(), cluster="prod")
+    await drive(coord, len(scans), "prod")
+    app = create_app(coord, clock=lambda: T0 + 55_000)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://notifier"
+    ) as http:
+        text = (await http.get("/metrics")).text
+        assert (await http.get("/metrics")).text == text  # drawn once per metadata
+    families = _families(text)
+    for name, (labels, help_text) in KAFKA_EXPORTER_LAYOUT.items():
+        family = families[name]
+        assert family.type == "gauge" and family.documentation == help_text, name
+        for sample in family.samples:
+            assert set(sample.labels) == labels, (name, sample.labels)
+    assert _one(families["kafka_brokers"], cluster="prod") == 3
+    assert {(s.labels["id"], s.labels["address"]) for s in families["kafka_broker_info"].samples} \
+        == {("1", "kafka-1:9092"), ("2", "kafka-2:9092"), ("3", "kafka-3:9092")}  # fmt: skip
+    assert _values(families["kafka_topic_partitions"]) == {
+        (("cluster", "prod"), ("topic", "t")): 3, (("cluster", "prod"), ("topic", "quiet")): 1
+    }  # fmt: skip
+
+    def per_partition(name: str) -> dict[tuple[str, str], float]:
+        return {(s.labels["topic"], s.labels["partition"]): s.value
+                for s in families[name].samples}  # fmt: skip
+
+    assert per_partition("kafka_topic_partition_leader") == {
+        ("t", "0"): 1, ("t", "1"): 3, ("quiet", "0"): 2
+    }  # fmt: skip
+    assert per_partition("kafka_topic_partition_replicas") == {
+        ("t", "0"): 3, ("t", "1"): 2, ("t", "2"): 2, ("quiet", "0"): 1
+    }  # fmt: skip
+    assert per_partition("kafka_topic_partition_in_sync_replica") == {
+        ("t", "0"): 3, ("t", "1"): 1, ("t", "2"): 0, ("quiet", "0"): 1
+    }  # fmt: skip
+    assert per_partition("kafka_topic_partition_leader_is_preferred") == {
+        ("t", "0"): 1, ("t", "1"): 0, ("t", "2"): 0, ("quiet", "0"): 1
+    }  # fmt: skip
+    assert per_partition("kafka_topic_partition_under_replicated_partition") == {
+        ("t", "0"): 0, ("t", "1"): 1, ("t", "2"): 1, ("quiet", "0"): 0
+    }  # fmt: skip
+
+    # Kafka Lag Exporter's poll time: how long the last scan took, in ms.
+    poll = families["kafka_consumergroup_poll_time_ms"]
+    assert poll.documentation == "Group time poll time"
+    (sample,) = poll.samples
+    assert sample.labels == {"cluster_name": "prod"}
+    duration = coord.clusters["prod"].metrics.last_duration_s
+    assert sample.value == round(duration * 1000)
+
+    # promtool finds nothing in them (only the exporters' own names it always finds).
+    assert _promtool(text) == sorted(BURROW_TOTAL + KAFKA_EXPORTER_SUMS + POLL_TIME_MS)
+
+    # Without kafka_exporter's families chosen, none of them.
+    only = _families(await _scrape(tmp_path / "kle", ["kafka_lag_exporter"]))
+    assert not set(KAFKA_EXPORTER_LAYOUT) & set(only)
 
 
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -226,6 +387,9 @@ _NOT_BASE_UNIT = re.compile(
     r"_(milli|micro|nano)?(seconds?|minutes?|hours?|days?|weeks?|ms|us|ns|sec|min)_"
     r"|_(milliseconds|microseconds|nanoseconds|minutes|hours|days|kilobytes|megabytes)(_|$)"
 )
+_ABBREVIATED_UNITS = {"s", "ms", "us", "ns", "sec", "b", "kb", "mb", "gb", "tb", "pb", "m", "h",
+                      "d"}  # fmt: skip
+"""promtool's list (client_golang's promlint, lintUnitAbbreviations)."""
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$")
 
 
@@ -249,6 +413,10 @@ def lint_exposition(text: str) -> list[str]:
             typed[name] = kind
             if kind == "counter" and not name.endswith("_total"):
                 problems.append(f'{name} counter metrics should have "_total" suffix')
+            if set(name.split("_")) & _ABBREVIATED_UNITS:
+                problems.append(f"{name} metric names should not contain abbreviated units")
+            if kind != "counter" and name.endswith("_total"):
+                problems.append(f'{name} non-counter metrics should not have "_total" suffix')
             reserved = [s for s in ("_sum", "_count", "_bucket") if name.endswith(s)]
             if reserved and kind not in ("histogram", "summary"):
                 problems.append(f"{name} non-histogram and non-summary metrics should not have "
@@ -287,12 +455,16 @@ def lint_exposition(text: str) -> list[str]:
     return problems
 
 
-# kafka_exporter's own names break one of promtool's lint rules; they are kept as it names
-# them (dashboards query them), and nothing else may.
+# kafka_exporter's and Burrow's own names break two of promtool's lint rules; they are kept
+# as those exporters name them (dashboards query them), and nothing else may.
 KAFKA_EXPORTER_SUMS = [
     f'{name} non-histogram and non-summary metrics should not have "_sum" suffix'
     for name in ("kafka_consumergroup_current_offset_sum", "kafka_consumergroup_lag_sum")
 ]
+BURROW_TOTAL = ['burrow_kafka_consumer_lag_total non-counter metrics should not have "_total" '
+                'suffix']  # fmt: skip
+POLL_TIME_MS = ["kafka_consumergroup_poll_time_ms metric names should not contain abbreviated "
+                "units"]  # fmt: skip
 
 
 def _promtool(text: str) -> list[str]:
@@ -309,11 +481,15 @@ def _promtool(text: str) -> list[str]:
 
 async def test_the_exposition_passes_promtools_checks(tmp_path):
     both = await _scrape(tmp_path / "both")
-    assert sorted(lint_exposition(both)) == KAFKA_EXPORTER_SUMS
-    assert _promtool(both) == KAFKA_EXPORTER_SUMS
+    theirs = sorted(BURROW_TOTAL + KAFKA_EXPORTER_SUMS + POLL_TIME_MS)
+    assert sorted(lint_exposition(both)) == theirs
+    assert _promtool(both) == theirs
+    own = await _scrape(tmp_path / "own", [])
+    assert lint_exposition(own) == []
+    assert _promtool(own) == []
     lag_exporter = await _scrape(tmp_path / "kle", ["kafka_lag_exporter"])
-    assert lint_exposition(lag_exporter) == []
-    assert _promtool(lag_exporter) == []
+    assert lint_exposition(lag_exporter) == POLL_TIME_MS
+    assert _promtool(lag_exporter) == POLL_TIME_MS
 
 
 def test_the_lint_finds_what_promtool_finds():

@@ -131,6 +131,18 @@ def test_make_test_installs_the_system_programs_before_the_test_extra(tmp_path):
     assert setup < install < commands.index(f"{tmp_path / 'venv'}/bin/pytest -q")
 
 
+def test_the_readme_says_the_test_extra_needs_the_kerberos_headers():
+    """`pip install '.[test]'` builds gssapi (the kerberos extra is in the test extra), which
+    fails without libkrb5-dev: wherever the README names the test extra, it says so."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert any("kerberos" in requirement for requirement in extras["test"])
+    naming = [p for p in (ROOT / "README.md").read_text().split("\n\n") if "[test]" in p]
+    assert naming
+    for paragraph in naming:
+        assert "libkrb5-dev" in paragraph and "krb5-config" in paragraph, paragraph[:200]
+
+
 def test_ci_runs_nothing_but_the_readmes_test_command_and_the_wheel_check():
     steps = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
              if line and not line.startswith("#")]  # fmt: skip

@@ -5,14 +5,20 @@ log level, the configuration, and the health paths load balancers call.
   ``GET /burrow/admin/ready``: ``READY`` (200) once every cluster has been scanned and none
   is stale, else ``STARTING`` or ``STALE`` (503), both as plain text, as Burrow answers.
 * ``GET /v3/kafka/{cluster}/topic/{topic}/consumers``: the groups that commit to or are
-  assigned the topic.
-* ``DELETE /v3/kafka/{cluster}/consumer/{group}``: forget the group (its windows, evidence and
-  rule state), resolve its incident as ``removed``, checkpoint; a group still consumed comes
-  back as a new one on the next scan.
+  assigned the topic (``[]`` for a topic no group reads; 404 only for an unknown cluster).
+* ``DELETE /v3/kafka/{cluster}/consumer/{group}[/topic/{topic}]``: forget the group (or its
+  partitions of one topic): its windows, evidence and rule state; resolve its incident as
+  ``removed``, checkpoint; a group still consumed comes back as a new one on the next scan.
+  200 whether or not the group was known, as Burrow answers.
 * ``GET|POST /v3/admin/loglevel``: the service's log level, Burrow's names (``debug``,
-  ``info``, ``warn``, ``error``, ``fatal``; ``trace`` and ``warning`` are accepted too).
+  ``info``, ``warn``, ``error``, ``fatal``; ``trace`` and ``warning`` are accepted too); a body
+  that is not JSON is 400, a level Burrow does not know 404 ``unknown log level``.
+* ``GET /v3/kafka/{cluster}`` and ``/v3/config/cluster/{cluster}``: one answer (one handler in
+  Burrow), the cluster module.
 * ``GET /v3/config`` and ``/v3/config/{storage,evaluator,cluster,consumer,notifier}[/{name}]``:
-  the configuration in Burrow's module shapes. No secret is shown: passwords, tokens, routing
+  the configuration in Burrow's module shapes, its numbers integers as Burrow's Go types are,
+  its group lists under Burrow 1.3's ``group-allowlist``/``group-denylist`` and the older
+  ``group-whitelist``/``group-blacklist``. No secret is shown: passwords, tokens, routing
   keys and header values are left out, and webhook URLs (whose path is their credential) are
   cut to scheme, host and port.
 
@@ -23,9 +29,11 @@ write: the token beyond loopback, 401 on a wrong one.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
@@ -141,11 +149,10 @@ def burrow_ready(api: Api) -> PlainTextResponse:
     responses=NOT_FOUND,
 )
 def burrow_topic_consumers(cluster: str, topic: str, request: Request, api: Api) -> JSONResponse:
-    """The groups that commit to the topic or are assigned its partitions."""
+    """The groups that commit to the topic or are assigned its partitions; ``[]`` for a
+    topic no group reads (or none the cluster has), as Burrow answers."""
     state = api.cluster(cluster)
     store = state.store
-    if not any(c == cluster and t == topic for (c, t, _p) in store._table_of):
-        raise HTTPException(404, "cluster or topic not found")
     evaluation = state.evaluation
     rows = evaluation.rows.tolist() if evaluation is not None else []
     keys = (store.row_key_of(row) for row in rows)
@@ -153,23 +160,41 @@ def burrow_topic_consumers(cluster: str, topic: str, request: Request, api: Api)
     return burrow_answer(request, "consumers of topic returned", consumers=groups)
 
 
-@router.delete(
-    "/v3/kafka/{cluster}/consumer/{group}",
-    response_model=BurrowBody,
-    responses={**NOT_FOUND, **guarded},
-)
+@router.delete("/v3/kafka/{cluster}/consumer/{group}", response_model=BurrowBody, responses=guarded)
 async def burrow_remove_consumer(
     cluster: str, group: str, request: Request, api: Api
 ) -> JSONResponse:
     """Forget the group: its windows, commit rings and evidence are dropped, its open
     incident resolves as ``removed`` and the cluster's checkpoint is written at once. A
     group the cluster still lists comes back on the next scan as a new group, judged
-    only once its windows have filled again."""
-    # On the event loop, not in a worker thread: the scans change the same store there,
-    # so the group is forgotten between two scans, never in the middle of one.
-    api.cluster(cluster)
-    if not api.coordinator.forget_group(cluster, group):
-        raise HTTPException(404, "cluster or consumer not found")
+    only once its windows have filled again. 200 even for a group (or cluster) nothing
+    is known of: there is nothing left to forget, as Burrow answers."""
+    return _forget(request, api, cluster, group, None)
+
+
+@router.delete(
+    "/v3/kafka/{cluster}/consumer/{group}/topic/{topic}",
+    response_model=BurrowBody,
+    responses=guarded,
+)
+async def burrow_remove_consumer_topic(
+    cluster: str, group: str, topic: str, request: Request, api: Api
+) -> JSONResponse:
+    """Forget the group's partitions of one topic (the group whole when it reads no other
+    topic); the topic comes back on the next scan if the group still commits to it."""
+    return _forget(request, api, cluster, group, topic)
+
+
+def _forget(
+    request: Request, api: ApiContext, cluster: str, group: str, topic: str | None
+) -> JSONResponse:
+    # Called on the event loop, not in a worker thread: the scans change the same store
+    # there, so the group is forgotten between two scans, never in the middle of one.
+    if cluster in api.coordinator.clusters:
+        known = api.coordinator.forget_group(cluster, group, topic)
+        log.info("DELETE of a consumer group", extra={"event": "group_delete_requested",
+                 "cluster": cluster, "group": group, "topic": topic,
+                 "known": known})  # fmt: skip
     return burrow_answer(request, "consumer group removed")
 
 
@@ -188,18 +213,30 @@ def burrow_log_level(request: Request) -> JSONResponse:
     "/v3/admin/loglevel",
     response_model=BurrowBody,
     responses={
-        400: NOT_FOUND[422] | {"description": "the body is not JSON"},
-        422: NOT_FOUND[422],
+        400: NOT_FOUND[404] | {"description": "the body is not a JSON object with a string "
+                                              "`level`"},
+        404: NOT_FOUND[404] | {"description": "unknown log level"},
         **guarded,
     },
-)
-def burrow_set_log_level(request: Request, body: LogLevelIn) -> JSONResponse:
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": LogLevelIn.model_json_schema()}}}},
+)  # fmt: skip
+async def burrow_set_log_level(request: Request) -> JSONResponse:
     """Change the level the service logs at until it restarts (the config's
-    ``logging.level`` applies again then)."""
-    level = BURROW_LEVELS.get(body.level.strip().lower())
+    ``logging.level`` applies again then). Burrow's answers: 400 when the body cannot be
+    read, 404 ``unknown log level``."""
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError:
+        body = None
+    wanted = body.get("level", "") if isinstance(body, dict) else None
+    if not isinstance(wanted, str):
+        raise HTTPException(400, 'could not decode message body: expected {"level": "<name>"}')
+    level = BURROW_LEVELS.get(wanted.strip().lower())
     if level is None:
         raise HTTPException(
-            422, f"level: expected one of {', '.join(BURROW_LEVELS)}, got {body.level!r}"
+            404,
+            f"unknown log level: level: expected one of {', '.join(BURROW_LEVELS)}, got {wanted!r}",
         )
     root = logging.getLogger()
     # Said before a change to a quieter level would swallow it.
@@ -224,7 +261,7 @@ def burrow_config(request: Request, api: Api) -> JSONResponse:
         "main config returned",
         general={"pidfile": "", "stdout-logfile": "", "access-control-allow-origin": "",
                  "data-dir": config.data_dir,
-                 "checkpoint-interval": config.checkpoint_interval},
+                 "checkpoint-interval": whole_seconds(config.checkpoint_interval)},
         logging={"filename": "", "max-size": 0, "max-backups": 0, "max-age": 0,
                  "use-local-time": False, "use-compression": False,
                  "level": _LEVEL_NAMES.get(level, "info"),
@@ -268,8 +305,8 @@ def burrow_config_storage_module(name: str, request: Request, api: Api) -> JSONR
     window = api.coordinator.rules.window
     return module_detail(request, "storage", {
         "class-name": "inmemory", "intervals": window.intervals,
-        "min-distance": window.min_distance, "group-whitelist": "",
-        "expire-group": window.expire_group,
+        "min-distance": whole_seconds(window.min_distance), "group-allowlist": "",
+        "group-whitelist": "", "expire-group": whole_seconds(window.expire_group),
     })  # fmt: skip
 
 
@@ -286,7 +323,7 @@ def burrow_config_evaluator_module(name: str, request: Request, api: Api) -> JSO
         raise HTTPException(404, "evaluator module not found")
     intervals = [s.config.scan_interval for s in api.coordinator.clusters.values()]
     return module_detail(request, "evaluator", {
-        "class-name": "caching", "expire-cache": min(intervals, default=0),
+        "class-name": "caching", "expire-cache": whole_seconds(min(intervals, default=0)),
         "minimum-complete": api.coordinator.rules.burrow.minimum_complete,
     })  # fmt: skip
 
@@ -296,13 +333,18 @@ def burrow_config_clusters(request: Request, api: Api) -> JSONResponse:
     return module_list(request, "cluster", sorted(api.coordinator.clusters))
 
 
+# One handler for both paths, as in Burrow's route table.
+@router.get("/v3/kafka/{cluster}", response_model=ModuleDetail, responses=NOT_FOUND)
 @router.get("/v3/config/cluster/{cluster}", response_model=ModuleDetail, responses=NOT_FOUND)
 def burrow_config_cluster(cluster: str, request: Request, api: Api) -> JSONResponse:
+    """The cluster module: its servers, client profile, and how often its topics
+    (``topic-refresh``) and offsets (``offset-refresh``) are read, in seconds."""
     config = cluster_config(api, cluster, "cluster")
     return module_detail(request, "cluster", {
         "class-name": "kafka", "servers": config.bootstrap_servers,
         "client-profile": client_profile(config),
-        "topic-refresh": config.metadata_max_age, "offset-refresh": config.scan_interval,
+        "topic-refresh": whole_seconds(config.metadata_max_age),
+        "offset-refresh": whole_seconds(config.scan_interval),
     })  # fmt: skip
 
 
@@ -318,6 +360,8 @@ def burrow_config_consumer(name: str, request: Request, api: Api) -> JSONRespons
     config = cluster_config(api, name, "consumer")
     return module_detail(request, "consumer", {
         "class-name": "kafka", "cluster": config.name, "servers": config.bootstrap_servers,
+        "group-allowlist": "|".join(config.group_allow),
+        "group-denylist": "|".join(config.group_deny),
         "group-whitelist": "|".join(config.group_allow),
         "group-blacklist": "|".join(config.group_deny),
         "zookeeper-path": "", "zookeeper-timeout": 0,
@@ -343,6 +387,14 @@ def burrow_config_notifier(name: str, request: Request, api: Api) -> JSONRespons
     receiver, entry = found
     module = channel_module(notifier.config, receiver, entry)
     return module_detail(request, "notifier", module)
+
+
+def whole_seconds(seconds: float) -> int:
+    """A duration as Burrow's Go ``int``/``int64`` seconds (a float would not decode there);
+    a positive duration under a second is 1, not 0 (which Burrow reads as "off")."""
+    if seconds <= 0:
+        return 0
+    return max(1, math.floor(seconds + 0.5))
 
 
 def client_profile(config: ClusterConfig) -> dict[str, Any]:
@@ -385,7 +437,8 @@ def channel_module(config: NotifyConfig, receiver: str, entry: ChannelEntry) -> 
     settings = entry.config
     module: dict[str, Any] = {
         "class-name": settings.burrow_class, "kind": entry.kind, "receiver": receiver,
-        "group-whitelist": "", "timeout": settings.timeout, "extra": dict(config.extras),
+        "group-allowlist": "", "group-whitelist": "", "timeout": whole_seconds(settings.timeout),
+        "extra": dict(config.extras),
     }  # fmt: skip
     module.update(settings.burrow_fields())
     return module

@@ -40,20 +40,6 @@ class ClusterList(BurrowBody):
     clusters: list[str]
 
 
-class ClusterModule(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
-
-    class_name: str = Field(alias="class-name")
-    servers: list[str]
-    client_profile: dict[str, Any] = Field(alias="client-profile")
-    topic_refresh: float = Field(alias="topic-refresh", description="seconds")
-    offset_refresh: float = Field(alias="offset-refresh", description="the scan interval (s)")
-
-
-class ClusterDetail(BurrowBody):
-    module: ClusterModule
-
-
 class ConsumerList(BurrowBody):
     consumers: list[str]
 
@@ -129,17 +115,8 @@ async def burrow_clusters(request: Request, api: Api) -> JSONBytes:
     return JSONBytes(burrow_body(request, "cluster list returned", clusters=clusters))
 
 
-@router.get("/v3/kafka/{cluster}", response_model=ClusterDetail, responses=NOT_FOUND)
-async def burrow_cluster(cluster: str, request: Request, api: Api) -> JSONBytes:
-    config = api.cluster(cluster).config
-    module = {
-        "class-name": "kafka",
-        "servers": config.bootstrap_servers,
-        "client-profile": {"name": config.client_id, "client-id": config.client_id},
-        "topic-refresh": config.metadata_max_age,
-        "offset-refresh": config.scan_interval,
-    }
-    return JSONBytes(burrow_body(request, "cluster module detail returned", module=module))
+# GET /v3/kafka/{cluster} is /v3/config/cluster/{cluster}'s handler (burrow_admin), as in
+# Burrow's route table.
 
 
 @router.get("/v3/kafka/{cluster}/consumer", response_model=ConsumerList, responses=NOT_FOUND)

@@ -45,14 +45,15 @@ from prometheus_client.utils import floatToGoString
 from notifier.api.context import Api
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
 from notifier.api.views import freshness, state_summaries
+from notifier.collect import ClusterLayout
 from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
 from notifier.config import EXPORTER_FAMILIES
 from notifier.rules import NULL, Evaluation
-from notifier.types import GroupMember
+from notifier.types import PARTITION_STATUS_CODES, GroupMember, GroupStatus
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-Source = Literal["notifier", "kafka_exporter", "kafka_lag_exporter"]
+Source = Literal["notifier", "burrow", "kafka_exporter", "kafka_lag_exporter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +72,32 @@ def _family(source: Source, kind: Literal["gauge", "counter"], name: str, labels
     return Family(name, help_text, kind, tuple(labels.split()), source)
 
 
+_B: Source = "burrow"
 _KE: Source = "kafka_exporter"
 _KLE: Source = "kafka_lag_exporter"
 _N: Source = "notifier"
 _KE_GP = "cluster consumergroup topic partition"
 _KLE_GP = "cluster_name group topic partition member_host consumer_id client_id"
+_B_GP = "cluster consumer_group topic partition"
 
 FAMILIES: tuple[Family, ...] = (
+    # Burrow (linkedin/Burrow), names, labels and help texts as its httpserver/prometheus.go
+    # defines them.
+    _family(_B, "gauge", "burrow_kafka_consumer_lag_total", "cluster consumer_group",
+            "The sum of all partition current lag values for the group"),
+    _family(_B, "gauge", "burrow_kafka_consumer_status", "cluster consumer_group",
+            "The status of the consumer group. It is calculated from the highest status for the "
+            "individual partitions. Statuses are an index list from NOTFOUND, OK, WARN, or ERR"),
+    _family(_B, "gauge", "burrow_kafka_topic_partition_status", _B_GP,
+            "The status of topic partition. It is calculated from the highest status for the "
+            "individual partitions. Statuses are an index list from OK, WARN, STOP, STALL, REWIND"),
+    _family(_B, "gauge", "burrow_kafka_consumer_current_offset", _B_GP,
+            "Latest offset that Burrow is storing for this partition"),
+    _family(_B, "gauge", "burrow_kafka_consumer_partition_lag", _B_GP,
+            "Number of messages the consumer group is behind by for a partition as reported by "
+            "Burrow"),
+    _family(_B, "gauge", "burrow_kafka_topic_partition_offset", "cluster topic partition",
+            "Latest offset the topic that Burrow is storing for this partition"),
     # danielqsj/kafka_exporter, names and help texts as its kafka_exporter.go defines them.
     _family(_KE, "gauge", "kafka_consumergroup_current_offset", _KE_GP,
             "Current Offset of a ConsumerGroup at Topic/Partition"),
@@ -93,7 +113,25 @@ FAMILIES: tuple[Family, ...] = (
             "Current Offset of a Broker at Topic/Partition"),
     _family(_KE, "gauge", "kafka_topic_partition_oldest_offset", "cluster topic partition",
             "Oldest Offset of a Broker at Topic/Partition"),
+    # kafka_exporter's broker and topic families, from the metadata the scans read.
+    _family(_KE, "gauge", "kafka_brokers", "cluster", "Number of Brokers in the Kafka Cluster."),
+    _family(_KE, "gauge", "kafka_broker_info", "cluster id address",
+            "Information about the Kafka Broker."),
+    _family(_KE, "gauge", "kafka_topic_partitions", "cluster topic",
+            "Number of partitions for this Topic"),
+    _family(_KE, "gauge", "kafka_topic_partition_leader", "cluster topic partition",
+            "Leader Broker ID of this Topic/Partition"),
+    _family(_KE, "gauge", "kafka_topic_partition_replicas", "cluster topic partition",
+            "Number of Replicas for this Topic/Partition"),
+    _family(_KE, "gauge", "kafka_topic_partition_in_sync_replica", "cluster topic partition",
+            "Number of In-Sync Replicas for this Topic/Partition"),
+    _family(_KE, "gauge", "kafka_topic_partition_leader_is_preferred", "cluster topic partition",
+            "1 if Topic/Partition is using the Preferred Broker"),
+    _family(_KE, "gauge", "kafka_topic_partition_under_replicated_partition",
+            "cluster topic partition", "1 if Topic/Partition is under Replicated"),
     # Kafka Lag Exporter (seglo/kafka-lag-exporter), as its Metrics.scala defines them.
+    _family(_KLE, "gauge", "kafka_consumergroup_poll_time_ms", "cluster_name",
+            "Group time poll time"),
     _family(_KLE, "gauge", "kafka_partition_latest_offset", "cluster_name topic partition",
             "Latest offset of a partition"),
     _family(_KLE, "gauge", "kafka_partition_earliest_offset", "cluster_name topic partition",
@@ -188,6 +226,20 @@ FAMILIES: tuple[Family, ...] = (
 
 BY_NAME: Mapping[str, Family] = {f.name: f for f in FAMILIES}
 
+NOTFOUND_RANK = GroupStatus.NOTFOUND.rank
+BURROW_GROUP_STATUS = {
+    status.rank: code for code, status in enumerate(
+        (GroupStatus.NOTFOUND, GroupStatus.OK, GroupStatus.WARN, GroupStatus.ERR)
+    )
+}  # fmt: skip
+"""A group status rank (``GroupStatus.rank``) as Burrow's exporter writes it: the index in
+Burrow's NOTFOUND, OK, WARN, ERR, STOP, STALL, REWIND."""
+BURROW_PARTITION_STATUS = [
+    ("NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND").index(status.value)
+    for status in PARTITION_STATUS_CODES
+]
+"""A partition status code (index into ``PARTITION_STATUS_CODES``) as Burrow writes it."""
+
 _UNKNOWN_OWNER = ("unknown", "unknown", "unknown")
 _NO_OWNERS: Mapping[tuple[str, int], GroupMember] = {}
 """Kafka Lag Exporter's ``client_id``, ``consumer_id`` and ``member_host`` for a partition no
@@ -275,6 +327,7 @@ class MetricsExposition:
         self.sources: frozenset[str] = frozenset(families) | {"notifier"}
         self.families = tuple(f for f in FAMILIES if f.source in self.sources)
         self._rendered: dict[str, _Rendered] = {}
+        self._layouts: dict[str, tuple[ClusterLayout, dict[str, bytes]]] = {}
 
     def render(self) -> bytes:
         """The whole exposition, every family with its ``# HELP`` and ``# TYPE``."""
@@ -282,11 +335,26 @@ class MetricsExposition:
         chunks: dict[str, list[bytes]] = {f.name: [] for f in self.families}
         now = self.clock()
         kept: dict[str, _Rendered] = {}
+        layouts: dict[str, tuple[ClusterLayout, dict[str, bytes]]] = {}
         for name, state in self.coordinator.clusters.items():
             self._cluster_lines(name, state, now, lines)
             evaluation = state.evaluation
             if evaluation is None or freshness(state, now).stale:
                 continue
+            layout = state.layout
+            if layout is not None and _KE in self.sources:
+                drawn = self._layouts.get(name)
+                if drawn is None or drawn[0] is not layout:
+                    drawn = (
+                        layout,
+                        {
+                            family: self._labelled("".join(text)).encode()
+                            for family, text in _layout_lines(name, layout).items()
+                        },
+                    )
+                layouts[name] = drawn
+                for family_name, chunk in drawn[1].items():
+                    chunks[family_name].append(chunk)
             rendered = self._rendered.get(name)
             if rendered is None or rendered.evaluation is not evaluation:
                 grouped = self._group_lines(name, state, evaluation)
@@ -299,6 +367,7 @@ class MetricsExposition:
             for family_name, chunk in rendered.chunks.items():
                 chunks[family_name].append(chunk)
         self._rendered = kept
+        self._layouts = layouts
         self._incident_lines(lines)
         self._request_lines(lines)
         self._history_lines(lines)
@@ -351,6 +420,11 @@ class MetricsExposition:
         for family, value in values:
             if value is not None:
                 lines[family].append(f"{family}{{{cluster}}} {_value(value)}\n")
+        if _KLE in self.sources and m.last_duration_s is not None:
+            lines["kafka_consumergroup_poll_time_ms"].append(
+                f"kafka_consumergroup_poll_time_ms{{cluster_name={_quote(name)}}} "
+                f"{round(m.last_duration_s * 1000)}\n"
+            )
         for api, count in m.last_requests.items():
             lines["notifier_scan_requests"].append(
                 f"notifier_scan_requests{{{cluster},api={_quote(api)}}} {_value(count)}\n"
@@ -447,6 +521,8 @@ class MetricsExposition:
         out = self._partition_lines(c, store.row_table[rows], store, rows, each)
         group_ids = evaluation.group_ids
         group_names = [quoted[store.group_key_of(gid)[1]] for gid in group_ids.tolist()]
+        if _B in self.sources:
+            out.update(self._burrow_lines(c, store, rows, evaluation, each, group_names))
         if _KE in self.sources:
             out.update(self._kafka_exporter_lines(c, state, quoted, each))
         if _KLE in self.sources:
@@ -495,6 +571,69 @@ class MetricsExposition:
                 if start != NULL
             ]
         return out
+
+    def _burrow_lines(
+        self, c: str, store: Any, rows: np.ndarray, evaluation: Evaluation, each: _Rows,
+        group_names: list[str],
+    ) -> dict[str, list[str]]:  # fmt: skip
+        """Burrow skips the groups it does not find, writes every partition's lag (0 when
+        unknown, as its ``current_lag``), and the last offset of the commit window and the
+        partition's status only where the window is complete; its statuses are the indexes of
+        NOTFOUND, OK, WARN, ERR, STOP, STALL, REWIND."""
+        group_ids = evaluation.group_ids
+        ranks = evaluation.group_status[group_ids].tolist()
+        totals = evaluation.group_total_lag[group_ids].tolist()
+        found = [rank != NOTFOUND_RANK for rank in ranks]
+        group_labels = [f"cluster={c},consumer_group={g}" for g in group_names]
+        status_lines = [
+            f"burrow_kafka_consumer_status{{{lbl}}} {BURROW_GROUP_STATUS[rank]}\n"
+            for lbl, rank, ok in zip(group_labels, ranks, found)
+            if ok
+        ]
+        total_lines = [
+            f"burrow_kafka_consumer_lag_total{{{lbl}}} {total}\n"
+            for lbl, total, ok in zip(group_labels, totals, found)
+            if ok
+        ]
+        listed = set(np.asarray(group_ids)[np.asarray(found, dtype=bool)].tolist())
+        complete = (evaluation.burrow_complete >= 1.0) & (store.r_count[rows] > 0)
+        end_offsets = store.r_offset[rows, -1].tolist()
+        statuses = evaluation.status.tolist()
+        lags = np.where(each.lag_unknown, 0, each.lag).tolist()
+        gids = evaluation.gids.tolist()
+        lag_lines: list[str] = []
+        offset_lines: list[str] = []
+        partition_status_lines: list[str] = []
+        for i, is_complete in enumerate(complete.tolist()):
+            if gids[i] not in listed:
+                continue
+            labels = (f"cluster={c},consumer_group={each.groups[i]},topic={each.topics[i]},"
+                      f'partition="{each.partitions[i]}"')  # fmt: skip
+            lag_lines.append(f"burrow_kafka_consumer_partition_lag{{{labels}}} {lags[i]}\n")
+            if is_complete:
+                offset_lines.append(
+                    f"burrow_kafka_consumer_current_offset{{{labels}}} {end_offsets[i]}\n"
+                )
+                partition_status_lines.append(
+                    f"burrow_kafka_topic_partition_status{{{labels}}} "
+                    f"{BURROW_PARTITION_STATUS[statuses[i]]}\n"
+                )
+        tables = store.row_table[rows]
+        _, first = np.unique(tables, return_index=True)
+        leo = store.latest_leo[rows[first]].tolist()
+        topic_lines = [
+            f"burrow_kafka_topic_partition_offset{{cluster={c},topic={each.topics[i]},"
+            f'partition="{each.partitions[i]}"}} {leo[j]}\n'
+            for j, i in enumerate(first.tolist())
+        ]
+        return {
+            "burrow_kafka_consumer_status": status_lines,
+            "burrow_kafka_consumer_lag_total": total_lines,
+            "burrow_kafka_consumer_partition_lag": lag_lines,
+            "burrow_kafka_consumer_current_offset": offset_lines,
+            "burrow_kafka_topic_partition_status": partition_status_lines,
+            "burrow_kafka_topic_partition_offset": topic_lines,
+        }
 
     def _kafka_exporter_lines(
         self, c: str, state: ClusterView, quoted: _Quoted, each: _Rows
@@ -602,6 +741,45 @@ class MetricsExposition:
                 for (g, t), v in topic_sums.items()
             ],
         }
+
+
+def _layout_lines(cluster: str, layout: ClusterLayout) -> dict[str, list[str]]:
+    """kafka_exporter's broker and topic families: every topic of the metadata (internal ones
+    too, as its default topic filter lets through); no leader series for a partition without
+    a leader, as there."""
+    c = f"cluster={_quote(cluster)}"
+    out: dict[str, list[str]] = {
+        "kafka_brokers": [f"kafka_brokers{{{c}}} {len(layout.brokers)}\n"],
+        "kafka_broker_info": [
+            f"kafka_broker_info{{{c},id={_quote(str(node))},address={_quote(address)}}} 1\n"
+            for node, address in sorted(layout.brokers.items())
+        ],
+        "kafka_topic_partitions": [],
+        "kafka_topic_partition_leader": [],
+        "kafka_topic_partition_replicas": [],
+        "kafka_topic_partition_in_sync_replica": [],
+        "kafka_topic_partition_leader_is_preferred": [],
+        "kafka_topic_partition_under_replicated_partition": [],
+    }
+    for topic, partitions in sorted(layout.topics.items()):
+        t = f"{c},topic={_quote(topic)}"
+        out["kafka_topic_partitions"].append(f"kafka_topic_partitions{{{t}}} {len(partitions)}\n")
+        for partition, where in sorted(partitions.items()):
+            labels = f'{t},partition="{partition}"'
+            preferred = 1 if where.replicas and where.leader == where.replicas[0] else 0
+            under = 1 if len(where.in_sync) < len(where.replicas) else 0
+            if where.leader >= 0:
+                out["kafka_topic_partition_leader"].append(
+                    f"kafka_topic_partition_leader{{{labels}}} {where.leader}\n"
+                )
+            for family, value in (
+                ("kafka_topic_partition_replicas", len(where.replicas)),
+                ("kafka_topic_partition_in_sync_replica", len(where.in_sync)),
+                ("kafka_topic_partition_leader_is_preferred", preferred),
+                ("kafka_topic_partition_under_replicated_partition", under),
+            ):
+                out[family].append(f"{family}{{{labels}}} {value}\n")
+    return out
 
 
 router = APIRouter(tags=["ops"])

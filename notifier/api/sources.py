@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from notifier.collect import ClusterLayout
 from notifier.config import ClusterConfig, NotifyConfig, ServiceConfig
 from notifier.diskfaults import WriteHealth
 from notifier.rules import Evaluation, LeoReset, RulesConfig
@@ -157,6 +158,11 @@ class ClusterView(Protocol):
     def owners(self) -> Mapping[str, Mapping[tuple[str, int], GroupMember]]:
         """Per group, the member that owns each assigned partition as of the last scan."""
 
+    @property
+    def layout(self) -> ClusterLayout | None:
+        """The brokers and topics (leaders, replicas, in-sync replicas) of the last scan's
+        metadata; None before the first scan."""
+
     def stale(self, now_ms: int) -> bool:
         """Whether the cluster's data is too old to show as current (no recent successful
         scan: the same test as readiness)."""
@@ -206,9 +212,10 @@ class CoordinatorView(Protocol):
     @property
     def rules(self) -> RulesConfig: ...
 
-    def forget_group(self, cluster: str, group: str) -> bool:
-        """Drop a group's state and resolve its incident as removed (Burrow's DELETE of a
-        consumer); False when the cluster knows no such group."""
+    def forget_group(self, cluster: str, group: str, topic: str | None = None) -> bool:
+        """Drop a group's state (with ``topic``, its partitions of that topic) and resolve its
+        incident as removed (Burrow's DELETE of a consumer); False when the cluster knows no
+        such group."""
 
     @property
     def history(self) -> HistoryView | None:

@@ -16,7 +16,7 @@ Imports :mod:`notifier.types` and, for the security settings, :mod:`notifier.con
 
 from notifier.collect.collector import ClusterCollector
 from notifier.collect.protocol import Group, decode_member
-from notifier.collect.results import ScanError, ScanResult
+from notifier.collect.results import ClusterLayout, PartitionLayout, ScanError, ScanResult
 from notifier.collect.samples import build_samples, member_hash, normalize_group_state
 from notifier.collect.security import (
     CredentialsError,
@@ -29,10 +29,12 @@ from notifier.collect.security import (
 
 __all__ = [
     "ClusterCollector",
+    "ClusterLayout",
     "CredentialsError",
     "Group",
     "MskIamTokenProvider",
     "OidcTokenProvider",
+    "PartitionLayout",
     "RefreshingTokenProvider",
     "ScanError",
     "ScanResult",

@@ -80,6 +80,7 @@ from notifier.collect.grouptypes import (
     CLASSIC,
     CONSUMER,
     EVALUATED_TYPES,
+    SHARE,
     ConsumerGroupDescribe,
     ListGroups,
     parse_consumer_group,
@@ -116,6 +117,13 @@ from notifier.collect.security import (
     login_failure,
     open_connection,
     sasl_settings,
+)
+from notifier.collect.sharegroups import (
+    DescribeShareGroupOffsets,
+    ShareGroupDescribe,
+    ShareOffsets,
+    parse_share_group,
+    parse_share_offsets,
 )
 from notifier.types import GroupMember
 
@@ -284,6 +292,7 @@ class ClusterCollector:
         self._group_types: dict[str, str | None] = {}
         self._told_unevaluated: set[str] = set()
         self._told_no_consumer_describe: set[int] = set()
+        self._told_no_share_apis: set[int] = set()
         self._seen_groups: set[str] = set()
         self._scan_lock = asyncio.Lock()
         self.group_filter: Callable[[str], bool] | None = None
@@ -369,12 +378,23 @@ class ClusterCollector:
         )
         skipped.update({g: unevaluated_reason(t) for g, t in unevaluated.items()})
         commits = await self._fetch_commits(groups, rediscover=refreshed)
+        shared = {g: selected[g] for g, kind in unevaluated.items() if kind == SHARE}
+        share_offsets: dict[str, ShareOffsets] = {}
+        if shared:
+            share_groups, share_offsets, share_skipped = await self._share_groups(shared)
+            for name in share_groups:
+                skipped.pop(name, None)
+            skipped.update(share_skipped)
+            groups.update(share_groups)
+            commits.update({name: found.starts for name, found in share_offsets.items()})
 
         wanted: set[TopicPartition] = set()
         for name, group in groups.items():
             wanted.update(commits.get(name, {}))
             wanted.update(group.assigned)
         (ts, elapsed_at), log_end, log_start, unavailable = await self._list_offsets(wanted)
+        for name, found in share_offsets.items():
+            commits[name] = found.offsets(log_end)
 
         samples = build_samples(
             ts=ts,
@@ -402,6 +422,7 @@ class ClusterCollector:
             duration_s=time.monotonic() - started,
             elapsed_at=elapsed_at,
             owners={n: g.owners for n, g in sorted(groups.items()) if g.owners},
+            layout=(self._metadata or metadata).layout,
             listed_groups=tuple(matching),
         )
 
@@ -582,6 +603,8 @@ class ClusterCollector:
             and group_type not in EVALUATED_TYPES
         }
         for group in sorted(set(unevaluated) - self._told_unevaluated):
+            if unevaluated[group] == SHARE:  # said by _share_groups when it cannot read them
+                continue
             log.info("cluster %s: %s is a %s", self._cluster, group,
                      unevaluated_reason(unevaluated[group]))  # fmt: skip
         self._told_unevaluated = set(unevaluated)
@@ -659,6 +682,45 @@ class ClusterCollector:
                 owners=owners,
             )  # fmt: skip
         return groups, skipped
+
+    async def _share_groups(
+        self, selected: Mapping[str, int]
+    ) -> tuple[dict[str, Group], dict[str, ShareOffsets], dict[str, str]]:
+        """Share groups (see :mod:`~notifier.collect.sharegroups`) described and their
+        share-partition start offsets, from each one's coordinator, and those left out this
+        scan and why; a coordinator without ShareGroupDescribe or DescribeShareGroupOffsets
+        leaves its groups listed and not evaluated."""
+        groups: dict[str, Group] = {}
+        offsets: dict[str, ShareOffsets] = {}
+        skipped: dict[str, str] = {}
+
+        async def on_node(node_id: int, names: list[str]) -> None:
+            try:
+                described = await self._send_to_node(node_id, ShareGroupDescribe(names))
+                answered = await self._send_to_node(node_id, DescribeShareGroupOffsets(names))
+            except (IncompatibleBrokerVersion, NotImplementedError):
+                if node_id not in self._told_no_share_apis:
+                    self._told_no_share_apis.add(node_id)
+                    log.info("cluster %s: broker %d has no ShareGroupDescribe v1 and "
+                             "DescribeShareGroupOffsets: its share groups are listed, not "
+                             "evaluated", self._cluster, node_id)  # fmt: skip
+                return
+            found, errors = parse_share_offsets(answered)
+            for entry in described.groups:
+                name, error_code = entry[2], entry[0] or errors.get(entry[2], (0, ""))[0]
+                if error_code == GROUP_AUTHORIZATION_FAILED:
+                    skipped[name] = "GROUP_AUTHORIZATION_FAILED"
+                elif error_code:  # moved or gone since it was listed: the next scan sees
+                    skipped[name] = f"share group (KIP-932): not read (error {error_code})"
+                else:
+                    groups[name] = parse_share_group(entry)
+                    offsets[name] = found.get(name, ShareOffsets())
+
+        by_node: defaultdict[int, list[str]] = defaultdict(list)
+        for group, node_id in selected.items():
+            by_node[self._coordinators.get(group, node_id)].append(group)
+        await _run_all(on_node(node, sorted(names)) for node, names in by_node.items())
+        return groups, offsets, skipped
 
     async def _describe_groups(
         self, selected: Mapping[str, int], api: type[DescribeGroups | ConsumerGroupDescribe]

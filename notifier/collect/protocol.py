@@ -26,7 +26,7 @@ from aiokafka.protocol.admin import (
 )
 from aiokafka.protocol.api import Request
 
-from notifier.collect.results import ScanError, TopicPartition
+from notifier.collect.results import ClusterLayout, PartitionLayout, ScanError, TopicPartition
 from notifier.types import GroupMember
 
 API_NAMES: Mapping[int, str] = {
@@ -62,6 +62,8 @@ API_NAMES: Mapping[int, str] = {
     37: "CreatePartitions",
     42: "DeleteGroups",
     69: "ConsumerGroupDescribe",
+    77: "ShareGroupDescribe",
+    90: "DescribeShareGroupOffsets",
 }
 """Kafka API names by API key (those aiokafka and the collector send): the keys of
 :attr:`ScanResult.requests` and the ``api`` label of ``notifier_kafka_requests_total``."""
@@ -127,6 +129,8 @@ class Metadata:
     leaders: dict[str, dict[int, int]]
     internal: frozenset[str]
     fetched_at: float
+    layout: ClusterLayout | None = None
+    """Brokers, leaders, replicas and in-sync replicas, for the metrics of each."""
 
     def leader(self, tp: TopicPartition) -> int:
         return self.leaders.get(tp[0], {}).get(tp[1], -1)
@@ -203,14 +207,24 @@ def parse_metadata(response: Any) -> Metadata:
     brokers = {int(b["node_id"]): (str(b["host"]), int(b["port"])) for b in data["brokers"]}
     leaders: dict[str, dict[int, int]] = {}
     internal: set[str] = set()
+    topics: dict[str, dict[int, PartitionLayout]] = {}
     for topic in data["topics"]:
         if not topic["partitions"]:
             continue
         name = topic["topic"]
         leaders[name] = {int(p["partition"]): int(p["leader"]) for p in topic["partitions"]}
+        topics[name] = {
+            int(p["partition"]): PartitionLayout(
+                int(p["leader"]),
+                tuple(map(int, p["replicas"] or ())),
+                tuple(map(int, p["isr"] or ())),
+            )
+            for p in topic["partitions"]
+        }
         if topic.get("is_internal") or name.startswith("__"):
             internal.add(name)
-    return Metadata(brokers, leaders, frozenset(internal), time.monotonic())
+    layout = ClusterLayout({n: f"{host}:{port}" for n, (host, port) in brokers.items()}, topics)
+    return Metadata(brokers, leaders, frozenset(internal), time.monotonic(), layout)
 
 
 def parse_offset_fetch(group: str, response: Any) -> dict[TopicPartition, int]:

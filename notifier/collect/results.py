@@ -23,6 +23,26 @@ def elapsed_clock() -> float:
     return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else time.monotonic()
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionLayout:
+    """Where a partition lives, as the cluster metadata says: its leader (-1: none), its
+    replicas (the preferred leader first) and its in-sync replicas, by broker id."""
+
+    leader: int
+    replicas: tuple[int, ...]
+    in_sync: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLayout:
+    """The brokers and every topic's partitions of the metadata a scan worked from (read only
+    when the collector refreshes its metadata, not every scan)."""
+
+    brokers: Mapping[int, str]
+    """Each broker's ``host:port`` by id."""
+    topics: Mapping[str, Mapping[int, PartitionLayout]]
+
+
 class ScanError(RuntimeError):
     """A scan failed or timed out; it returned nothing (the coordinator records a gap)."""
 
@@ -66,6 +86,8 @@ class ScanResult:
     owners: Mapping[str, Mapping[TopicPartition, GroupMember]] = field(default_factory=dict)
     """Per group, the member each assigned partition belongs to (its client id and host, as
     the group's coordinator describes it); groups without assignments are left out."""
+    layout: ClusterLayout | None = None
+    """The brokers and topics of the metadata the scan worked from."""
     listed_groups: tuple[str, ...] = ()
     """Every listed group the allow/deny lists let through, scanned here or not: a fleet
     instance scans only its own shards' groups, and weighs every shard by these

@@ -234,16 +234,17 @@ class LoggingConfig(StrictModel):
     format: Literal["json", "keyvalue"] = "json"
 
 
-ExporterFamily = Literal["kafka_exporter", "kafka_lag_exporter"]
-EXPORTER_FAMILIES: tuple[ExporterFamily, ...] = ("kafka_exporter", "kafka_lag_exporter")
+ExporterFamily = Literal["burrow", "kafka_exporter", "kafka_lag_exporter"]
+EXPORTER_FAMILIES: tuple[ExporterFamily, ...] = ("burrow", "kafka_exporter", "kafka_lag_exporter")
 """The exporters whose metric families ``/metrics`` can offer under their own names and labels."""
 
 
 class MetricsConfig(StrictModel):
     """What ``/metrics`` offers beside notifier's own ``notifier_*`` families: the families of
-    danielqsj/kafka_exporter (``kafka_consumergroup_lag``, ...) and of Kafka Lag Exporter
-    (``kafka_consumergroup_group_lag``, ...), named and labelled as those exporters do, so
-    dashboards and alerts built on them work unchanged. Both by default; ``[]`` for none."""
+    Burrow (``burrow_kafka_consumer_lag_total``, ...), danielqsj/kafka_exporter
+    (``kafka_consumergroup_lag``, ...) and Kafka Lag Exporter (``kafka_consumergroup_group_lag``,
+    ...), named and labelled as those exporters do, so dashboards and alerts built on them work
+    unchanged. All three by default; ``[]`` for none."""
 
     families: list[ExporterFamily] = Field(default_factory=lambda: list(EXPORTER_FAMILIES))
 

@@ -693,6 +693,19 @@ class WindowStore:
         self.remove_rows(alive[np.isin(self.row_group[alive], gids)])
         return sorted(wanted)
 
+    def remove_group_topic(self, key: tuple[str, str], topic: str) -> int:
+        """Forget one group's partitions of one topic (Burrow's DELETE of a consumer's topic);
+        returns how many partitions were forgotten."""
+        gid = self._group_of.get(key)
+        if gid is None:
+            return 0
+        cluster = key[0]
+        tables = [t for (c, name, _), t in self._table_of.items() if (c, name) == (cluster, topic)]
+        alive = self.alive_rows()
+        rows = alive[(self.row_group[alive] == gid) & np.isin(self.row_table[alive], tables)]
+        self.remove_rows(rows)
+        return int(rows.size)
+
     def expire(self, now_ms: int) -> list[tuple[str, str]]:
         """Burrow's expire-group: drop groups whose offsets have not moved for ``expire_group``.
 

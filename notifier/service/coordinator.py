@@ -47,7 +47,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier.collect import ClusterCollector, ScanError, ScanResult, collector_security
+from notifier.collect import (
+    ClusterCollector,
+    ClusterLayout,
+    ScanError,
+    ScanResult,
+    collector_security,
+)
 from notifier.config import ClusterConfig, ServiceConfig
 from notifier.diskfaults import WriteHealth, is_disk_error
 from notifier.history import (
@@ -228,6 +234,8 @@ class ClusterState:
     group_members: Mapping[str, int] = field(default_factory=dict)
     """Each group's number of members in the last scan."""
     owners: Mapping[str, Mapping[tuple[str, int], GroupMember]] = field(default_factory=dict)
+    layout: ClusterLayout | None = None
+    """The brokers and topics of the last scan's metadata."""
     """Per group, the member that owns each assigned partition as of the last scan."""
     retry_at: float = 0.0
     clock: ScanClock = field(init=False)
@@ -809,6 +817,7 @@ class Coordinator:
         state.groups = dict(result.group_states)
         state.not_evaluated = dict(result.skipped_groups)
         state.group_members, state.owners = result.group_members, result.owners
+        state.layout = result.layout
         for transition in transitions:
             owners = result.owners.get(transition.group)
             if transition.result is not None and owners:
@@ -840,12 +849,16 @@ class Coordinator:
 
     # ---------------------------------------------------------------- forgetting a group
 
-    def forget_group(self, cluster: str, group: str) -> bool:
+    def forget_group(self, cluster: str, group: str, topic: str | None = None) -> bool:
         """Burrow's ``DELETE /v3/kafka/{cluster}/consumer/{group}``: drop everything kept about
         the group (windows, commit rings, evidence, rule state), resolve its open incident as
         ``removed``, and checkpoint the cluster at once, so a restart does not bring the group
         back. A group still consumed is listed by the next scan and starts over as a new group:
         its windows fill again before any rule may alert on it (the complete gate).
+
+        With ``topic`` (``DELETE .../consumer/{group}/topic/{topic}``), only the group's
+        partitions of that topic are forgotten, as Burrow does; a group left with no partition
+        is forgotten whole. A topic still committed to comes back on the next scan.
 
         Returns False when neither the windows nor the last scan know the group (nothing
         changes). Raises KeyError for a cluster that is not configured."""
@@ -855,6 +868,8 @@ class Coordinator:
             return False
         evaluation = state.evaluation
         now = evaluation.now if evaluation is not None else _now_ms()
+        if topic is not None and self._forget_group_topic(state, key, topic, now):
+            return True
         state.store.remove_groups([key])
         # The API reads these: they are replaced, never changed in place.
         state.groups = {g: s for g, s in state.groups.items() if g != group}
@@ -876,6 +891,37 @@ class Coordinator:
         if self.fleet is None:
             checkpoint.save(
                 self.checkpoint_path(cluster), state.store, state.evaluator, state.tracker
+            )
+        return True
+
+    def _forget_group_topic(
+        self, state: ClusterState, key: tuple[str, str], topic: str, now: int
+    ) -> bool:
+        """Forget the group's partitions of ``topic``; False (nothing done) when that would
+        leave the group without partitions, which forgets it whole."""
+        store = state.store
+        gid = store.group_id(*key)
+        rows = store.alive_rows()
+        if gid is None:
+            return False
+        mine = [store.row_key_of(r) for r in rows[store.row_group[rows] == gid].tolist()]
+        if all(t == topic for (_c, _g, t, _p) in mine):
+            return False
+        forgotten = store.remove_group_topic(key, topic)
+        group = key[1]
+        state.owners = {
+            g: ({tp: m for tp, m in owned.items() if tp[0] != topic} if g == group else owned)
+            for g, owned in state.owners.items()
+        }
+        state.evaluation = state.evaluator.evaluate(now)
+        log.warning(
+            "a consumer group's topic forgotten on request; it comes back if the group still "
+            "commits to it", extra={"event": "group_topic_removed", "cluster": key[0],
+                                    "group": group, "topic": topic, "partitions": forgotten},
+        )  # fmt: skip
+        if self.fleet is None:
+            checkpoint.save(
+                self.checkpoint_path(key[0]), state.store, state.evaluator, state.tracker
             )
         return True
 

@@ -7,9 +7,12 @@ was expected, and the service goes on with what it runs. Otherwise the coordinat
 clusters and rules (:meth:`~notifier.service.Coordinator.apply`) and the notifier its
 receivers, routes, silences and inhibit rules (``reconfigure``: sends in flight finish first).
 
-What a running process cannot change — where the API listens, the data directory, history and
-logging settings, the window settings of the rules — is named in the answer as waiting for a
-restart (the window settings refuse the reload, since the rules would differ from the file).
+What a running process cannot change — where the API listens, the data directory, history,
+logging and metrics settings, and adding or removing the whole ``notify:`` section — is applied
+by the next restart: the answer names each such section under ``restart_needed`` and says
+``reloaded: false`` (the file is not all running), while everything else was applied
+(``applied: true``). The window settings of the rules refuse the reload instead, since the
+rules would differ from the file.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from notifier.service.coordinator import Coordinator
 log = logging.getLogger(__name__)
 
 RESTART_ONLY = ("data_dir", "history", "api", "logging", "metrics")
-"""Service settings a running process keeps until it restarts."""
+"""Service settings a running process keeps until it restarts (so does the presence of the
+``notify`` section)."""
 
 
 class ReloadableNotifier(Protocol):
@@ -50,7 +54,8 @@ class ReloadableNotifier(Protocol):
 
 @dataclass(slots=True)
 class ReloadResult:
-    """What a reload did: ``ok`` and what ``changed``, or the ``error`` that stopped it."""
+    """What a reload did: ``ok`` (the file was accepted and what can change live changed),
+    what ``changed``, which sections wait for a restart; or the ``error`` that stopped it."""
 
     ok: bool
     source: str
@@ -58,13 +63,27 @@ class ReloadResult:
     restart_needed: list[str] = field(default_factory=list)
     error: str | None = None
 
+    @property
+    def message(self) -> str:
+        if not self.ok:
+            return self.error or "not reloaded"
+        if self.restart_needed:
+            return (f"reloaded, except {', '.join(self.restart_needed)}: the running process "
+                    "keeps the old settings there until it restarts")  # fmt: skip
+        return "reloaded"
+
     def to_dict(self) -> dict[str, Any]:
+        """The API's answer, in the envelope every endpoint uses (``error``, ``message``):
+        ``reloaded`` only when the whole file now runs, ``applied`` when the reload went
+        through for what can change live."""
         return {
-            "reloaded": self.ok,
+            "error": not self.ok,
+            "message": self.message,
+            "reloaded": self.ok and not self.restart_needed,
+            "applied": self.ok,
             "source": self.source,
             "changed": self.changed,
             "restart_needed": self.restart_needed,
-            "error": self.error,
         }
 
 
@@ -94,6 +113,8 @@ class Reloader:
         self.coordinator = coordinator
         self.notifier = notifier
         self.running = running
+        self.started = running
+        """The config the process started with: what restart-only sections still run."""
         self._lock = asyncio.Lock()
         self.reloads = 0
         self.failures = 0
@@ -141,8 +162,10 @@ class Reloader:
             await notifier.reconfigure(notify)
             changed.append("notify")
         restart = [
-            name for name in RESTART_ONLY if getattr(service, name) != getattr(self.running, name)
+            name for name in RESTART_ONLY if getattr(service, name) != getattr(self.started, name)
         ]
+        if (notify is None) != (notifier is None):
+            restart.append("notify")
         self.running = service
         return ReloadResult(True, source, changed, restart)
 
@@ -150,21 +173,6 @@ class Reloader:
         self, service: ServiceConfig, notify: NotifyConfig | None, rules: Any
     ) -> list[tuple[str, str]]:
         problems = list(self.coordinator.check_reload(service, rules))
-        if notify is not None and self.notifier is None:
-            problems.append(
-                (
-                    "notify",
-                    "the service started without a notify section: adding one takes a restart",
-                )
-            )
-        if notify is None and self.notifier is not None:
-            problems.append(
-                (
-                    "notify",
-                    "the section is gone, but the service notifies: removing it takes a restart"
-                    " (or route to a receiver that ignores everything)",
-                )
-            )
         if notify is not None:
             problems += unknown_labels(notify, rules)
             if self.notifier is not None:
