@@ -297,6 +297,8 @@ async def test_a_store_turned_read_only_keeps_silences_and_outcomes_and_writes_t
         await eventually(lambda: len(http.to("/hook")) == 2)
         assert store.failing and "readonly" in (store.health.error or "")
         assert notifier.metrics()["store"]["writing"] is False
+        # The incident history (the API's) shows the incident only memory holds so far.
+        assert [i.group for i in notifier.incidents(open_only=False)] == ["orders"]
 
         store.db.close()
         store.db = writable  # writes allowed again

@@ -379,6 +379,8 @@ class NotifyStore:
         self.health = WriteHealth("notification store", self.path)
         self._kept: list[_Kept] = []
         self._unwritten: dict[int, _Unwritten] = {}
+        self._unwritten_incidents: dict[str, Incident] = {}
+        """Incidents as last saved, while that save waits for the disk (history reads)."""
         self._next_provisional = -1
         self._retry_at = 0.0
         try:
@@ -624,7 +626,13 @@ class NotifyStore:
             unwritten = [self._unwritten[p] for p in provisional]
             return self._save(db, incidents, log_entries, forget, entries, unwritten)
 
+        for incident, _result, _kind in incidents:
+            self._unwritten_incidents[incident.id] = incident
+
         def done(rows: list[OutboxRow]) -> None:
+            for incident, _result, _kind in incidents:
+                if self._unwritten_incidents.get(incident.id) is incident:
+                    del self._unwritten_incidents[incident.id]
             for pid, row in zip(provisional, rows, strict=True):
                 kept = self._unwritten[pid]
                 kept.row_id = row.id
@@ -811,7 +819,16 @@ class NotifyStore:
             " ORDER BY opened_at DESC, id LIMIT ?",
             (limit,),
         )
-        return [self._incident_row(row)[0] for row in cursor]
+        found = [self._incident_row(row)[0] for row in cursor]
+        if not self._unwritten_incidents:
+            return found
+        # What the disk refused so far is only in memory: newer than the file's copy.
+        merged = {i.id: i for i in found} | {
+            i.id: i
+            for i in self._unwritten_incidents.values()
+            if not open_only or i.closed_at is None
+        }
+        return sorted(merged.values(), key=lambda i: (-i.opened_at, i.id))[:limit]
 
     # ---- silences (those created through the API; config silences live in the config)
 
