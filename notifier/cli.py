@@ -598,7 +598,7 @@ def examples(name: str | None, copy_to: Path | None) -> None:
     click.echo(f"  {resources.TEMPLATES}/ ({templates} files; see {resources.TEMPLATES}/README.md)")
 
 
-def _notify_section(path: Path) -> dict:
+def _notify_section(path: Path) -> dict[str, Any]:
     """The notify mapping of a file: a bare notify config, or a service config's section."""
     from notifier.config import read_yaml
 

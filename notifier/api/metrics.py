@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from fastapi import APIRouter
@@ -265,7 +265,7 @@ class _Quoted(dict[str, str]):
 
 
 def _value(value: float) -> str:
-    return floatToGoString(value)
+    return cast(str, floatToGoString(value))  # prometheus_client leaves it unannotated
 
 
 def _values(array: np.ndarray, unknown: np.ndarray | None, missing: str) -> list[str]:

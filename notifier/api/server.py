@@ -16,6 +16,7 @@ import logging
 import socket
 import ssl
 from types import FrameType
+from typing import cast
 
 import uvicorn
 from fastapi import FastAPI
@@ -82,13 +83,14 @@ class ApiServer:
             ssl_cert_reqs=ssl.CERT_REQUIRED if tls and tls.client_ca_file else ssl.CERT_NONE,
         )  # fmt: skip
         self.server = _Server(self.config)
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
 
     @property
     def port(self) -> int:
         if self._socket is not None:
-            return self._socket.getsockname()[1]
+            # An AF_INET(6) address: (host, port, ...).
+            return cast(int, self._socket.getsockname()[1])
         return self.config.port
 
     @property

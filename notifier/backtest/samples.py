@@ -8,6 +8,7 @@ store, with no per-scan Arrow or pandas.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -99,7 +100,7 @@ class SampleArrays:
 
         def integers(name: str, dtype: type) -> np.ndarray:
             column = pc.fill_null(table.column(name), -1)
-            return column.to_numpy().astype(dtype, copy=False)
+            return cast(np.ndarray, column.to_numpy().astype(dtype, copy=False))  # pyarrow: untyped
 
         cluster, cluster_names = codes("cluster")
         group, group_names = codes("group")

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -118,18 +118,18 @@ class ServiceClient:
     def __exit__(self, *exc_info: object) -> None:
         self._http.close()
 
-    # ---- the calls
+    # ---- the calls (each body's shape is the one its endpoint's response model declares)
 
     def groups(self) -> dict[str, Any]:
         """``{"groups": [...], "clusters": [...]}``: every group's last result, each cluster's
         scan health."""
-        return self._request("GET", "/api/groups")
+        return cast(dict[str, Any], self._request("GET", "/api/groups"))
 
     def incidents(self) -> list[dict[str, Any]]:
-        return self._request("GET", "/api/incidents")["incidents"]
+        return cast(list[dict[str, Any]], self._request("GET", "/api/incidents")["incidents"])
 
     def silences(self) -> list[dict[str, Any]]:
-        return self._request("GET", "/api/silences")["silences"]
+        return cast(list[dict[str, Any]], self._request("GET", "/api/silences")["silences"])
 
     def notifications_configured(self) -> bool:
         """Whether the service has receivers: without a ``notify:`` section it keeps no
@@ -146,7 +146,7 @@ class ServiceClient:
         self, matchers: list[str], *, ends_at_ms: int, author: str, comment: str
     ) -> dict[str, Any]:
         body = {"matchers": matchers, "ends_at": ends_at_ms, "author": author, "comment": comment}
-        return self._request("POST", "/api/silences", json=body)["silence"]
+        return cast(dict[str, Any], self._request("POST", "/api/silences", json=body)["silence"])
 
     def expire_silence(self, silence_id: str) -> None:
         self._request("DELETE", f"/api/silences/{silence_id}")

@@ -6,7 +6,7 @@ and, like a property without a setter, refuses assignment.
 
 from __future__ import annotations
 
-from typing import Any, Generic, Never, NoReturn, TypeVar, overload
+from typing import Generic, Never, NoReturn, TypeVar, cast, overload
 
 T = TypeVar("T")
 
@@ -30,8 +30,7 @@ class ReadOnly(Generic[T]):
     def __get__(self, instance: object | None, owner: type) -> ReadOnly[T] | T:
         if instance is None:
             return self
-        value: Any = getattr(instance, self.attribute)
-        return value
+        return cast(T, getattr(instance, self.attribute))
 
     def __set__(self, instance: object, value: Never) -> NoReturn:
         raise AttributeError(f"{type(instance).__name__}.{self.name} is read-only")

@@ -39,7 +39,7 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote_plus
 
 import httpx
@@ -298,16 +298,19 @@ class MskIamTokenProvider(RefreshingTokenProvider):
         return f"Amazon MSK IAM in {self._region}{via}"
 
     def _sign(self) -> tuple[str, int]:
+        # Imported by name, so untyped; each call returns (token, expiry in epoch ms).
         signer = importlib.import_module(f"{MSK_IAM_MODULE}.MSKAuthTokenProvider")
         if self._role_arn is not None:
             # The signer's own role assumption asks STS without a region (and fails where none
             # is configured); this asks the cluster's region, with the profile's credentials
             # when one is named.
             role = _assumed_role(self._region, self._role_arn, self._session_name, self._profile)
-            return signer.generate_auth_token_from_credentials_provider(self._region, role)
+            token = signer.generate_auth_token_from_credentials_provider(self._region, role)
+            return cast(tuple[str, int], token)
         if self._profile is not None:
-            return signer.generate_auth_token_from_profile(self._region, self._profile)
-        return signer.generate_auth_token(self._region)
+            token = signer.generate_auth_token_from_profile(self._region, self._profile)
+            return cast(tuple[str, int], token)
+        return cast(tuple[str, int], signer.generate_auth_token(self._region))
 
     async def _fetch(self) -> tuple[str, float | None]:
         try:

@@ -33,7 +33,7 @@ import ssl
 import time
 from dataclasses import dataclass, field
 from email.message import EmailMessage
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from aiosmtpd.controller import Controller
@@ -249,7 +249,7 @@ def _free_port() -> int:
     # aiosmtpd's Controller probes its own port after starting, so it needs a concrete one.
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return cast(int, sock.getsockname()[1])  # (host, port)
 
 
 class _RecordingHandler:

@@ -424,7 +424,9 @@ class ApacheKafkaBroker:
         self._controller_port = 0
         self._formatted = False
         self._process: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], ApacheKafkaBroker] | None = (
+            None
+        )
         self._log_file: IO[bytes] | None = None
         self.started_in_s: float | None = None
         """How long the last start took, from launching Java to the first good answer."""

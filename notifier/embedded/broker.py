@@ -163,7 +163,7 @@ class EmbeddedBroker:
         self._startup_timeout = startup_timeout
         self._cluster_id = cluster_id
         self._process: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], EmbeddedBroker] | None = None
         self._log_file: IO[bytes] | None = None
 
     # ----------------------------------------------------------------------------------------

@@ -115,13 +115,13 @@ class Membership:
         self._on_new_shards = on_new_shards
         self._security = security or {}
         self._consumer: AIOKafkaConsumer | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._assigned_once = asyncio.Event()
         self._suspended: frozenset[int] = frozenset()
         """Revoked shards kept in memory, not scanned, until the assignment that follows."""
         self._holding = False
         """Whether this membership holds the hand-over lock (from a revoke to its assignment)."""
-        self._watchdog: asyncio.Task | None = None
+        self._watchdog: asyncio.Task[None] | None = None
         self._members: list[str] | None = None
         self.assignor = ShardAssignor(
             config.topic, config.partitions, lambda: self.owned | self._suspended, work

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -81,13 +81,14 @@ def history_files(root: Path) -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------------
-# Schema checks
+# Schema checks (pyarrow is untyped: its pa.types predicates return bool)
 
 
 def _is_string(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         return _is_string(t.value_type)
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+    is_string = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+    return cast(bool, is_string)
 
 
 def _compatible(expected: pa.Field, found: pa.DataType) -> bool:
@@ -98,12 +99,14 @@ def _compatible(expected: pa.Field, found: pa.DataType) -> bool:
     if pa.types.is_timestamp(want):
         # Any unit, any zone: Arrow keeps timestamps as UTC instants, so a cast is exact up to
         # sub-millisecond truncation, and naive timestamps are taken as UTC.
-        return pa.types.is_timestamp(found)
+        return cast(bool, pa.types.is_timestamp(found))
     if pa.types.is_string(want):
         return _is_string(found)
     if pa.types.is_integer(want):
         # int64 partition/members or int32 offsets are harmless; the cast checks the range.
-        return pa.types.is_integer(found) or (expected.nullable and pa.types.is_null(found))
+        return cast(
+            bool, pa.types.is_integer(found) or (expected.nullable and pa.types.is_null(found))
+        )
     return False
 
 

@@ -37,8 +37,10 @@ the arrays and calls :func:`notifier.rules.evidence.update` from its ingest.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from notifier.types import GROUP_STATE_CODE
 
@@ -127,16 +129,19 @@ class ScanTimes:
     max_gap_ms: int
 
 
-def offset_moved(scan: ScanView) -> np.ndarray:
+def offset_moved(scan: ScanView) -> NDArray[np.bool_]:
     """Rows whose committed offset is not the one the previous scan saw (both known)."""
     known = scan.committed != NULL
     prev_known = scan.had_sample & (scan.previous_committed != NULL)
-    return known & prev_known & (scan.committed != scan.previous_committed)
+    # numpy types == and != as Any; these are boolean masks.
+    return cast(
+        "NDArray[np.bool_]", known & prev_known & (scan.committed != scan.previous_committed)
+    )
 
 
-def memberless(state: np.ndarray, members: np.ndarray) -> np.ndarray:
+def memberless(state: np.ndarray, members: np.ndarray) -> NDArray[np.bool_]:
     """No live members: an Empty or Dead group, or no member listed."""
-    return (members == 0) | np.isin(state, _MEMBERLESS_STATES)
+    return cast("NDArray[np.bool_]", (members == 0) | np.isin(state, _MEMBERLESS_STATES))
 
 
 def update(

@@ -25,9 +25,10 @@ Everything here is a pure function over numpy arrays; the store owns the arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 if TYPE_CHECKING:
     from notifier.rules.store import ScanColumns
@@ -63,7 +64,7 @@ def append_points(
     rows: np.ndarray,
     new_leo: np.ndarray,
     new_time: np.ndarray,
-) -> np.ndarray:
+) -> NDArray[np.bool_]:
     """Add one point to each table in ``rows`` (unique), in place.
 
     Returns a mask over ``rows``: the tables that started over because the offset went
@@ -77,7 +78,7 @@ def append_points(
     last_time = times[rows, -1]
     has_any = n > 0
     forward_in_time = ~has_any | (new_time > last_time)
-    reset = has_any & forward_in_time & (new_leo < last_leo)
+    reset: NDArray[np.bool_] = has_any & forward_in_time & (new_leo < last_leo)
     if reset.any():
         target = rows[reset]
         leo[target] = 0
@@ -175,7 +176,7 @@ def _interpolate_older(
     offsets: np.ndarray,
     counts: np.ndarray,
     width: int,
-) -> np.ndarray:
+) -> NDArray[np.float64]:
     """When the LEO was each offset, for offsets older than the newest segment: a batched
     binary search for the last point <= the offset, then interpolation (or extrapolation from
     the oldest and newest points when the offset is older than the table)."""
@@ -202,4 +203,7 @@ def _interpolate_older(
     with np.errstate(divide="ignore", invalid="ignore"):
         at = left_time + (offsets.astype(np.float64) - left_leo) * (right_time - left_time) / span
     # A flat table has no slope: the records were produced before its oldest point.
-    return np.where(span > 0, at, flat_time[base + oldest].astype(np.float64))
+    # numpy types the comparison, hence the np.where, as Any.
+    return cast(
+        "NDArray[np.float64]", np.where(span > 0, at, flat_time[base + oldest].astype(np.float64))
+    )

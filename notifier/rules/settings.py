@@ -36,11 +36,11 @@ class RuleBinding:
             for o in rule.overrides
         ]
         self.uniform = rule.match.is_empty() and rule.exclude is None and not self.overrides
-        self._cache: dict[tuple[str, str, str], tuple] = {}
+        self._cache: dict[tuple[str, str, str], tuple[float, ...]] = {}
         self._columns: dict[str, np.ndarray] = {}
         self._bound_epoch = np.zeros(0, dtype=np.int64)
 
-    def _scalars(self, rule: Any) -> tuple:
+    def _scalars(self, rule: Any) -> tuple[float, ...]:
         severity = getattr(rule, "severity", Severity.ERR)
         return (
             bool(rule.enabled),
@@ -71,7 +71,7 @@ class RuleBinding:
             self._bound_epoch[row] = store.row_epoch[row]
         return {name: self._columns[name][rows] for name in self.names}
 
-    def _resolve(self, cluster: str, group: str, topic: str) -> tuple:
+    def _resolve(self, cluster: str, group: str, topic: str) -> tuple[float, ...]:
         rule = self.rule
         for selector, params in self.overrides:
             if selector.matches(cluster, group, topic):

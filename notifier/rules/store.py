@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
@@ -156,9 +158,9 @@ class ScanColumns:
         )
 
 
-def _int_column(table: pa.Table, name: str) -> np.ndarray:
-    column = table.column(name)
-    return pc.fill_null(column, NULL).to_numpy().astype(np.int64)
+def _int_column(table: pa.Table, name: str) -> NDArray[np.int64]:
+    column = table.column(name)  # pyarrow is untyped
+    return cast("NDArray[np.int64]", pc.fill_null(column, NULL).to_numpy().astype(np.int64))
 
 
 class WindowStore:
@@ -614,7 +616,7 @@ class WindowStore:
         n = int(self.r_count[row])
         return [int(v) for v in self.r_order[row, self.ring_size - n :]]
 
-    def samples(self, row: int) -> list[dict]:
+    def samples(self, row: int) -> list[dict[str, Any]]:
         """The sample window of one row, oldest first (for the API and evidence)."""
         from notifier.types import GROUP_STATES
 

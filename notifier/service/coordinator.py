@@ -294,9 +294,10 @@ class Coordinator:
         self.scheduler: AsyncIOScheduler | None = None
         self.started_at = time.time()
         self._stopping = asyncio.Event()
-        self._scans_in_flight: set[asyncio.Task] = set()
+        # The scheduler's tasks (asyncio.current_task in a scan job): their result is its own.
+        self._scans_in_flight: set[asyncio.Task[Any]] = set()
         self._scanning = 0
-        self._scan_task: dict[str, asyncio.Task] = {}
+        self._scan_task: dict[str, asyncio.Task[Any]] = {}
         """The scan under way for each cluster (a reload waits for it before it swaps the
         cluster's collector or forgets the cluster)."""
         self.fleet: Share | None = None
@@ -451,7 +452,7 @@ class Coordinator:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stopping.set)
-        reloads: set[asyncio.Task] = set()
+        reloads: set[asyncio.Future[Any]] = set()
 
         def reload() -> None:
             if on_reload is None:

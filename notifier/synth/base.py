@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from numpy.typing import NDArray
 
 from notifier.history import (
     DAY_MS,
@@ -303,7 +304,7 @@ class _Writer:
         a = self.a
         first, last = int(scans[0]), int(scans[-1]) + 1
         span = slice(first, last)
-        keep = mask[:, span].T[:, self._row_cluster]  # (scans, G·P)
+        keep: NDArray[np.bool_] = mask[:, span].T[:, self._row_cluster]  # (scans, G·P)
         if a.present is not None:
             keep &= a.present[:, span].T[:, self._row_group]
 

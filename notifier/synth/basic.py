@@ -40,9 +40,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from notifier.history import to_ms
 from notifier.synth.base import (
@@ -219,10 +221,11 @@ class _Model(SynthModel):
     def _scans_of(self, seconds: np.ndarray) -> np.ndarray:
         return np.maximum(1, np.round(seconds / self.interval_s)).astype(np.int64)
 
-    def _every(self, period: np.ndarray, phase: np.ndarray) -> np.ndarray:
+    def _every(self, period: np.ndarray, phase: np.ndarray) -> NDArray[np.bool_]:
         """``(rows, S)`` mask of the scans where ``(scan + phase) % period == 0``."""
         scans = np.arange(self.S)
-        return (scans[None, :] + phase[:, None]) % np.maximum(period, 1)[:, None] == 0
+        every = (scans[None, :] + phase[:, None]) % np.maximum(period, 1)[:, None] == 0
+        return cast("NDArray[np.bool_]", every)  # numpy types == as Any
 
     def _choose_incidents(self) -> None:
         rng, G, S = self.rng, self.G, self.S
@@ -461,8 +464,9 @@ class _Model(SynthModel):
         self.generation[g, span] = self.generation[g, first]
         self.members[g, span] = self.members[g, first]
 
-    def _last_commit(self, g: int) -> np.ndarray:
-        return last_true_index(self.commits[g : g + 1])[0]
+    def _last_commit(self, g: int) -> NDArray[np.int32]:
+        # numpy types an integer index as Any: here it is the one row of indices.
+        return cast("NDArray[np.int32]", last_true_index(self.commits[g : g + 1])[0])
 
     def _drain(self, pos: np.ndarray, last: int, scans: int) -> None:
         """After a fault ending at ``last``, catch up linearly over ``scans`` scans."""

@@ -144,9 +144,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from notifier.history import to_ms
 from notifier.synth.base import (
@@ -310,7 +312,7 @@ def _inside(t: np.ndarray, windows: list[tuple[float, float]]) -> np.ndarray:
     return hit
 
 
-def _advance(p0: np.ndarray, target: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+def _advance(p0: np.ndarray, target: np.ndarray, capacity: np.ndarray) -> NDArray[np.float64]:
     """Positions after each step of ``p[j] = min(target[j], p[j-1] + capacity[j])``.
 
     The recursion unrolls to ``C[j] + min(p0, min over i <= j of (target[i] - C[i]))`` with
@@ -318,7 +320,8 @@ def _advance(p0: np.ndarray, target: np.ndarray, capacity: np.ndarray) -> np.nda
     """
     cumulative = np.cumsum(capacity, axis=1)
     floor = np.minimum.accumulate(target - cumulative, axis=1)
-    return np.floor(cumulative + np.minimum(p0[:, None], floor))
+    # numpy types cumsum over an axis as Any; the positions are float64.
+    return cast("NDArray[np.float64]", np.floor(cumulative + np.minimum(p0[:, None], floor)))
 
 
 @dataclass(slots=True)
@@ -579,15 +582,16 @@ class _Fleet(SynthModel):
         self.peak_rate = mean * (1.0 + peak)[:, None]
         self.capacity_floor = np.where((producer == _IDLE) | (producer == _SLOW), CAPACITY_FLOOR, 0)
 
-    def _diurnal(self, k: int, x: np.ndarray) -> np.ndarray:
+    def _diurnal(self, k: int, x: np.ndarray) -> NDArray[np.float64]:
         hour = ((self.t0_ms / 1000.0 + x) / 3600.0) % 24.0
-        return 1.0 + self.amplitude[k] * np.cos(2 * np.pi * (hour - self.peak_h[k]) / 24.0)
+        diurnal = 1.0 + self.amplitude[k] * np.cos(2 * np.pi * (hour - self.peak_h[k]) / 24.0)
+        return cast("NDArray[np.float64]", diurnal)  # numpy types a scalar index as Any
 
-    def _production_rate(self, k: int, x: np.ndarray) -> np.ndarray:
+    def _production_rate(self, k: int, x: np.ndarray) -> NDArray[np.float64]:
         """(P, n) records/s the topic's producers send at ``x`` (spikes and noise aside)."""
         if self.producer[k] in (_IDLE, _SLOW):
             return np.broadcast_to(self.mean_rate[k][:, None], (self.P, x.size))
-        return self.rate[k][:, None] * self._diurnal(k, x)[None, :]
+        return cast("NDArray[np.float64]", self.rate[k][:, None] * self._diurnal(k, x)[None, :])
 
     def _production(self) -> None:
         """Log-end offsets per topic-partition at its cluster's scans."""

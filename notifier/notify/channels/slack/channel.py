@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx
 
@@ -145,7 +145,7 @@ class _SlackRendering:
             name = Templates.name(TEMPLATE_FOLDER, context["event"], "json")
             message = templates.render_json(name, context)
             check_slack_shape(name, message)
-            return message
+            return cast(dict[str, Any], message)  # check_slack_shape raised unless a JSON object
 
         return fit_slack_message(render_or_fall_back(self.name, self.templates, build))
 
