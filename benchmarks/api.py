@@ -52,9 +52,10 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from notifier.api import ApiServer, create_app  # noqa: E402
-from notifier.config import parse_notify, parse_service_config  # noqa: E402
+from notifier.config import parse_service_config  # noqa: E402
 from notifier.embedded import EmbeddedBroker  # noqa: E402
 from notifier.notify import Notifier  # noqa: E402
+from notifier.notify.config import parse_notify  # noqa: E402
 from notifier.rules import load_rules  # noqa: E402
 from notifier.service import Coordinator  # noqa: E402
 

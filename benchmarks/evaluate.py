@@ -8,7 +8,11 @@ per-partition reference implementation (tests/reference.py) runs over a slice in
     python benchmarks/evaluate.py            # N = 10^4, 10^5 (about a minute)
     python benchmarks/evaluate.py --full     # N = 10^4, 10^5, 10^6 (the issue's sizes)
 
-Targets: 10^6 windows in <= 1 s on one core, and >= 30x the reference.
+Targets: 10^6 windows in <= 1 s on one core, >= 30x the reference, and <= 600 B per window
+of memory: everything the store keeps (its arrays as allocated, spare rows included, and the
+Python objects naming rows, groups and LEO tables, walked from the store) over the windows in
+use; the same windows held as the reference holds them (traced with tracemalloc on the
+reference slice) are the baseline.
 Ends with one JSON line: name, figures, baseline figures, targets and whether each is met.
 """
 
@@ -21,6 +25,8 @@ import os
 import resource
 import sys
 import time
+import tracemalloc
+import types
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -116,36 +122,53 @@ def build_store(
     return store, now, {name: int((kind_of_row == i).sum()) for i, name in enumerate(names)}
 
 
-def array_bytes_per_window(store: WindowStore) -> float:
-    per_row = 0
-    for name in (
-        "s_ts",
-        "s_committed",
-        "s_leo",
-        "s_log_start",
-        "s_state",
-        "s_members",
-        "s_member_changed",
-        "s_count",
-        "last_hash",
-        "r_offset",
-        "r_ts",
-        "r_lag",
-        "r_order",
-        "r_count",
-        "row_group",
-        "row_table",
-        "row_partition",
-        "row_alive",
-        "row_epoch",
-    ):
-        array = getattr(store, name)
-        per_row += array.nbytes / array.shape[0]
-    tables = len(store._table_of)
-    table_bytes = (
-        store.t_leo.nbytes + store.t_time.nbytes + store.t_count.nbytes
-    ) / store.table_capacity
-    return per_row + table_bytes * tables / max(store.rows_in_use, 1)
+def reference_windows(store: WindowStore, row: int) -> tuple[list, list, list]:
+    """One row's window, commit ring and LEO table as the plain reference holds them."""
+    window = [
+        ref.Point(
+            s["ts"],
+            s["committed_offset"],
+            s["log_end_offset"],
+            s["log_start_offset"],
+            s["group_state"],
+            s["members"],
+            s["member_set_changed"],
+        )
+        for s in store.samples(row)
+    ]
+    ring = [ref.Commit(c.offset, c.timestamp, c.lag) for c in store.ring(row)]
+    return window, ring, store.leo_table(row)
+
+
+def python_bytes(store: WindowStore) -> int:
+    """The Python objects the store holds (its dicts and lists naming rows, groups and LEO
+    tables, their keys and strings): everything reachable from it but its numpy arrays,
+    which :meth:`WindowStore.array_bytes` counts as allocated."""
+    seen: set[int] = set()
+    pending: list[object] = [store]
+    total = 0
+    while pending:
+        obj = pending.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, np.ndarray)):
+            continue
+        if callable(obj) and not isinstance(obj, WindowStore):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        pending.extend(gc.get_referents(obj))
+    return total
+
+
+def reference_bytes_per_window(store: WindowStore, rows: np.ndarray) -> float:
+    """What the same windows take held as the reference holds them (Python objects): the
+    baseline the store's figure is compared with in the same run."""
+    gc.collect()
+    tracemalloc.start()
+    kept = [reference_windows(store, row) for row in rows.tolist()]
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del kept
+    return held / max(rows.size, 1)
 
 
 def reference_evaluate(
@@ -156,19 +179,7 @@ def reference_evaluate(
     width = store.width
     allowed = rules.burrow.allowed_lag
     for row in rows.tolist():
-        window = [
-            ref.Point(
-                s["ts"],
-                s["committed_offset"],
-                s["log_end_offset"],
-                s["log_start_offset"],
-                s["group_state"],
-                s["members"],
-                s["member_set_changed"],
-            )
-            for s in store.samples(row)
-        ]
-        ring = [ref.Commit(c.offset, c.timestamp, c.lag) for c in store.ring(row)]
+        window, ring, _ = reference_windows(store, row)
         complete = ref.window_complete(window, width, now, store.max_gap_ms)
         last = window[-1]
         status, _ = ref.burrow(
@@ -195,6 +206,8 @@ def measure(n: int, rules: RulesConfig, reference_slice: int) -> dict:
     t0 = time.perf_counter()
     store, now, mix = build_store(n, rules)
     build_s = time.perf_counter() - t0
+    array_bytes = store.array_bytes() / store.rows_in_use
+    total_bytes = array_bytes + python_bytes(store) / store.rows_in_use
     evaluator = Evaluator(rules, store)
     evaluator.evaluate(now)  # warm-up (binds parameters, sizes state)
     best = float("inf")
@@ -221,7 +234,10 @@ def measure(n: int, rules: RulesConfig, reference_slice: int) -> dict:
         "reference_windows_per_s": round(rows.size / ref_s),
         "speedup": round((n / best) / (rows.size / ref_s), 1),
         "reference_agrees": agree,
-        "bytes_per_window": round(array_bytes_per_window(store), 1),
+        "bytes_per_window": round(total_bytes, 1),
+        "array_bytes_per_window": round(array_bytes, 1),
+        "python_bytes_per_window": round(total_bytes - array_bytes, 1),
+        "reference_bytes_per_window": round(reference_bytes_per_window(store, rows), 1),
         "mix": mix,
         "partition_statuses": dict(
             zip(("OK", "WARN", "STOP", "STALL", "REWIND"), statuses.tolist())
@@ -246,8 +262,12 @@ def main() -> None:
             f"N={n:>9,}  vectorized {result['windows_per_s']:>12,} windows/s "
             f"({result['evaluate_cpu_s']:.3f} s CPU)  "
             f"reference {result['reference_windows_per_s']:>8,} windows/s  "
-            f"ratio {result['speedup']:>6}x  {result['bytes_per_window']} B/window  "
-            f"agree={result['reference_agrees']}  statuses={result['partition_statuses']}",
+            f"ratio {result['speedup']:>6}x  agree={result['reference_agrees']}  "
+            f"statuses={result['partition_statuses']}\n"
+            f"             memory {result['bytes_per_window']} B/window "
+            f"(arrays {result['array_bytes_per_window']}, Python objects "
+            f"{result['python_bytes_per_window']}); the reference holds "
+            f"{result['reference_bytes_per_window']} B/window",
             flush=True,
         )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -256,11 +276,13 @@ def main() -> None:
     targets = {
         "seconds_for_1e6_windows": 1.0,
         "speedup_vs_reference": 30,
+        "bytes_per_window": 600,
     }
     met = {
         "seconds_for_1e6_windows": projected_1m_s <= targets["seconds_for_1e6_windows"],
         "speedup_vs_reference": all(r["speedup"] >= 30 for r in results),
         "reference_agrees": all(r["reference_agrees"] for r in results),
+        "bytes_per_window": largest["bytes_per_window"] <= targets["bytes_per_window"],
     }
     print(
         f"peak RSS {peak_mb:.0f} MiB; 10^6 windows "
@@ -275,11 +297,14 @@ def main() -> None:
                 "seconds_for_1e6_windows": round(projected_1m_s, 3),
                 "measured_at": largest["windows"],
                 "bytes_per_window": largest["bytes_per_window"],
+                "array_bytes_per_window": largest["array_bytes_per_window"],
+                "python_bytes_per_window": largest["python_bytes_per_window"],
                 "peak_rss_mib": round(peak_mb),
                 "speedup": largest["speedup"],
                 "baseline": {
                     "name": "reference (tests/reference.py)",
                     "windows_per_s": largest["reference_windows_per_s"],
+                    "bytes_per_window": largest["reference_bytes_per_window"],
                 },
                 "targets": targets,
                 "met": met,

@@ -40,11 +40,11 @@ from prometheus_client.core import GaugeMetricFamily  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from notifier.api import create_app  # noqa: E402
-from notifier.collect import Owner, ScanResult  # noqa: E402
+from notifier.collect import ScanResult  # noqa: E402
 from notifier.config import parse_service_config  # noqa: E402
 from notifier.rules import load_rules  # noqa: E402
 from notifier.service import Coordinator, LogSink  # noqa: E402
-from notifier.types import SAMPLE_SCHEMA  # noqa: E402
+from notifier.types import SAMPLE_SCHEMA, GroupMember  # noqa: E402
 
 TARGET_SCRAPE_S = 1.0
 T0 = 1_800_000_000_000
@@ -83,14 +83,14 @@ def fleet_scan(groups: int, partitions: int, i: int) -> ScanResult:
             "group_state": ["Stable"] * rows,
             "members": pa.array([4] * rows, pa.int32()),
             "member_hash": pa.array([17] * rows, pa.int64()),
+            "available": pa.array([True] * rows, pa.bool_()),
         }
     ).cast(SAMPLE_SCHEMA)
-    owners = {
-        (g, t, p): Owner(
-            f"{g}-client", f"{g}-client-{p % 4}-5a1c9e", f"/10.1.{p % 4}.{hash(g) % 250}"
+    owners: dict[str, dict[tuple[str, int], GroupMember]] = {}
+    for g, t, p in zip(group_col, topic_col, part_col, strict=True):
+        owners.setdefault(g, {})[(t, p)] = GroupMember(
+            f"{g}-client-{p % 4}-5a1c9e", f"{g}-client", f"10.1.{p % 4}.{hash(g) % 250}"
         )
-        for g, t, p in zip(group_col, topic_col, part_col, strict=True)
-    }
     return ScanResult(
         cluster="prod",
         ts=ts,

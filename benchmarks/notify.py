@@ -47,9 +47,9 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import orjson  # noqa: E402
 
-from notifier.config import parse_notify  # noqa: E402
 from notifier.notify import Notifier  # noqa: E402
 from notifier.notify.channels.webhook import webhook_payload  # noqa: E402
+from notifier.notify.config import parse_notify  # noqa: E402
 from notifier.types import (  # noqa: E402
     Finding,
     GroupResult,

@@ -28,10 +28,10 @@ _EXPORTS = {
     "NotifyConfig": "notifier.config",
     "load_rules": "notifier.rules",
     "parse_rules": "notifier.rules",
-    "load_service_config": "notifier.config",
-    "parse_service_config": "notifier.config",
-    "load_notify": "notifier.config",
-    "parse_notify": "notifier.config",
+    "load_service_config": "notifier.notify.config",
+    "parse_service_config": "notifier.notify.config",
+    "load_notify": "notifier.notify.config",
+    "parse_notify": "notifier.notify.config",
     # the stages
     "ClusterCollector": "notifier.collect",
     "ScanResult": "notifier.collect",
@@ -108,18 +108,16 @@ if TYPE_CHECKING:
     from notifier.api import ApiServer, create_app
     from notifier.backtest import BacktestRequest, run_backtest
     from notifier.collect import ClusterCollector, ScanError, ScanResult
-    from notifier.config import (
-        ConfigError,
-        NotifyConfig,
-        ServiceConfig,
+    from notifier.config import ConfigError, NotifyConfig, ServiceConfig
+    from notifier.embedded import EmbeddedBroker
+    from notifier.history import HistoryError, HistoryWriter, load_incidents, read_history
+    from notifier.notify import Notifier
+    from notifier.notify.config import (
         load_notify,
         load_service_config,
         parse_notify,
         parse_service_config,
     )
-    from notifier.embedded import EmbeddedBroker
-    from notifier.history import HistoryError, HistoryWriter, load_incidents, read_history
-    from notifier.notify import Notifier
     from notifier.rules import RulesConfig, load_rules, parse_rules
     from notifier.service import Coordinator, Reloader
     from notifier.synth import synthesize, synthesize_fleet

@@ -52,7 +52,7 @@ def check(
     to_check = list(rules_files)
     notify = None
     if config_path is not None:
-        from notifier.config import load_service_config, parse_notify
+        from notifier.notify.config import load_service_config, parse_notify
 
         # The same loading as `notifier run`: what it would refuse, this reports.
         try:
@@ -129,8 +129,8 @@ def run(config_path: Path) -> None:
     the config and the rules it names)."""
     import asyncio
 
-    from notifier.config import load_service_config
     from notifier.diskfaults import DataDirError, data_dir_problem
+    from notifier.notify.config import load_service_config
     from notifier.service import Coordinator, logs
 
     try:
@@ -164,10 +164,11 @@ def run(config_path: Path) -> None:
             click.echo(f"template {problem}", err=True)
         if problems:
             sys.exit(2)
+    from notifier.notify import config as notify_config
     from notifier.service import Reloader
 
     coordinator = Coordinator(service, rules, data_dir, sink, rules_path=rules_path)
-    reloader = Reloader(config_path, coordinator, notifier, service)
+    reloader = Reloader(config_path, coordinator, notifier, service, notify_config)
     companions: list[Any] = [notifier] if notifier is not None else []
     fleet_instance = view = None
     if service.coordination is not None:
@@ -227,7 +228,7 @@ def _check_labels(service, rules, config_path: Path) -> None:
     """Labels the notify section matches on must be ones findings can have (a typo, or a
     label the rules no longer set, would never match)."""
     from notifier.config import unknown_labels
-    from notifier.service import notify_section
+    from notifier.notify.config import notify_section
 
     notify = notify_section(service, str(config_path))
     if notify is not None:
@@ -238,7 +239,8 @@ def _check_labels(service, rules, config_path: Path) -> None:
 
 def build_sink(service, data_dir: Path, source: str):
     """The notification pipeline when one is configured, else structured transition logs."""
-    from notifier.service import LogSink, notify_section
+    from notifier.notify.config import notify_section
+    from notifier.service import LogSink
 
     config = notify_section(service, source)
     if config is None:

@@ -1,8 +1,9 @@
 """The data types every stage shares.
 
 Data flows one way: the collector produces :class:`Sample` rows (one per group-partition per
-successful scan), the window store keeps them, the evaluator turns windows into
-:class:`GroupResult` objects, the transition tracker turns changes of group status into
+successful scan; the history adds one marked unavailable per window the step kept of a
+partition the scan could not read), the window store keeps them, the evaluator turns windows
+into :class:`GroupResult` objects, the transition tracker turns changes of group status into
 :class:`Transition` objects, and the notifier turns those into :class:`Notification` objects.
 History files and the backtest use the very same sample columns (:data:`SAMPLE_SCHEMA`).
 """
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 # --------------------------------------------------------------------------------------------
 # Samples
@@ -35,16 +37,64 @@ SAMPLE_SCHEMA = pa.schema(
         pa.field("topic", pa.string(), nullable=False),
         pa.field("partition", pa.int32(), nullable=False),
         pa.field("committed_offset", pa.int64(), nullable=True),
-        pa.field("log_end_offset", pa.int64(), nullable=False),
+        pa.field("log_end_offset", pa.int64(), nullable=True),
         pa.field("log_start_offset", pa.int64(), nullable=True),
         pa.field("group_state", pa.string(), nullable=False),
         pa.field("members", pa.int32(), nullable=False),
         pa.field("member_hash", pa.int64(), nullable=False),
+        pa.field("available", pa.bool_(), nullable=False),
     ]
 )
-"""One schema for live samples, the Parquet history and the backtest input."""
+"""One schema for live samples, the Parquet history and the backtest input.
+
+``available`` false: the scan could not read the partition's offsets (no leader known, or
+none answered). The collector leaves such partitions out of its rows and names them beside
+(``ScanResult.unavailable_partitions``); the live step keeps their windows, and the service
+writes the history a row for each window kept, so that every replay keeps it too
+(:func:`notifier.rules.step.unavailable_samples`): its ``log_end_offset`` and
+``log_start_offset`` are null, its commit and group as last seen.
+``log_end_offset`` is null in those rows only. Files written before the column existed are
+read as available throughout (:data:`OPTIONAL_SAMPLE_COLUMNS`)."""
 
 SAMPLE_COLUMNS = tuple(SAMPLE_SCHEMA.names)
+
+OPTIONAL_SAMPLE_COLUMNS: Mapping[str, Any] = {"available": True}
+"""Columns older histories lack, with the value their rows are read with."""
+
+REQUIRED_WHERE_AVAILABLE = ("log_end_offset",)
+"""Columns that may be null only in rows of unavailable partitions."""
+
+
+def with_optional_columns(table: pa.Table) -> pa.Table:
+    """``table`` with the :data:`OPTIONAL_SAMPLE_COLUMNS` it lacks, at their old value."""
+    for name, value in OPTIONAL_SAMPLE_COLUMNS.items():
+        if name not in table.column_names:
+            field = SAMPLE_SCHEMA.field(name)
+            table = table.append_column(
+                field, pa.repeat(pa.scalar(value, field.type), table.num_rows)
+            )
+    return table
+
+
+def unavailable_partitions(table: pa.Table) -> tuple[tuple[str, int], ...]:
+    """The ``(topic, partition)`` pairs ``table`` marks unavailable, sorted, once each."""
+    if "available" not in table.column_names or table.num_rows == 0:
+        return ()
+    lost = table.filter(pc.invert(table.column("available")))
+    if lost.num_rows == 0:
+        return ()
+    pairs = zip(lost.column("topic").to_pylist(), lost.column("partition").to_pylist())
+    return tuple(sorted(set(pairs)))
+
+
+def available_rows(table: pa.Table) -> pa.Table:
+    """``table`` without the rows of unavailable partitions (what a window store ingests)."""
+    if "available" not in table.column_names or table.num_rows == 0:
+        return table
+    available = table.column("available")
+    if available.null_count == 0 and pc.all(available).as_py():
+        return table
+    return table.filter(available)
 
 
 @dataclass(slots=True, frozen=True)
@@ -57,16 +107,19 @@ class Sample:
     topic: str
     partition: int
     committed_offset: int | None
-    log_end_offset: int
+    log_end_offset: int | None
+    """None exactly when the partition was unavailable to the scan (``available`` false)."""
     log_start_offset: int | None = None
     group_state: str = "Stable"
     members: int = 1
     member_hash: int = 0
+    available: bool = True
 
     @property
     def lag(self) -> int | None:
-        """LEO minus committed, clamped at 0; ``None`` when the group has no commit."""
-        if self.committed_offset is None:
+        """LEO minus committed, clamped at 0; ``None`` when the group has no commit or the
+        partition was unavailable."""
+        if self.committed_offset is None or self.log_end_offset is None:
             return None
         return max(0, self.log_end_offset - self.committed_offset)
 
@@ -100,7 +153,7 @@ def samples_to_table(samples: list[Sample]) -> pa.Table:
 
 def table_to_samples(table: pa.Table) -> list[Sample]:
     """The inverse of :func:`samples_to_table` (for tests and small tools, not hot paths)."""
-    table = table.select(list(SAMPLE_COLUMNS))
+    table = with_optional_columns(table).select(list(SAMPLE_COLUMNS))
     ts = table.column("ts").cast(pa.int64()).to_pylist()
     rows = table.drop_columns(["ts"]).to_pylist()
     return [Sample(ts=t, **row) for t, row in zip(ts, rows)]

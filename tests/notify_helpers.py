@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from notifier.config import NotifyConfig, parse_notify
+from notifier.config import NotifyConfig
 from notifier.notify import Dispatcher
+from notifier.notify.config import parse_notify
 from notifier.types import (
     Alert,
     CommitPoint,

@@ -415,8 +415,8 @@ async def test_unknown_paths_and_bad_parameters_get_json_4xx(demo_service):
 
 @pytest.fixture
 def notifier(tmp_path):
-    from notifier.config import parse_notify
     from notifier.notify import Notifier
+    from notifier.notify.config import parse_notify
 
     config = parse_notify(
         {"receivers": {"hooks": {"webhook": {"url": "http://127.0.0.1:9/hook"}}},

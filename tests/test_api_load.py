@@ -19,8 +19,8 @@ from notifier.api.cache import encode
 from notifier.api.priority import ScanPriority
 from notifier.api.views import group_detail, groups_overview, status_members
 from notifier.client.tables import groups_table, status_notes
-from notifier.config import parse_notify
 from notifier.notify import Notifier
+from notifier.notify.config import parse_notify
 from notifier.rules import load_rules
 from notifier.types import Finding, GroupStatus, Incident, Sample, Severity, Transition
 

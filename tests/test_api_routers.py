@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from starlette.routing import Match
 
 from notifier.api import ROUTERS, create_app, reload
-from notifier.config import parse_notify
 from notifier.notify import Notifier
+from notifier.notify.config import parse_notify
 from notifier.rules import load_rules
 
 from . import toy_endpoint

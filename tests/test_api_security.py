@@ -17,8 +17,9 @@ from click.testing import CliRunner, Result
 from notifier.api import ApiServer, create_app
 from notifier.api import auth as api_auth
 from notifier.cli import main
-from notifier.config import TlsConfig, is_loopback, parse_notify
+from notifier.config import TlsConfig, is_loopback
 from notifier.notify import Notifier
+from notifier.notify.config import parse_notify
 from notifier.rules import load_rules
 from notifier.service import Coordinator
 

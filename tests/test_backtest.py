@@ -51,7 +51,7 @@ from notifier.backtest.__main__ import build_parser
 from notifier.backtest.job import _scan_calendar
 from notifier.backtest.replay import _sorted_incidents
 from notifier.cli import main
-from notifier.config import ConfigError, parse_notify
+from notifier.config import ConfigError
 from notifier.history import (
     HistoryEmptyError,
     HistoryNotFoundError,
@@ -59,6 +59,7 @@ from notifier.history import (
     IncidentsError,
     read_history,
 )
+from notifier.notify.config import parse_notify
 from notifier.rules import load_rules, parse_rules
 from notifier.synth import synthesize
 from notifier.types import SAMPLE_SCHEMA, Sample, samples_to_table

@@ -17,10 +17,11 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from notifier.api import create_app
 from notifier.collect import ClusterCollector
-from notifier.config import parse_notify, parse_service_config
+from notifier.config import parse_service_config
 from notifier.notify import Notifier
 from notifier.notify.channels.templates import Templates
 from notifier.notify.channels.webhook import webhook_payload
+from notifier.notify.config import parse_notify
 from notifier.rules import RulesConfig, load_rules
 from notifier.service import Coordinator, checkpoint
 from notifier.types import (

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from notifier.api.burrow_admin import channel_module, channel_modules
-from notifier.config import ChannelSettings, ConfigError, Rate, RateValue, load_notify
+from notifier.config import ChannelSettings, ConfigError, Rate, RateValue
 from notifier.notify import channel_policies, check_templates
 from notifier.notify.channels import (
     Channel,
@@ -29,6 +29,7 @@ from notifier.notify.channels import (
     register,
     unregister,
 )
+from notifier.notify.config import load_notify
 from notifier.types import Notification
 
 from .notify_helpers import ERR, OK, eventually, move, now_ms

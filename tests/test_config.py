@@ -142,7 +142,8 @@ def test_environment_substitution_defaults_escapes_and_every_missing_variable():
 
 
 def test_the_notify_section_takes_the_same_syntax_as_the_service_config():
-    from notifier.config import load_service_config, parse_notify
+    from notifier.config import load_service_config
+    from notifier.notify.config import parse_notify
 
     config = load_service_config(ROOT / "examples" / "notify.yaml", {})
     notify = parse_notify(config.notify, "notify", env={})

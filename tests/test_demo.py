@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-from notifier.config import parse_notify
 from notifier.demo import (
     CHANNELS,
     SCENARIOS,
@@ -24,6 +23,7 @@ from notifier.demo.report import scenario_outcome
 from notifier.demo.story import ScenarioRun, ScriptEnv
 from notifier.demo.watch import DemoSink
 from notifier.notify import Notifier
+from notifier.notify.config import parse_notify
 from notifier.types import Finding, GroupStatus, Severity
 
 from .notify_helpers import move

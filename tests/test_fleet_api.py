@@ -25,9 +25,9 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifier.api import ApiServer, create_app
-from notifier.config import parse_notify
 from notifier.demo import HttpReceiver
 from notifier.fleet.view import FleetView, view_topic
+from notifier.notify.config import parse_notify
 from notifier.rules import load_rules
 from tests.scripted import drive, scan_result, service
 from tests.service_process import ServiceProcess

@@ -66,6 +66,27 @@ def two_members(epoch: int = 4, state: str = "Stable") -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------
+# Committed offsets
+
+
+async def test_a_broker_without_offset_fetch_v8_is_asked_one_group_per_request(kafka36):
+    # The scripted broker advertises OffsetFetch v1-v3 only: many groups in one request
+    # (KIP-709) need v8, so nothing multi-group is sent, and every group is still read.
+    kafka36.topic("orders", [100, 50])
+    for i in range(5):
+        kafka36.group(f"g{i}", group_type="classic", commits={("orders", 1): 10 * i})
+
+    result = await scan(kafka36, offset_fetch_batch_size=100)
+
+    assert {g: rows(result, g)[("orders", 1)].committed_offset for g in result.group_states} == {
+        f"g{i}": 10 * i for i in range(5)
+    }
+    assert result.requests["OffsetFetch"] == 5
+    assert sum(n for (api, v), n in kafka36.received.items() if api == "OffsetFetch") == 5
+    assert {v for api, v in kafka36.received if api == "OffsetFetch"} == {3}
+
+
+# --------------------------------------------------------------------------------------------
 # Describing each type of group
 
 

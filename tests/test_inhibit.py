@@ -9,7 +9,7 @@ mutes its WARN.
 
 from __future__ import annotations
 
-from notifier.config import parse_notify
+from notifier.notify.config import parse_notify
 from notifier.types import Finding, GroupStatus, Severity
 from tests.notify_helpers import FAST_DELIVERY, eventually, move, now_ms
 

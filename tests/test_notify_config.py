@@ -8,12 +8,13 @@ import math
 
 import pytest
 
-from notifier.config import ConfigError, NotifyConfig, Rate, parse_matchers, parse_notify
+from notifier.config import ConfigError, NotifyConfig, Rate, parse_matchers
 from notifier.notify import Dispatcher, build_channels, channel_policies
 from notifier.notify.channels.email import Email
 from notifier.notify.channels.pagerduty import PagerDuty
 from notifier.notify.channels.slack import SlackBot, SlackWebhook
 from notifier.notify.channels.webhook import Webhook
+from notifier.notify.config import parse_notify
 from notifier.types import Severity
 
 from .notify_helpers import H, M, S

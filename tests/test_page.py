@@ -27,10 +27,11 @@ import pytest
 
 from notifier.api import ApiServer, create_app
 from notifier.collect import ScanError
-from notifier.config import parse_notify, parse_service_config
+from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.history import HistoryWriter
 from notifier.notify import Notifier
+from notifier.notify.config import parse_notify
 from notifier.rules import load_rules
 from notifier.service import Coordinator
 from notifier.types import GroupStatus, Sample, Transition

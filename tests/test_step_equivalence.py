@@ -5,10 +5,10 @@ backtest's replay engine, gives the same transitions, to the millisecond, findin
 on Spark (``local[2]``, groups in two tasks) finds the same incidents as in one process.
 
 The history has two clusters scanned at their own times, scans that failed (a gap in the
-history; the live collector raised), partitions the broker could not answer for (missing from
-their scans; the live scan says they are unavailable), a group that appears halfway and one
-that vanishes. All three drive the one step in :mod:`notifier.rules.step`; this test keeps it
-that way.
+history; the live collector raised), partitions the broker could not answer for (their rows in
+those scans marked unavailable, as the collector reports them), a group that appears halfway
+and one that vanishes. All three drive the one step in :mod:`notifier.rules.step`; this test
+keeps it that way.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from notifier.history import HistoryWriter, read_history
 from notifier.rules import RulesConfig, parse_rules, replay_table, scans
 from notifier.service import Coordinator
 from notifier.synth import synthesize
-from notifier.types import Transition
+from notifier.types import Transition, available_rows
 
 from .scripted import RecordingSink, ScriptedCollector, scan_result
 
@@ -87,7 +87,7 @@ class Recording:
     """What the live collectors saw, and the history the service wrote of it."""
 
     table: pa.Table
-    """The history: successful scans only; unavailable partitions have no row."""
+    """The history: successful scans only; unavailable partitions have rows marked so."""
     failed: Mapping[str, frozenset[int]]
     """Per cluster, the times of scans that failed (nothing in the history)."""
     unavailable: Mapping[tuple[str, int], tuple[tuple[str, int], ...]]
@@ -192,8 +192,8 @@ def _partition_unavailable(
     edited: Edited, rules: RulesConfig
 ) -> tuple[pa.Table, dict[tuple[str, int], tuple[tuple[str, int], ...]]]:
     """Partition 1 of a group that changes status later is unavailable for the three scans
-    before the change (a broker that leads it is down): the live scan keeps its window; the
-    history has no row of it."""
+    before the change (a broker that leads it is down): the collector reports its rows of those
+    scans as unavailable (log offsets unknown), and the history records them so."""
     table, first, vanishing = edited.table, edited.first, edited.vanishing
     times = _scan_times(table, first)
     changes = next(
@@ -209,7 +209,20 @@ def _partition_unavailable(
     topic = table.filter(lost).column("topic")[0].as_py()
     before = [at for at in times if at < changes.at][-3:]
     unavailable = {(first, at): ((topic, 1),) for at in before}
-    return _without(table, pc.and_(lost, pc.is_in(ts, pa.array(before)))), unavailable
+    unreadable = pc.and_(lost, pc.is_in(ts, pa.array(before)))
+    for name in ("log_end_offset", "log_start_offset"):
+        column = table.column(name)
+        table = table.set_column(
+            table.schema.get_field_index(name),
+            table.schema.field(name),
+            pc.if_else(unreadable, pa.scalar(None, column.type), column),
+        )
+    table = table.set_column(
+        table.schema.get_field_index("available"),
+        table.schema.field("available"),
+        pc.invert(unreadable),
+    )
+    return table, unavailable
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +264,8 @@ async def live_transitions(tmp_path: Path, recording: Recording, rules: RulesCon
                 pc.equal(pc.cast(table.column("ts"), pa.int64()), at),
             )
         )
-        result = scan_result(rows, cluster, at)
+        # As the collector reports it: the unavailable partitions beside the samples.
+        result = scan_result(available_rows(rows), cluster, at)
         lost = recording.unavailable.get((cluster, at), ())
         scripts[cluster].append(dataclasses.replace(result, unavailable_partitions=lost))
     config = parse_service_config(
@@ -317,12 +331,6 @@ async def test_live_replay_and_backtest_send_the_same_transitions(
     assert comparable(backtested[0]) == live
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the history has no row for a partition a scan could not read, so the replays "
-    "forget its window where the live step keeps it (ClusterPipeline.step's `unavailable`); "
-    "equal once the history records unavailable partitions and the replays pass them on",
-)
 async def test_a_partition_unavailable_for_a_while_is_replayed_as_the_service_saw_it(
     tmp_path, edited, rules
 ):
@@ -368,6 +376,30 @@ def test_the_backtest_on_spark_finds_what_the_single_process_replay_finds(
         spark, frame, configs, options, calendar, TaskPlan(2, [[0]]), "group", str(path)
     )
     assert len(local.incidents) > 5 and (local.incidents["close_reason"] == "gone").any()
+    pd.testing.assert_frame_equal(distributed.incidents, local.incidents)
+    pd.testing.assert_frame_equal(distributed.counters, local.counters)
+    pd.testing.assert_frame_equal(distributed.groups, local.groups)
+
+
+@pytest.mark.spark
+def test_the_backtest_on_spark_keeps_an_unavailable_partition_as_the_single_process_replay(
+    spark, tmp_path, edited, rules
+):
+    """Spark reads the rows marked unavailable and hands them to its tasks: the same incidents
+    and notifications as the replay in one process."""
+    from notifier.backtest.job import _scan_calendar
+    from notifier.backtest.spark import TaskPlan, read_history_spark, spark_replay, spark_scans
+
+    recording = recorded(tmp_path / "history", edited, rules, unavailable=True)
+    configs = [GridConfig(config_id=0, parameters={}, rules=rules)]
+    options = ReplayOptions(scan_interval_s=INTERVAL_S)
+    local = backtest(recording.table, rules)[1]
+    frame = read_history_spark(spark, str(recording.path))
+    assert frame.where("NOT available").count() == 3
+    calendar = _scan_calendar(spark_scans(frame, str(recording.path)))
+    distributed = spark_replay(
+        spark, frame, configs, options, calendar, TaskPlan(2, [[0]]), "group", str(recording.path)
+    )
     pd.testing.assert_frame_equal(distributed.incidents, local.incidents)
     pd.testing.assert_frame_equal(distributed.counters, local.counters)
     pd.testing.assert_frame_equal(distributed.groups, local.groups)

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from notifier.history import HistoryEmptyError, HistoryNotFoundError, conform, read_history
 from notifier.rules import RulesConfig
-from notifier.types import SAMPLE_SCHEMA
+from notifier.types import SAMPLE_SCHEMA, available_rows
 
 MAX_HOURS = 48
 """The furthest back a chart reaches: a read is bounded whatever the request asks."""
@@ -135,7 +135,9 @@ def lag_series(
 ) -> LagSeries:
     """Per scan of ``table`` (one group's history rows): total lag, the largest partition's
     lag and the largest lag in seconds; more than ``max_points`` scans are put in equal time
-    buckets, each keeping its worst values so a spike stays visible."""
+    buckets, each keeping its worst values so a spike stays visible. A partition a scan could
+    not read (marked unavailable) has no lag in it."""
+    table = available_rows(table)
     if table.num_rows == 0:
         empty = np.zeros(0, dtype=np.int64)
         return LagSeries(empty, empty, empty, np.zeros(0), 0, 0)

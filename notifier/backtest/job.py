@@ -47,7 +47,6 @@ from notifier.config import (
     NotifyConfig,
     format_duration,
     parse_duration,
-    parse_notify,
     read_yaml,
 )
 from notifier.history import (
@@ -57,6 +56,7 @@ from notifier.history import (
     read_history,
     to_ms,
 )
+from notifier.notify.config import parse_notify
 from notifier.rules import RulesConfig, load_rules
 
 if TYPE_CHECKING:

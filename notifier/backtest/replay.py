@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from notifier.backtest.grid import GridConfig
-from notifier.backtest.samples import SampleArrays
+from notifier.backtest.samples import SampleArrays, split_unavailable
 from notifier.config import NotifyConfig, RouteConfig, WindowSettings
 from notifier.notify import Dispatcher
 from notifier.rules import (
@@ -292,6 +292,7 @@ class _Replay:
     def run(
         self, samples: SampleArrays, scan_times: Mapping[str, np.ndarray] | None
     ) -> ReplayOutput:
+        samples, unavailable = split_unavailable(samples)
         n = len(samples)
         order = np.lexsort(
             (samples.partition, samples.topic, samples.group, samples.cluster, samples.ts)
@@ -325,7 +326,14 @@ class _Replay:
         starts = np.flatnonzero(change)
         ends = np.append(starts[1:], n)
         found = {(int(c), int(t)): i for i, (c, t) in enumerate(zip(cluster[starts], ts[starts]))}
-        events = self._timeline(samples, cluster[starts], ts[starts], scan_times)
+        # A scan whose rows are all of unavailable partitions is a scan all the same.
+        lost_scans = np.asarray(list(unavailable), dtype=np.int64).reshape(-1, 2)
+        events = self._timeline(
+            samples,
+            np.concatenate([cluster[starts], lost_scans[:, 0]]),
+            np.concatenate([ts[starts], lost_scans[:, 1]]),
+            scan_times,
+        )
 
         layouts: dict[int, tuple[np.ndarray, list[str], list[str]]] = {}
         names = samples.cluster_names
@@ -346,6 +354,7 @@ class _Replay:
                         continue
                     scan = empty
                     scan.cluster, scan.ts = name, now
+                    scan.unavailable = unavailable.get((code, now), ())
                 else:
                     if state is None:
                         state = self.clusters[code] = _ClusterReplay(str(names[code]), self)
@@ -372,6 +381,7 @@ class _Replay:
                         members=columns["members"][lo:hi],
                         member_hash=columns["member_hash"][lo:hi],
                     )
+                    scan.unavailable = unavailable.get((code, now), ())
                 self._scan(state, scan, now)
             for k in range(len(self.dispatchers)):
                 self._tick(k, now)
@@ -400,7 +410,7 @@ class _Replay:
         events: list[tuple[int, str, int]] = []
         for code in np.unique(scan_clusters).tolist():
             name = str(samples.cluster_names[code])
-            times = scan_ts[scan_clusters == code]
+            times = np.unique(scan_ts[scan_clusters == code])
             if scan_times is not None and name in scan_times:
                 times = np.union1d(times, np.asarray(scan_times[name], dtype=np.int64))
             events.extend((t, name, code) for t in times.tolist())

@@ -7,6 +7,7 @@ store, with no per-scan Arrow or pandas.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import cast
 
@@ -16,10 +17,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from notifier.history import HistorySchemaError
-from notifier.types import GROUP_STATE_CODE, SAMPLE_SCHEMA
+from notifier.types import (
+    GROUP_STATE_CODE,
+    OPTIONAL_SAMPLE_COLUMNS,
+    REQUIRED_WHERE_AVAILABLE,
+    SAMPLE_SCHEMA,
+)
 
 _UNKNOWN_STATE = GROUP_STATE_CODE["Unknown"]
-_NOT_NULL = tuple(f.name for f in SAMPLE_SCHEMA if not f.nullable)
+_NOT_NULL = tuple(
+    f.name for f in SAMPLE_SCHEMA if not f.nullable and f.name not in OPTIONAL_SAMPLE_COLUMNS
+)
 
 
 @dataclass(slots=True)
@@ -42,6 +50,9 @@ class SampleArrays:
     cluster_names: np.ndarray
     group_names: np.ndarray
     topic_names: np.ndarray
+    available: np.ndarray | None = None
+    """False for the rows of partitions a scan could not read (their log offsets are -1);
+    None: every row is available (a history written before the column existed)."""
 
     def __len__(self) -> int:
         return int(self.ts.size)
@@ -49,11 +60,18 @@ class SampleArrays:
     @classmethod
     def from_pandas(cls, frame: pd.DataFrame) -> SampleArrays:
         """From a frame with the sample columns (``ts`` as epoch ms or timestamps)."""
+        available = frame["available"].to_numpy(bool) if "available" in frame.columns else None
         nulls = [
             f"{name} ({int(frame[name].isna().sum())} rows)"
             for name in _NOT_NULL
             if frame[name].isna().any()
         ]
+        for name in REQUIRED_WHERE_AVAILABLE:
+            missing = frame[name].isna().to_numpy()
+            if available is not None:
+                missing &= available
+            if missing.any():
+                nulls.append(f"{name} ({int(missing.sum())} rows)")
         if nulls:
             raise HistorySchemaError(
                 "null values in columns that may not be null: " + ", ".join(nulls)
@@ -78,7 +96,7 @@ class SampleArrays:
             topic=topic.astype(np.int32),
             partition=frame["partition"].to_numpy(np.int32),
             committed=_offsets(frame["committed_offset"]),
-            log_end=frame["log_end_offset"].to_numpy(np.int64),
+            log_end=_offsets(frame["log_end_offset"]),
             log_start=_offsets(frame["log_start_offset"]),
             state=lookup[states] if lookup.size else np.zeros(0, np.int8),
             members=frame["members"].to_numpy(np.int32),
@@ -86,6 +104,7 @@ class SampleArrays:
             cluster_names=np.asarray(cluster_names, dtype=object),
             group_names=np.asarray(group_names, dtype=object),
             topic_names=np.asarray(topic_names, dtype=object),
+            available=available,
         )
 
     @classmethod
@@ -124,7 +143,36 @@ class SampleArrays:
             cluster_names=cluster_names,
             group_names=group_names,
             topic_names=topic_names,
+            available=(
+                table.column("available").to_numpy(zero_copy_only=False).astype(bool)
+                if "available" in table.column_names
+                else None
+            ),
         )
+
+
+_PER_ROW = ("ts", "cluster", "group", "topic", "partition", "committed", "log_end", "log_start",
+            "state", "members", "member_hash")  # fmt: skip
+"""The per-row arrays (the rest are the names the codes index)."""
+
+Unavailable = dict[tuple[int, int], tuple[tuple[str, int], ...]]
+"""``(cluster code, scan time)`` → the ``(topic, partition)`` that scan could not read."""
+
+
+def split_unavailable(samples: SampleArrays) -> tuple[SampleArrays, Unavailable]:
+    """The available rows (what the window stores ingest), and per scan the partitions
+    marked unavailable (whose windows the step keeps, as the live service does)."""
+    mask = samples.available
+    if mask is None or bool(mask.all()):
+        return samples, {}
+    lost: dict[tuple[int, int], set[tuple[str, int]]] = {}
+    for i in np.flatnonzero(~mask).tolist():
+        key = (int(samples.cluster[i]), int(samples.ts[i]))
+        pair = (str(samples.topic_names[samples.topic[i]]), int(samples.partition[i]))
+        lost.setdefault(key, set()).add(pair)
+    per_row = {name: getattr(samples, name)[mask] for name in _PER_ROW}
+    kept = dataclasses.replace(samples, **per_row, available=None)
+    return kept, {key: tuple(sorted(pairs)) for key, pairs in lost.items()}
 
 
 def _offsets(series: pd.Series) -> np.ndarray:

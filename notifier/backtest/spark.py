@@ -197,6 +197,7 @@ def read_history_spark(
             raise HistoryNotFoundError(f"history path {path} does not exist") from None
         raise HistoryError(f"cannot read history at {path}: {message}") from None
     validate_schema(_arrow_schema(schema), path)
+    frame = _with_availability(spark, frame, root, partitioned)
 
     ts = F.col("ts").cast("timestamp")
     if start_ms is not None:
@@ -217,7 +218,32 @@ def read_history_spark(
         F.col("group_state").cast("string").alias("group_state"),
         F.col("members").cast("int").alias("members"),
         F.col("member_hash").cast("long").alias("member_hash"),
+        F.coalesce(F.col("available").cast("boolean"), F.lit(True)).alias("available"),
     )
+
+
+def _with_availability(
+    spark: SparkSession, frame: SparkFrame, root: str, partitioned: bool
+) -> SparkFrame:
+    """``frame`` with the ``available`` column: Spark takes one file's schema, and files
+    written before the column existed lack it (their rows are available, a null once merged).
+    When the file Spark took is one of those, the schemas are merged to find the column in
+    newer files; a history without it anywhere reads as available throughout."""
+    from pyspark.sql import functions as F
+
+    if "available" in frame.columns:
+        return frame
+    try:
+        reader = spark.read.option("mergeSchema", "true")
+        if partitioned:
+            merged = reader.option("basePath", root).parquet(root + "/date=*")
+        else:
+            merged = reader.parquet(root)
+    except Exception:  # types that do not merge: no file can have told the column apart
+        merged = frame
+    if "available" in merged.columns:
+        return merged
+    return frame.withColumn("available", F.lit(True))
 
 
 def _utc(ms: int) -> datetime:

@@ -367,7 +367,7 @@ def notify_test(config_path: Path, receivers: tuple[str, ...]) -> None:
     import socket
 
     from notifier.client.tables import now_ms
-    from notifier.config import load_service_config, parse_notify
+    from notifier.notify.config import load_service_config, parse_notify
     from notifier.notify.trial import try_receivers
 
     source = str(config_path)

@@ -12,8 +12,11 @@ here is fixed:
   groups, in batches per group coordinator (the batch size shrinks, and stays shrunk, when a
   broker drops or times out a batch: it is split in halves until the halves go through);
   share and streams groups are listed as what they are and not described or evaluated;
-* ``OffsetFetch`` once per group, all of the group's partitions in one request, with bounded
-  concurrency, sent to the group's coordinator;
+* ``OffsetFetch`` for many groups at once where the coordinator has v8 (KIP-709: in batches of
+  ``offset_fetch_batch_size`` groups per coordinator, found out and split like DescribeGroups
+  batches), once per group where it has not (negotiated from ApiVersions: nothing multi-group
+  is sent to such a broker); all of a group's partitions in one request, with bounded
+  concurrency;
 * ``ListOffsets`` twice per partition leader (latest and earliest: a partition may appear only
   once per request), whatever the number of partitions;
 * ``Metadata`` only when the cached copy is older than ``metadata_max_age_ms``, a request
@@ -71,7 +74,6 @@ from aiokafka.errors import (
 )
 from aiokafka.helpers import create_ssl_context
 from aiokafka.protocol.api import Request
-from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest
@@ -102,10 +104,13 @@ from notifier.collect.protocol import (
     DescribeGroups,
     Group,
     Metadata,
+    OffsetFetch,
+    OffsetFetchWanted,
     decode_member,
     group_member,
     parse_metadata,
     parse_offset_fetch,
+    parse_offset_fetch_groups,
 )
 from notifier.collect.readonly import ReadOnly
 from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
@@ -133,6 +138,7 @@ log = logging.getLogger("notifier.collect")  # the name it logged under before t
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 _RETRY_BACKOFF_S = 0.1
+_SPREAD_MIN_BATCH = 64
 _LEADER_REFRESH_MIN_S = 5.0
 
 
@@ -178,6 +184,14 @@ async def _run_all(aws: Iterable[Awaitable[Any]]) -> None:
         raise group.exceptions[0] from None
 
 
+def _spread(count: int, largest: int, ways: int) -> int:
+    """A batch size for ``count`` groups: at most ``largest`` (what the broker takes), and small
+    enough that the batches keep ``ways`` requests in flight, down to
+    :data:`_SPREAD_MIN_BATCH` groups (below that, fewer requests matter more): a broker that
+    answers each request on one thread, as the embedded one does, answers sooner."""
+    return max(1, min(largest, max(_SPREAD_MIN_BATCH, -(-count // ways))))
+
+
 def _chunks(items: Sequence[str], size: int) -> list[list[str]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
@@ -213,8 +227,9 @@ class ClusterCollector:
         connections_max_idle_ms: int = 540_000,
         group_allow: str | Sequence[str] | None = None,
         group_deny: str | Sequence[str] | None = None,
-        describe_batch_size: int = 32,
+        describe_batch_size: int = 500,
         offset_fetch_concurrency: int = 16,
+        offset_fetch_batch_size: int = 500,
         security_protocol: str = "PLAINTEXT",
         ssl_context: ssl.SSLContext | None = None,
         ssl_cafile: str | None = None,
@@ -238,6 +253,8 @@ class ClusterCollector:
             raise ValueError("describe_batch_size must be at least 1")
         if offset_fetch_concurrency < 1:
             raise ValueError("offset_fetch_concurrency must be at least 1")
+        if offset_fetch_batch_size < 1:
+            raise ValueError("offset_fetch_batch_size must be at least 1")
         if security_protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"security_protocol must be one of {SECURITY_PROTOCOLS}")
         sasl = sasl_settings(
@@ -288,6 +305,8 @@ class ClusterCollector:
         self._metadata_stale = True
         self._coordinators: dict[str, int] = {}
         self._fetch_all: bool | None = None
+        self._fetch_batch = offset_fetch_batch_size
+        self._one_group_fetch: set[int] = set()
         self._group_topics: dict[str, set[str]] = {}
         self._group_types: dict[str, str | None] = {}
         self._told_unevaluated: set[str] = set()
@@ -312,6 +331,11 @@ class ClusterCollector:
         "_describe_batch",
         "The DescribeGroups and ConsumerGroupDescribe batch size in use (shrinks when a broker "
         "rejects a batch).",
+    )
+    offset_fetch_batch_size = ReadOnly[int](
+        "_fetch_batch",
+        "Groups per OffsetFetch where the coordinator has v8 (shrinks when a broker rejects a "
+        "batch).",
     )
     offset_fetch_all_partitions = ReadOnly[bool | None](
         "_fetch_all",
@@ -782,9 +806,10 @@ class ClusterCollector:
         """
         if not names:
             return
-        first = names[: self._describe_batch]
+        size = _spread(len(names), self._describe_batch, self._concurrency)
+        first = names[:size]
         await self._describe_split(node_id, first, out, api)
-        rest = _chunks(names[len(first) :], self._describe_batch)
+        rest = _chunks(names[len(first) :], min(size, self._describe_batch))
         failed: list[list[str]] = []
         gate = asyncio.Semaphore(self._concurrency)
 
@@ -864,7 +889,7 @@ class ClusterCollector:
         if self._fetch_all is None and pending:
             # Learn alone whether "all partitions" works: a broker that cannot answer it may
             # drop the connection, which would fail every other request in flight on it.
-            probed = await self._fetch_group(pending[0], rediscover, probe=True)
+            probed = await self._probe_fetch_all(pending[0])
             if probed is not None:
                 commits[pending.pop(0).name] = probed
         # A group not seen before may commit to topics created after the metadata was read;
@@ -872,68 +897,176 @@ class ClusterCollector:
         new_group = any(group.name not in self._seen_groups for group in pending)
         if self._fetch_all is False and not rediscover and new_group:
             await self._refresh_metadata()
-        gate = asyncio.Semaphore(self._concurrency)
-
-        async def one(group: Group) -> None:
-            async with gate:
-                result = await self._fetch_group(group, rediscover)
-                assert result is not None
-                commits[group.name] = result
-
-        await _run_all(one(group) for group in pending)
+        wanted: dict[str, OffsetFetchWanted] = {}
+        for group in pending:
+            named = None if self._fetch_all else self._named_partitions(group, rediscover)
+            if named == []:
+                commits[group.name] = {}  # nothing the group could have committed to
+            else:
+                wanted[group.name] = named
+        asking = sorted(wanted)
+        for attempt in range(2):
+            by_node: defaultdict[int, list[str]] = defaultdict(list)
+            for name in asking:
+                node_id = self._coordinators.get(name)
+                if node_id is None:
+                    node_id = await self._find_coordinator(name)
+                by_node[node_id].append(name)
+            moved: list[str] = []
+            await _run_all(
+                self._fetch_on(node_id, names, wanted, commits, moved)
+                for node_id, names in by_node.items()
+            )
+            if not moved:
+                break
+            for name in moved:
+                self._coordinators.pop(name, None)
+            if attempt:
+                raise ScanError(f"OffsetFetch({moved[0]!r}): its coordinator keeps moving")
+            await asyncio.sleep(_RETRY_BACKOFF_S)
+            asking = sorted(moved)
+        for name, found in commits.items():
+            self._group_topics[name] = {topic for topic, _ in found}
         self._seen_groups = set(groups)
         return commits
 
-    async def _fetch_group(
-        self, group: Group, rediscover: bool, *, probe: bool = False
-    ) -> dict[TopicPartition, int] | None:
+    async def _probe_fetch_all(self, group: Group) -> dict[TopicPartition, int] | None:
+        """One OffsetFetch for every partition of ``group``: its commits, or ``None`` when the
+        broker cannot answer that (learned once; partitions are named from then on)."""
         for attempt in range(2):
             node_id = self._coordinators.get(group.name)
             try:
                 if node_id is None:
                     node_id = await self._find_coordinator(group.name)
-                result = await self._fetch_group_from(node_id, group, rediscover, probe)
-            except CoordinatorMoved as exc:
-                self._coordinators.pop(group.name, None)
-                if attempt:
-                    raise ScanError(f"OffsetFetch({group.name!r}): {exc}") from exc
-                await asyncio.sleep(_RETRY_BACKOFF_S)
-                continue
-            if result is not None:
-                self._group_topics[group.name] = {topic for topic, _ in result}
-            return result
-        raise AssertionError("unreachable")
-
-    async def _fetch_group_from(
-        self, node_id: int, group: Group, rediscover: bool, probe: bool
-    ) -> dict[TopicPartition, int] | None:
-        """One OffsetFetch for the whole group; ``None`` when a probe found "all" unsupported."""
-        if self._fetch_all is not False:
-            try:
                 response = await self._send_to_node(
-                    node_id, OffsetFetchRequest(group.name, None), probing=probe
+                    node_id, OffsetFetch([(group.name, None)]), probing=True
                 )
+                found = parse_offset_fetch(group.name, response)
             except (_TransportError, IncompatibleBrokerVersion) as exc:
-                if not probe:
-                    raise
                 # Expected of some brokers (the embedded one): nothing for anyone to fix.
                 log.info(
                     "cluster %s: the broker does not answer OffsetFetch for all partitions of "
-                    "a group; naming the partitions instead (still one request per group)",
+                    "a group; naming the partitions instead",
                     self._cluster,
                 )
                 log.debug("cluster %s: the all-partitions OffsetFetch failed: %s", self._cluster,
                           exc)  # fmt: skip
                 self._fetch_all = False
                 return None
+            except CoordinatorMoved as exc:
+                self._coordinators.pop(group.name, None)
+                if attempt:
+                    raise ScanError(f"OffsetFetch({group.name!r}): {exc}") from exc
+                await asyncio.sleep(_RETRY_BACKOFF_S)
+                continue
             self._fetch_all = True
-            return parse_offset_fetch(group.name, response)
+            return found
+        raise AssertionError("unreachable")
 
-        request_topics = self._named_partitions(group, rediscover)
-        if not request_topics:
-            return {}
-        response = await self._send_to_node(node_id, OffsetFetchRequest(group.name, request_topics))
-        return parse_offset_fetch(group.name, response)
+    async def _fetch_on(
+        self,
+        node_id: int,
+        names: list[str],
+        wanted: Mapping[str, OffsetFetchWanted],
+        out: dict[str, dict[TopicPartition, int]],
+        moved: list[str],
+    ) -> None:
+        """The commits of ``names`` from their coordinator: many groups per request where it
+        has OffsetFetch v8 (in batches of the learned size, found out and split as
+        :meth:`_describe_on` does), one request per group where it has not."""
+        batches: list[list[str]] = []
+        if node_id not in self._one_group_fetch and self._fetch_batch > 1 and len(names) > 1:
+            size = _spread(len(names), self._fetch_batch, self._concurrency)
+            first = names[:size]
+            try:
+                await self._fetch_split(node_id, first, wanted, out, moved)
+                batches = _chunks(names[len(first) :], min(size, self._fetch_batch))
+            except IncompatibleBrokerVersion:
+                # Raised while encoding, before sending: the broker has no v8.
+                self._one_group_fetch.add(node_id)
+                log.info(
+                    "cluster %s: broker %d has no OffsetFetch v8 (KIP-709): one request per group",
+                    self._cluster,
+                    node_id,
+                )
+        if not batches:
+            done = set(out) | set(moved)
+            batches = [[name] for name in names if name not in done]
+        failed: list[list[str]] = []
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def one(batch: list[str]) -> None:
+            async with gate:
+                try:
+                    await self._fetch_batch_once(node_id, batch, wanted, out, moved)
+                except _TransportError:
+                    if len(batch) == 1:
+                        raise
+                    failed.append(batch)
+
+        await _run_all(one(batch) for batch in batches)
+        for batch in failed:
+            await self._fetch_split(node_id, batch, wanted, out, moved)
+
+    async def _fetch_split(
+        self,
+        node_id: int,
+        batch: list[str],
+        wanted: Mapping[str, OffsetFetchWanted],
+        out: dict[str, dict[TopicPartition, int]],
+        moved: list[str],
+    ) -> None:
+        try:
+            await self._fetch_batch_once(node_id, batch, wanted, out, moved)
+            return
+        except _TransportError as exc:
+            if len(batch) == 1:
+                raise ScanError(f"OffsetFetch({batch[0]!r}) failed: {exc}") from exc
+            log.info(
+                "cluster %s: OffsetFetch of %d groups failed (%s); splitting",
+                self._cluster,
+                len(batch),
+                exc,
+            )
+        half = (len(batch) + 1) // 2
+        await self._fetch_split(node_id, batch[:half], wanted, out, moved)
+        await self._fetch_split(node_id, batch[half:], wanted, out, moved)
+        if half < self._fetch_batch:
+            log.warning(
+                "cluster %s: OffsetFetch batch size lowered from %d to %d",
+                self._cluster,
+                self._fetch_batch,
+                half,
+            )
+            self._fetch_batch = half
+
+    async def _fetch_batch_once(
+        self,
+        node_id: int,
+        batch: list[str],
+        wanted: Mapping[str, OffsetFetchWanted],
+        out: dict[str, dict[TopicPartition, int]],
+        moved: list[str],
+    ) -> None:
+        request = OffsetFetch([(name, wanted[name]) for name in batch])
+        response = await self._send_to_node(node_id, request, probing=len(batch) > 1)
+        if response.API_VERSION < 8:
+            (name,) = batch
+            try:
+                out[name] = parse_offset_fetch(name, response)
+            except CoordinatorMoved:
+                moved.append(name)
+            return
+        answers = parse_offset_fetch_groups(response)
+        missing = [name for name in batch if name not in answers]
+        if missing:
+            raise ScanError(f"OffsetFetch on broker {node_id} did not answer for {missing}")
+        for name in batch:
+            answer = answers[name]
+            if isinstance(answer, CoordinatorMoved):
+                moved.append(name)
+            else:
+                out[name] = answer
 
     def _named_partitions(self, group: Group, rediscover: bool) -> list[tuple[str, list[int]]]:
         """Every partition a group may have committed to, for brokers without "all partitions".

@@ -4,19 +4,27 @@ records its answers are decoded into.
 aiokafka 0.14 decodes a DescribeGroups v3 answer with the v2 layout (it ignores the trailing
 ``authorized_operations`` of each group), which garbles any answer with more than one group;
 :class:`DescribeGroups` is a request of our own whose v3 answer is decoded with the v3 layout.
+Its OffsetFetch stops at v3 (one group per request); :class:`OffsetFetch` adds v8 (KIP-709,
+``OffsetFetchRequest.json``/``OffsetFetchResponse.json``: many groups in one request, a flexible
+version with compact strings and arrays and tagged fields).
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from io import BytesIO
+from itertools import repeat
 from typing import Any
 
+import numpy as np
 from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
+from aiokafka.errors import IncompatibleBrokerVersion
 from aiokafka.protocol.admin import (
     DescribeGroupsRequest_v0,
     DescribeGroupsRequest_v1,
@@ -24,7 +32,22 @@ from aiokafka.protocol.admin import (
     DescribeGroupsRequest_v3,
     DescribeGroupsResponse_v3,
 )
-from aiokafka.protocol.api import Request
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.commit import (
+    OffsetFetchRequest_v1,
+    OffsetFetchRequest_v2,
+    OffsetFetchRequest_v3,
+)
+from aiokafka.protocol.types import (
+    Boolean,
+    CompactArray,
+    CompactString,
+    Int16,
+    Int32,
+    Int64,
+    Schema,
+    TaggedFields,
+)
 
 from notifier.collect.results import ClusterLayout, PartitionLayout, ScanError, TopicPartition
 from notifier.types import GroupMember
@@ -115,6 +138,248 @@ class DescribeGroups(
         if request_struct_class.API_VERSION >= 3:
             return request_struct_class(self._groups, False)
         return request_struct_class(self._groups)
+
+
+@dataclass(slots=True)
+class TopicOffsets:
+    """One topic of a group in a v8 OffsetFetch answer, as arrays: each partition asked for
+    (or committed to), its committed offset (-1: none) and its error code."""
+
+    name: str
+    partition: np.ndarray
+    offset: np.ndarray
+    error: np.ndarray
+
+
+# A partition of a v8 answer when its metadata is null or empty and it has no tagged fields,
+# as brokers send it for offsets committed by consumers: 20 bytes, always the same layout.
+_PARTITION = np.dtype(
+    [
+        ("partition", ">i4"),
+        ("offset", ">i8"),
+        ("leader_epoch", ">i4"),
+        ("metadata", "u1"),
+        ("error", ">i2"),
+        ("tags", "u1"),
+    ]
+)
+assert _PARTITION.itemsize == 20
+
+
+class _Reader:
+    """The flexible encoding's primitives over a buffer (Kafka's ``ByteBufferAccessor``)."""
+
+    __slots__ = ("at", "buf")
+
+    def __init__(self, buf: memoryview) -> None:
+        self.buf = buf
+        self.at = 0
+
+    def fixed(self, layout: struct.Struct) -> tuple[Any, ...]:
+        values = layout.unpack_from(self.buf, self.at)
+        self.at += layout.size
+        return values
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            byte = self.buf[self.at]
+            self.at += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def string(self) -> str | None:
+        length = self.uvarint() - 1
+        if length < 0:
+            return None
+        end = self.at + length
+        if end > len(self.buf):
+            raise ValueError("Buffer underrun decoding string")
+        text = bytes(self.buf[self.at : end]).decode("utf-8")
+        self.at = end
+        return text
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # the tag
+            size = self.uvarint()
+            self.at += size
+
+
+_I32, _I16 = struct.Struct(">i"), struct.Struct(">h")
+_PARTITION_HEAD = struct.Struct(">iqi")
+
+
+def _topic_offsets(reader: _Reader, name: str, count: int) -> TopicOffsets:
+    if count <= 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return TopicOffsets(name, empty.astype(np.int32), empty, empty.astype(np.int16))
+    size = count * _PARTITION.itemsize
+    if reader.at + size <= len(reader.buf):
+        entries = np.frombuffer(reader.buf, dtype=_PARTITION, count=count, offset=reader.at)
+        # The first partition that is not 20 bytes long (metadata longer than empty, tagged
+        # fields) sits where the view expects it, and shows: then it is read field by field.
+        if bool(np.all((entries["metadata"] <= 1) & (entries["tags"] == 0))):
+            reader.at += size
+            return TopicOffsets(
+                name,
+                entries["partition"].astype(np.int32),
+                entries["offset"].astype(np.int64),
+                entries["error"].astype(np.int16),
+            )
+    partitions, offsets, errors = [], [], []
+    for _ in range(count):
+        partition, offset, _leader_epoch = reader.fixed(_PARTITION_HEAD)
+        reader.string()  # metadata
+        (error,) = reader.fixed(_I16)
+        reader.skip_tags()
+        partitions.append(partition)
+        offsets.append(offset)
+        errors.append(error)
+    return TopicOffsets(
+        name,
+        np.asarray(partitions, dtype=np.int32),
+        np.asarray(offsets, dtype=np.int64),
+        np.asarray(errors, dtype=np.int16),
+    )
+
+
+class OffsetFetchResponse_v8(Response):
+    """A v8 answer. Decoded here rather than by aiokafka's generic schema walk, which builds a
+    tuple per partition: a scan of a million group-partitions spent seconds in it. Each
+    topic's partitions become arrays (:class:`TopicOffsets`); ``groups`` holds
+    ``(group_id, [TopicOffsets, ...], error_code)``. :attr:`SCHEMA` is the message's layout,
+    which encodes it (the tests compare the two decodings)."""
+
+    API_KEY = 9
+    API_VERSION = 8
+
+    @classmethod
+    def decode(cls, data: BytesIO | bytes) -> OffsetFetchResponse_v8:
+        if isinstance(data, bytes):
+            data = BytesIO(data)
+        start = data.tell()
+        reader = _Reader(memoryview(data.read()))
+        (throttle_time_ms,) = reader.fixed(_I32)
+        groups: list[tuple[str | None, list[TopicOffsets], int]] = []
+        for _ in range(reader.uvarint() - 1):
+            group_id = reader.string()
+            topics = []
+            for _ in range(reader.uvarint() - 1):
+                name = reader.string() or ""
+                topics.append(_topic_offsets(reader, name, reader.uvarint() - 1))
+                reader.skip_tags()
+            (error_code,) = reader.fixed(_I16)
+            reader.skip_tags()
+            groups.append((group_id, topics, error_code))
+        reader.skip_tags()
+        end = start + reader.at
+        data.seek(end)
+        return cls(throttle_time_ms=throttle_time_ms, groups=groups)
+
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        (
+            "groups",
+            CompactArray(
+                ("group_id", CompactString("utf-8")),
+                (
+                    "topics",
+                    CompactArray(
+                        ("name", CompactString("utf-8")),
+                        (
+                            "partitions",
+                            CompactArray(
+                                ("partition_index", Int32),
+                                ("committed_offset", Int64),
+                                ("committed_leader_epoch", Int32),
+                                ("metadata", CompactString("utf-8")),
+                                ("error_code", Int16),
+                                ("tags", TaggedFields),
+                            ),
+                        ),
+                        ("tags", TaggedFields),
+                    ),
+                ),
+                ("error_code", Int16),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class OffsetFetchRequest_v8(RequestStruct):
+    API_KEY = 9
+    API_VERSION = 8
+    FLEXIBLE_VERSION = True
+    RESPONSE_TYPE = OffsetFetchResponse_v8
+    SCHEMA = Schema(
+        (
+            "groups",
+            CompactArray(
+                ("group_id", CompactString("utf-8")),
+                (
+                    "topics",
+                    CompactArray(
+                        ("name", CompactString("utf-8")),
+                        ("partition_indexes", CompactArray(Int32)),
+                        ("tags", TaggedFields),
+                    ),
+                ),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("require_stable", Boolean),
+        ("tags", TaggedFields),
+    )
+
+
+OffsetFetchWanted = list[tuple[str, list[int]]] | None
+"""The partitions asked for, by topic; ``None``: every partition the group committed to."""
+
+
+class OffsetFetch(
+    Request[
+        OffsetFetchRequest_v1
+        | OffsetFetchRequest_v2
+        | OffsetFetchRequest_v3
+        | OffsetFetchRequest_v8
+    ]
+):
+    """OffsetFetch for one group, or for many in one request where the broker has v8
+    (KIP-709). Before v8 a request holds one group: asking a broker without v8 for several
+    raises :class:`IncompatibleBrokerVersion` before anything is sent, as asking one before v2
+    for every partition (``None``) does."""
+
+    API_KEY = 9
+
+    def __init__(self, groups: Sequence[tuple[str, OffsetFetchWanted]]) -> None:
+        if not groups:
+            raise ValueError("an OffsetFetch names at least one group")
+        self.groups = list(groups)
+
+    def build(self, request_struct_class: type[Any]) -> Any:
+        version = request_struct_class.API_VERSION
+        if version >= 8:
+            return request_struct_class(
+                [
+                    (group, None if wanted is None else [(t, ps, {}) for t, ps in wanted], {})
+                    for group, wanted in self.groups
+                ],
+                False,
+                {},
+            )
+        if len(self.groups) > 1:
+            raise IncompatibleBrokerVersion(
+                f"OffsetFetch v{version} holds one group; {len(self.groups)} need v8 (KIP-709)"
+            )
+        group, wanted = self.groups[0]
+        if wanted is None and version < 2:
+            raise IncompatibleBrokerVersion("OffsetFetch for every partition needs v2")
+        return request_struct_class(group, wanted)
 
 
 class CoordinatorMoved(Exception):
@@ -228,14 +493,61 @@ def parse_metadata(response: Any) -> Metadata:
 
 
 def parse_offset_fetch(group: str, response: Any) -> dict[TopicPartition, int]:
+    """One group's committed offsets from an OffsetFetch answer of any version; raises
+    :class:`CoordinatorMoved` when its coordinator is elsewhere now."""
+    if response.API_VERSION >= 8:
+        answers = parse_offset_fetch_groups(response)
+        if group not in answers:
+            raise ScanError(f"OffsetFetch did not answer for {group!r}")
+        answer = answers[group]
+        if isinstance(answer, CoordinatorMoved):
+            raise answer
+        return answer
     top_error = getattr(response, "error_code", NONE)
     if top_error in COORDINATOR_ERRORS:
         raise CoordinatorMoved(f"error code {top_error}")
     if top_error != NONE:
         raise ScanError(f"OffsetFetch({group!r}) failed with error code {top_error}")
+    return _commits(group, [(t, [p[:2] + p[3:] for p in ps]) for t, ps in response.topics])
+
+
+def parse_offset_fetch_groups(
+    response: Any,
+) -> dict[str, dict[TopicPartition, int] | CoordinatorMoved]:
+    """Each group's committed offsets from a v8+ OffsetFetch answer, or
+    :class:`CoordinatorMoved` for a group whose coordinator is elsewhere now."""
+    out: dict[str, dict[TopicPartition, int] | CoordinatorMoved] = {}
+    for group, topics, error_code in response.groups:
+        if error_code in COORDINATOR_ERRORS:
+            out[group] = CoordinatorMoved(f"error code {error_code}")
+            continue
+        if error_code != NONE:
+            raise ScanError(f"OffsetFetch({group!r}) failed with error code {error_code}")
+        commits: dict[TopicPartition, int] = {}
+        for topic in topics:
+            if topic.error.any():
+                bad = topic.error != NONE
+                rows = zip(topic.partition[bad].tolist(), topic.offset[bad].tolist(),
+                           topic.error[bad].tolist())  # fmt: skip
+                try:
+                    _commits(group, [(topic.name, list(rows))])
+                except CoordinatorMoved as moved:
+                    out[group] = moved
+                    break
+            good = (topic.error == NONE) & (topic.offset >= 0)
+            parts = topic.partition[good].tolist()
+            commits.update(zip(zip(repeat(topic.name), parts), topic.offset[good].tolist()))
+        else:
+            out[group] = commits
+    return out
+
+
+def _commits(
+    group: str, topics: Sequence[tuple[str, Sequence[tuple[int, int, int]]]]
+) -> dict[TopicPartition, int]:
     commits: dict[TopicPartition, int] = {}
-    for topic, partitions in response.topics:
-        for partition, offset, _metadata, error_code in partitions:
+    for topic, partitions in topics:
+        for partition, offset, error_code in partitions:
             if error_code == NONE:
                 if offset >= 0:
                     commits[(topic, partition)] = int(offset)

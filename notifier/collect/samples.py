@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from notifier.collect.grouptypes import CLASSIC, rules_state
@@ -30,30 +31,72 @@ def build_samples(
     log_end: Mapping[TopicPartition, int],
     log_start: Mapping[TopicPartition, int | None],
 ) -> pa.Table:
-    """One row per group-partition with a commit or an assignment and a known log-end offset."""
-    columns: dict[str, list[Any]] = {name: [] for name in SAMPLE_SCHEMA.names}
+    """One row per group-partition with a commit or an assignment and a known log-end offset,
+    by group, then topic and partition.
+
+    Built a column at a time (what is the same for a whole group is repeated, not appended
+    row by row): a scan of a million group-partitions spends well under a second here."""
+    names: list[str] = []
+    rows_per_group: list[int] = []
+    states: list[str] = []
+    members: list[int] = []
+    hashes: list[int] = []
+    topic_ids: dict[str, int] = {}
+    topic_index: list[int] = []
+    partition_ids: list[int] = []
+    kept: list[TopicPartition] = []
+    committed: list[int | None] = []
     for name in sorted(groups):
         group = groups[name]
         group_commits = commits.get(name, {})
-        state = normalize_group_state(group.state, group.group_type)
-        members = len(group.member_ids)
-        fingerprint = member_hash(group.member_ids, epoch=group.group_epoch)
-        for tp in sorted(set(group_commits) | group.assigned):
-            leo = log_end.get(tp)
-            if leo is None:
-                continue
-            columns["ts"].append(ts)
-            columns["cluster"].append(cluster)
-            columns["group"].append(name)
-            columns["topic"].append(tp[0])
-            columns["partition"].append(tp[1])
-            columns["committed_offset"].append(group_commits.get(tp))
-            columns["log_end_offset"].append(leo)
-            columns["log_start_offset"].append(log_start.get(tp))
-            columns["group_state"].append(state)
-            columns["members"].append(members)
-            columns["member_hash"].append(fingerprint)
-    return pa.Table.from_pydict(columns, schema=SAMPLE_SCHEMA)
+        wanted = group_commits.keys() | group.assigned if group.assigned else group_commits
+        partitions = sorted(tp for tp in wanted if tp in log_end)
+        if not partitions:
+            continue
+        names.append(name)
+        rows_per_group.append(len(partitions))
+        states.append(normalize_group_state(group.state, group.group_type))
+        members.append(len(group.member_ids))
+        hashes.append(member_hash(group.member_ids, epoch=group.group_epoch))
+        topic_index += [topic_ids.setdefault(topic, len(topic_ids)) for topic, _ in partitions]
+        partition_ids += [partition for _, partition in partitions]
+        kept += partitions
+        committed += map(group_commits.get, partitions)
+    counts = np.asarray(rows_per_group, dtype=np.int64)
+    rows = int(counts.sum())
+    group_index = np.repeat(np.arange(len(names), dtype=np.int32), counts)
+
+    def per_group(values: list[Any], field: str) -> pa.Array:
+        kind = SAMPLE_SCHEMA.field(field).type
+        if kind == pa.string():  # repeated through a dictionary: no Python string per row
+            return _strings(group_index, values)
+        return pa.array(np.repeat(np.asarray(values, dtype=np.int64), counts), type=kind)
+
+    columns = {
+        "ts": pa.array(np.full(rows, ts, dtype=np.int64), type=SAMPLE_SCHEMA.field("ts").type),
+        "cluster": pa.repeat(pa.scalar(cluster, pa.string()), rows),
+        "group": per_group(names, "group"),
+        "topic": _strings(np.asarray(topic_index, dtype=np.int32), list(topic_ids)),
+        "partition": pa.array(partition_ids, type=pa.int32()),
+        "committed_offset": pa.array(committed, type=pa.int64()),
+        "log_end_offset": pa.array(list(map(log_end.__getitem__, kept)), type=pa.int64()),
+        "log_start_offset": pa.array(list(map(log_start.get, kept)), type=pa.int64()),
+        "group_state": per_group(states, "group_state"),
+        "members": per_group(members, "members"),
+        "member_hash": per_group(hashes, "member_hash"),
+        "available": pa.array(np.ones(rows, dtype=np.bool_), type=pa.bool_()),
+    }
+    return pa.Table.from_arrays(
+        [columns[name] for name in SAMPLE_SCHEMA.names], schema=SAMPLE_SCHEMA
+    )
+
+
+def _strings(index: np.ndarray, values: list[str]) -> pa.Array:
+    """``values[index[i]]`` for each i, as a plain string column."""
+    dictionary = pa.array(values, type=pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(index, type=pa.int32()), dictionary).cast(
+        pa.string()
+    )
 
 
 def member_hash(member_ids: Iterable[str], *, epoch: int | None = None) -> int:

@@ -539,9 +539,7 @@ _CERTIFICATE_ALERTS = (
 """TLS alerts by which a server refuses the client's certificate (or its absence)."""
 
 
-def login_failure(
-    exc: BaseException, login: str, sasl_mechanism: str | None = None
-) -> str | None:
+def login_failure(exc: BaseException, login: str, sasl_mechanism: str | None = None) -> str | None:
     """What a failed connection says about its login (``login`` from :func:`describe_login`,
     with ``sasl_mechanism`` when it logs in with SASL), or None when the failure is not the
     login's (a refused connection, a timeout)."""

@@ -1,6 +1,7 @@
 """Configuration: the service config, its notify section, what every rule shares, and the pieces
 they all use. (The rules file, which lists rules of the registered kinds, is
-:mod:`notifier.rules.rulesfile`: it lives with the kinds.)
+:mod:`notifier.rules.rulesfile`: it lives with the kinds. The notify section is read through
+:mod:`notifier.notify.config`, which hands :func:`validate_notify` the registered channel kinds.)
 
 Every model is a :class:`StrictModel` (unknown fields are errors); every loader raises
 :class:`ConfigError`, which names the file, the field and what was expected. ``${ENV}`` in the
@@ -32,6 +33,7 @@ from notifier.config.kafka_security import (
     SecurityConfig,
 )
 from notifier.config.notify import (
+    CHANNEL_KINDS,
     MAX_SILENCE_MATCHERS,
     ChannelEntry,
     ChannelSettings,
@@ -46,11 +48,9 @@ from notifier.config.notify import (
     SecretUrl,
     SecretValue,
     SilenceConfig,
-    channel_settings,
-    load_notify,
     parse_matchers,
-    parse_notify,
     parse_rate,
+    validate_notify,
 )
 from notifier.config.rules import (
     Hysteresis,
@@ -78,6 +78,7 @@ from notifier.config.service import (
 )
 
 __all__ = [
+    "CHANNEL_KINDS",
     "EXPORTER_FAMILIES",
     "MAX_SILENCE_MATCHERS",
     "ApiConfig",
@@ -119,16 +120,13 @@ __all__ = [
     "StrictModel",
     "TlsConfig",
     "WindowSettings",
-    "channel_settings",
     "duration_fields",
     "format_duration",
     "is_loopback",
-    "load_notify",
     "load_service_config",
     "optional_secret",
     "parse_duration",
     "parse_matchers",
-    "parse_notify",
     "parse_rate",
     "parse_service_config",
     "read_yaml",
@@ -136,6 +134,7 @@ __all__ = [
     "secret_fragments",
     "substitute_env",
     "unknown_labels",
+    "validate_notify",
     "validation_problems",
     "write_refusal",
 ]

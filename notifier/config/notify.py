@@ -5,12 +5,11 @@ group_interval, repeat_interval)."""
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from re import _constants as re_constants  # type: ignore[attr-defined]
@@ -26,6 +25,7 @@ from pydantic import (
     PlainValidator,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     create_model,
     model_validator,
 )
@@ -36,7 +36,6 @@ from notifier.config.base import (
     ConfigError,
     Duration,
     FrozenModel,
-    read_yaml,
     substitute_env,
     validation_problems,
     with_env_problems,
@@ -370,7 +369,7 @@ class ChannelSettings(FrozenModel):
 
     Each channel kind extends it in its own folder (``notifier/notify/channels/<name>/``) and
     registers it there; a receiver's entry ``{kind: settings}`` is validated against the
-    model its kind registered (:func:`channel_settings`)."""
+    model its kind registered (the notify stage hands config the kinds: :data:`CHANNEL_KINDS`)."""
 
     timeout: Duration = 10.0
     rate: RateValue = None
@@ -387,18 +386,12 @@ class ChannelSettings(FrozenModel):
         return {}
 
 
-CHANNEL_REGISTRY = "notifier.notify.channels.registry"
-"""Where the channel kinds are registered. Config imports no stage at import time (the channels
-import config), so the registry is looked up when the first receiver is validated."""
-
-
-def channel_settings() -> dict[str, type[ChannelSettings]]:
-    """Every channel kind a receiver may name, with its settings model, in registration order:
-    the built-in ones (each folder under ``notifier/notify/channels/`` registers itself) and
-    any registered since."""
-    registry = importlib.import_module(CHANNEL_REGISTRY)
-    kinds: dict[str, type[ChannelSettings]] = registry.settings_by_kind()
-    return kinds
+CHANNEL_KINDS = "channel_kinds"
+"""The key of the validation context that holds the channel kinds a receiver may name, each
+with its settings model (``{name: ChannelSettings subclass}``, in registration order). The
+kinds are registered by the notify stage (``notifier/notify/channels/registry.py``), which
+imports config: config is handed them by that stage's loaders
+(:mod:`notifier.notify.config`), never looks them up."""
 
 
 @functools.cache
@@ -414,21 +407,29 @@ class ChannelEntry:
     """One channel of a receiver: its kind (``slack_webhook``) and its validated settings.
 
     ``entry.<kind>`` reads as in the config file: the settings when the entry is of that
-    kind, None when it is of another."""
+    kind, None when it is of another kind the config was validated with."""
 
     kind: str
     config: ChannelSettings
+    kinds: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """The kinds the entry was validated against (what ``entry.<kind>`` may name)."""
 
     def __getattr__(self, name: str) -> ChannelSettings | None:
-        if not name.startswith("_") and name in channel_settings():
+        if not name.startswith("_") and name in self.kinds:
             return self.config if name == self.kind else None
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-def _channel_entry(data: Any) -> ChannelEntry:
+def _channel_entry(data: Any, info: ValidationInfo) -> ChannelEntry:
     if isinstance(data, ChannelEntry):
         return data
-    kinds = channel_settings()
+    context = info.context if isinstance(info.context, Mapping) else {}
+    kinds: Mapping[str, type[ChannelSettings]] | None = context.get(CHANNEL_KINDS)
+    if kinds is None:
+        raise TypeError(
+            "a receiver's entries are validated against the registered channel kinds: read "
+            "the notify section with notifier.notify.config (parse_notify, load_notify)"
+        )
     if not isinstance(data, Mapping):
         raise ValueError(
             "expected a mapping of one channel kind to its settings; kinds: " + ", ".join(kinds)
@@ -441,8 +442,8 @@ def _channel_entry(data: Any) -> ChannelEntry:
     if len(data) != 1:
         raise ValueError("each channel entry names exactly one kind; list several entries instead")
     [(kind, value)] = data.items()
-    entry = _entry_model(kind, kinds[kind]).model_validate({kind: value})
-    return ChannelEntry(kind, getattr(entry, kind))
+    entry = _entry_model(kind, kinds[kind]).model_validate({kind: value}, context=info.context)
+    return ChannelEntry(kind, getattr(entry, kind), tuple(kinds))
 
 
 def _channel_list(value: Any) -> Any:
@@ -723,14 +724,17 @@ class NotifyConfig(FrozenModel):
         return found
 
 
-def parse_notify(
+def validate_notify(
     data: Any,
-    source: str = "<notify>",
+    source: str,
+    channel_kinds: Mapping[str, type[ChannelSettings]],
     *,
     env: Mapping[str, str] | None = None,
     strict_env: bool = True,
 ) -> NotifyConfig:
-    """Validate a parsed mapping; :class:`ConfigError` names ``source`` and each field.
+    """Validate a parsed mapping, a receiver's entries against ``channel_kinds`` (each kind
+    with its settings model; the notify stage's :func:`notifier.notify.config.parse_notify`
+    passes the registered ones); :class:`ConfigError` names ``source`` and each field.
 
     ``${NAME}`` is substituted from ``env`` (default: the process environment) everywhere;
     an unset variable is an error unless ``strict_env`` is false.
@@ -739,7 +743,7 @@ def parse_notify(
         raise ConfigError(source, [("", "expected a mapping with receivers and route")])
     data, unset = substitute_env(dict(data), env, strict=strict_env)
     try:
-        config = NotifyConfig.model_validate(data)
+        config = NotifyConfig.model_validate(data, context={CHANNEL_KINDS: channel_kinds})
     except ValidationError as exc:
         found = validation_problems(exc, data)
         # Errors raised by the cross-field check carry their own path at the front.
@@ -754,9 +758,3 @@ def parse_notify(
     if unset:
         raise ConfigError(source, unset)
     return config
-
-
-def load_notify(path: str | Path, **kwargs: Any) -> NotifyConfig:
-    """Load and validate a notify config file (YAML)."""
-    path = Path(path)
-    return parse_notify(read_yaml(path), str(path), **kwargs)

@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -35,7 +36,7 @@ from notifier.config.base import (
     with_env_problems,
 )
 from notifier.config.kafka_security import SecurityConfig, file_unreadable
-from notifier.config.notify import HttpUrl, _to_secret, parse_notify
+from notifier.config.notify import ChannelSettings, HttpUrl, _to_secret, validate_notify
 from notifier.config.secrets import Secret
 
 
@@ -63,7 +64,9 @@ class ClusterConfig(StrictModel):
     scan_timeout: Duration = 60.0
     scan_interval: Duration = 10.0
     metadata_max_age: Duration = 300.0
-    describe_batch_size: Annotated[int, Field(ge=1)] = 32
+    describe_batch_size: Annotated[int, Field(ge=1)] = 500
+    offset_fetch_batch_size: Annotated[int, Field(ge=1)] = 500
+    """Groups per OffsetFetch where the coordinator has v8 (KIP-709)."""
     offset_fetch_concurrency: Annotated[int, Field(ge=1)] = 16
     group_allow: list[str] = Field(default_factory=list)
     group_deny: list[str] = Field(default_factory=list)
@@ -406,11 +409,18 @@ def coordination_cluster_problem(config: ServiceConfig) -> tuple[str, str] | Non
 
 
 def parse_service_config(
-    data: Any, source: str, environ: dict[str, str] | None = None
+    data: Any,
+    source: str,
+    environ: dict[str, str] | None = None,
+    channel_kinds: Mapping[str, type[ChannelSettings]] | None = None,
 ) -> ServiceConfig:
-    """Validate a parsed service config, its ``notify:`` section included, reporting every
-    problem of the file at once: ``notifier check --config`` and ``notifier run`` accept and
-    reject the same files."""
+    """Validate a parsed service config, reporting every problem of the file at once:
+    ``notifier check --config`` and ``notifier run`` accept and reject the same files.
+
+    Given the channel kinds a receiver may name (the notify stage's
+    :func:`notifier.notify.config.load_service_config` passes the registered ones), the
+    ``notify:`` section is validated with the rest and its problems are among the file's;
+    without them the section is kept as read, for the notify stage to validate."""
     if not isinstance(data, dict):
         raise ConfigError(source, [("", "expected a mapping with clusters, rules, data_dir, ...")])
     # The notify section is substituted when it is parsed (once: a second pass would undo
@@ -425,9 +435,9 @@ def parse_service_config(
         problems = with_env_problems(unset, validation_problems(exc, data))
     if config is not None and (where := coordination_cluster_problem(config)):
         problems = [*problems, where]
-    if isinstance(data.get("notify"), dict):
+    if channel_kinds is not None and isinstance(data.get("notify"), dict):
         try:
-            parse_notify(data["notify"], source, env=environ)
+            validate_notify(data["notify"], source, channel_kinds, env=environ)
         except ConfigError as exc:
             problems = problems + [
                 (f"notify.{where}" if where else "notify", message)
@@ -438,11 +448,17 @@ def parse_service_config(
     return config
 
 
-def load_service_config(path: str | Path, environ: dict[str, str] | None = None) -> ServiceConfig:
+def load_service_config(
+    path: str | Path,
+    environ: dict[str, str] | None = None,
+    channel_kinds: Mapping[str, type[ChannelSettings]] | None = None,
+) -> ServiceConfig:
     """The service config of ``path``, with the API's TLS files (relative to the file's
-    directory) and the clusters' TLS files found and loaded as they will be used."""
+    directory) and the clusters' TLS files found and loaded as they will be used; the
+    ``notify:`` section checked too when given ``channel_kinds`` (see
+    :func:`parse_service_config`)."""
     path = Path(path)
-    config = parse_service_config(read_yaml(path), str(path), environ)
+    config = parse_service_config(read_yaml(path), str(path), environ, channel_kinds)
     tls_problems = [
         (f"clusters.{cluster.name}.security.{field}", problem)
         for cluster in config.clusters

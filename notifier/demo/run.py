@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from notifier.api import ApiServer, create_app
-from notifier.config import ServiceConfig, parse_notify, parse_service_config
+from notifier.config import ServiceConfig, parse_service_config
 from notifier.demo.kafka import create_topics
 from notifier.demo.receivers import HttpReceiver, SmtpReceiver
 from notifier.demo.receiving import Received, local_notify_config, received_events
@@ -39,6 +39,7 @@ from notifier.demo.watch import DemoSink, watch_detections
 from notifier.embedded import EmbeddedBroker
 from notifier.embedded.apache_kafka import ApacheKafkaBroker
 from notifier.notify import Notifier
+from notifier.notify.config import parse_notify
 from notifier.service import Coordinator
 
 # The CLI imports this module and reaches DemoSettings and main through it.

@@ -13,9 +13,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from notifier.history.errors import HistorySchemaError
-from notifier.types import SAMPLE_SCHEMA
+from notifier.types import (
+    OPTIONAL_SAMPLE_COLUMNS,
+    REQUIRED_WHERE_AVAILABLE,
+    SAMPLE_SCHEMA,
+    with_optional_columns,
+)
 
 DAY_MS = 86_400_000
 PARTITION_KEY = "date"
@@ -102,6 +108,8 @@ def _compatible(expected: pa.Field, found: pa.DataType) -> bool:
         return cast(bool, pa.types.is_timestamp(found))
     if pa.types.is_string(want):
         return _is_string(found)
+    if pa.types.is_boolean(want):
+        return cast(bool, pa.types.is_boolean(found))
     if pa.types.is_integer(want):
         # int64 partition/members or int32 offsets are harmless; the cast checks the range.
         return cast(
@@ -115,14 +123,16 @@ def validate_schema(schema: pa.Schema, path: str | os.PathLike[str]) -> None:
 
     The message names ``path`` and lists every missing column and every mistyped column with
     the expected and the found type, so one run shows everything that needs fixing. Extra
-    columns (such as the ``date`` partition key) are ignored.
+    columns (such as the ``date`` partition key) are ignored, and so is the lack of a column
+    older histories were written without (:data:`~notifier.types.OPTIONAL_SAMPLE_COLUMNS`).
     """
     missing: list[str] = []
     mistyped: list[str] = []
     for expected in SAMPLE_SCHEMA:
         index = schema.get_field_index(expected.name)
         if index < 0:
-            missing.append(expected.name)
+            if expected.name not in OPTIONAL_SAMPLE_COLUMNS:
+                missing.append(expected.name)
             continue
         found = schema.field(index).type
         if not _compatible(expected, found):
@@ -140,12 +150,27 @@ def conform(table: pa.Table, path: str | os.PathLike[str] = "<table>") -> pa.Tab
     """Return ``table`` as exactly :data:`SAMPLE_SCHEMA` (column order, types, no extras).
 
     Validates first (:func:`validate_schema`), then casts the compatible types; values that do
-    not fit (an int64 partition beyond int32) or nulls in a non-nullable column raise
-    :class:`HistorySchemaError` naming the column and ``path``.
+    not fit (an int64 partition beyond int32) or nulls in a non-nullable column (or, for
+    ``log_end_offset``, in a row of an available partition) raise :class:`HistorySchemaError`
+    naming the column and ``path``. A column older histories lack is added at its old value.
     """
-    if table.schema.equals(SAMPLE_SCHEMA):
-        return table
-    validate_schema(table.schema, path)
+    if not table.schema.equals(SAMPLE_SCHEMA):
+        validate_schema(table.schema, path)
+        table = _conformed(with_optional_columns(table), path)
+    available = table.column("available")
+    for name in REQUIRED_WHERE_AVAILABLE:
+        column = table.column(name)
+        if column.null_count:
+            nulls = pc.sum(pc.and_(pc.is_null(column), available)).as_py() or 0
+            if nulls:
+                raise HistorySchemaError(
+                    f"{path}: column {name} has {nulls} null values but may not be null"
+                    " (only a partition marked unavailable has none)"
+                )
+    return table
+
+
+def _conformed(table: pa.Table, path: str | os.PathLike[str]) -> pa.Table:
     columns = []
     for field in SAMPLE_SCHEMA:
         column = table.column(field.name)

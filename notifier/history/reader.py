@@ -105,7 +105,9 @@ def read_history(
         dataset = ds.dataset([str(f) for f in members], schema=schema, format="parquet")
         expression = _filter(schema, start_ms, end_ms, groups)
         try:
-            table = dataset.to_table(columns=list(SAMPLE_COLUMNS), filter=expression)
+            # A file written before a column existed lacks it: conform adds it.
+            present = [name for name in SAMPLE_COLUMNS if name in schema.names]
+            table = dataset.to_table(columns=present, filter=expression)
         except pa.ArrowInvalid as exc:
             hint = f" (the group regex {groups!r} is evaluated as RE2)" if groups else ""
             raise HistoryError(f"cannot read history at {root}: {exc}{hint}") from exc

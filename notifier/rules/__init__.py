@@ -34,6 +34,7 @@ from notifier.rules.step import (
     StoreChange,
     StoreStep,
     evaluate_step,
+    unavailable_samples,
 )
 from notifier.rules.store import NULL, ROW_COLUMN_NAMES, GroupRows, ScanColumns, WindowStore
 from notifier.rules.testrules import RuleTest, run_file, series_samples
@@ -69,5 +70,6 @@ __all__ = [
     "run_file",
     "scans",
     "series_samples",
+    "unavailable_samples",
     "with_parameters",
 ]

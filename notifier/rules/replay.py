@@ -22,7 +22,13 @@ from notifier.rules.results import Evaluation, not_found
 from notifier.rules.rulesfile import RulesConfig
 from notifier.rules.step import ClusterPipeline
 from notifier.rules.store import ScanColumns
-from notifier.types import SAMPLE_SCHEMA, GroupResult, Transition
+from notifier.types import (
+    OPTIONAL_SAMPLE_COLUMNS,
+    SAMPLE_SCHEMA,
+    GroupResult,
+    Transition,
+    with_optional_columns,
+)
 
 
 def read_samples(path: Path) -> pa.Table:
@@ -31,7 +37,11 @@ def read_samples(path: Path) -> pa.Table:
     if not path.exists():
         raise FileNotFoundError("no such file or directory")
     table = pacsv.read_csv(path) if path.suffix == ".csv" else pq.read_table(path)
-    missing = [n for n in SAMPLE_SCHEMA.names if n not in table.column_names]
+    missing = [
+        n
+        for n in SAMPLE_SCHEMA.names
+        if n not in table.column_names and n not in OPTIONAL_SAMPLE_COLUMNS
+    ]
     if missing:
         raise ValueError(f"missing column(s): {', '.join(missing)}")
     ts = table.column("ts")
@@ -42,7 +52,7 @@ def read_samples(path: Path) -> pa.Table:
             pc.strptime(ts, format="%Y-%m-%dT%H:%M:%S", unit="ms"), pa.timestamp("ms", tz="UTC")
         )
     table = table.set_column(table.schema.get_field_index("ts"), "ts", ts)
-    return table.select(SAMPLE_SCHEMA.names).cast(SAMPLE_SCHEMA)
+    return with_optional_columns(table).select(SAMPLE_SCHEMA.names).cast(SAMPLE_SCHEMA)
 
 
 def scans(table: pa.Table) -> Iterable[ScanColumns]:

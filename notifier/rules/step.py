@@ -16,6 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from notifier.rules.annotate import annotator_for
 from notifier.rules.evaluate import Evaluator
@@ -23,7 +24,7 @@ from notifier.rules.results import Evaluation
 from notifier.rules.rulesfile import RulesConfig
 from notifier.rules.store import ScanColumns, WindowStore
 from notifier.rules.transitions import TransitionTracker
-from notifier.types import Transition
+from notifier.types import GROUP_STATES, SAMPLE_SCHEMA, Transition
 
 EXPIRE_EVERY_MS = 60_000
 """How often (in scan time) Burrow's expire-group runs: it drops groups after days, so once a
@@ -61,7 +62,9 @@ class StoreStep:
         unavailable: Collection[tuple[str, int]] = (),
     ) -> StoreChange:
         """Ingest ``scan``; drop the group-partitions it no longer lists, except partitions
-        that are only ``unavailable`` for the moment (``(topic, partition)``), and the groups
+        that are only unavailable for the moment (``(topic, partition)``: the scan's own
+        :attr:`~ScanColumns.unavailable`, which the history records, and ``unavailable``),
+        and the groups
         the cluster no longer lists (``listed_groups``; default: the groups with rows in the
         scan); once every :data:`EXPIRE_EVERY_MS` of scan time, drop the groups Burrow's
         expire-group says are dead. Returns what was forgotten, so open alerts resolve as gone.
@@ -84,8 +87,8 @@ class StoreStep:
             alive = store.alive_rows()
             if alive.size != touched.size:
                 missing = np.setdiff1d(alive, touched, assume_unique=True)
-                if unavailable:
-                    keep = set(unavailable)
+                if unavailable or scan.unavailable:
+                    keep = {*unavailable, *scan.unavailable}
                     missing = np.asarray(
                         [r for r in missing.tolist() if _topic_partition(store, r) not in keep],
                         dtype=np.int64,
@@ -111,6 +114,35 @@ def _forgotten(store: WindowStore, before: list[GroupKey | None]) -> StoreChange
         return _NOTHING_GONE
     gone = sorted(key for g in gids if (key := before[g]) is not None)
     return StoreChange(gone, np.asarray(gids, dtype=np.int64), before)
+
+
+def unavailable_samples(
+    store: WindowStore, cluster: str, ts: int, unavailable: Collection[tuple[str, int]]
+) -> pa.Table:
+    """What the history records of the partitions a scan of ``cluster`` at ``ts`` could not
+    read (``(topic, partition)``): one row per window the step kept of them, marked unavailable,
+    its log offsets null and its commit and group as last seen, in the sample schema. Replayed,
+    a scan's unavailable rows keep the same windows (:attr:`ScanColumns.unavailable`)."""
+    columns: dict[str, list[object]] = {name: [] for name in SAMPLE_SCHEMA.names}
+    if unavailable:
+        lost = set(unavailable)
+        for row in store.alive_rows().tolist():
+            key = store.row_key[row]
+            if key is None or key[0] != cluster or (key[2], key[3]) not in lost:
+                continue
+            committed = int(store.latest_committed[row])
+            state = int(store.latest_state[row])
+            for name, value in (
+                ("ts", ts), ("cluster", cluster), ("group", key[1]), ("topic", key[2]),
+                ("partition", key[3]), ("committed_offset", None if committed < 0 else committed),
+                ("log_end_offset", None), ("log_start_offset", None),
+                ("group_state", GROUP_STATES[state] if 0 <= state < len(GROUP_STATES)
+                 else "Unknown"),
+                ("members", int(store.latest_members[row])),
+                ("member_hash", int(store.last_hash[row])), ("available", False),
+            ):  # fmt: skip
+                columns[name].append(value)
+    return pa.Table.from_pydict(columns, schema=SAMPLE_SCHEMA)
 
 
 def evaluate_step(

@@ -22,8 +22,9 @@ column, ``count`` valid entries at the end):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any, cast, overload
 
 import numpy as np
 import pyarrow as pa
@@ -33,48 +34,69 @@ from numpy.typing import NDArray
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
 from notifier.rules.evidence import NULL, UNSET_TS
-from notifier.types import GROUP_STATE_CODE, CommitPoint, Sample
+from notifier.types import (
+    GROUP_STATE_CODE,
+    GROUP_STATES,
+    CommitPoint,
+    Sample,
+    available_rows,
+    unavailable_partitions,
+)
 
 _INITIAL_ROWS = 1024
+_STATE_NAMES = pa.array(GROUP_STATES)
 
-_ROW_COLUMNS: tuple[tuple[str, str, type, float, bool], ...] = (
-    # name, shape ("window", "ring" or per row), dtype, initial value, reset when a row is freed
-    ("s_ts", "window", np.int64, UNSET_TS, True),
-    ("s_committed", "window", np.int64, NULL, True),
-    ("s_leo", "window", np.int64, NULL, True),
-    ("s_log_start", "window", np.int64, NULL, True),
-    ("s_state", "window", np.int8, NULL, True),
-    ("s_members", "window", np.int32, 0, True),
-    ("s_member_changed", "window", np.bool_, False, True),
-    ("s_count", "row", np.int16, 0, True),
-    ("latest_committed", "row", np.int64, NULL, True),
-    ("latest_leo", "row", np.int64, NULL, True),
-    ("latest_log_start", "row", np.int64, NULL, True),
-    ("latest_state", "row", np.int8, NULL, True),
-    ("latest_members", "row", np.int32, 0, True),
-    ("last_hash", "row", np.int64, 0, True),
-    ("r_offset", "ring", np.int64, NULL, True),
-    ("r_ts", "ring", np.int64, 0, True),
-    ("r_lag", "ring", np.int64, NULL, True),
-    ("r_order", "ring", np.int64, NULL, True),
-    ("r_count", "row", np.int16, 0, True),
-    ("row_group", "row", np.int32, NULL, True),
-    ("row_table", "row", np.int32, NULL, False),
-    ("row_partition", "row", np.int32, NULL, False),
-    ("row_alive", "row", np.bool_, False, True),
-    ("row_epoch", "row", np.int64, 0, False),
-    *((name, "row", dtype, fill, True) for name, dtype, fill in evidence.COLUMNS),
-)
-"""Every per-row column of :class:`WindowStore`, for allocating, growing and freeing rows."""
-
-ROW_COLUMN_NAMES = tuple(name for name, *_ in _ROW_COLUMNS)
-"""The names of the per-row columns: what a checkpoint saves of each row."""
+_SHAPES = ("row", "window", "ring", "table", "points")
 
 
-_IDENTITY_COLUMNS = ("row_group", "row_table", "row_partition", "row_alive", "row_epoch")
-PORTABLE_ROW_COLUMNS = tuple(n for n in ROW_COLUMN_NAMES if n not in _IDENTITY_COLUMNS)
-"""The per-row columns that mean the same in another process's store (not ids into it)."""
-TABLE_COLUMN_NAMES = ("t_leo", "t_time", "t_count")
+@dataclass(frozen=True)
+class Column:
+    """One numpy column of :class:`WindowStore`, declared once as a class attribute there: the
+    declaration is what allocates, grows, frees, exports and checkpoints it.
+
+    ``shape``: ``row`` (one value per row), ``window`` (``intervals`` per row), ``ring``
+    (``intervals`` per row), ``table`` (one per LEO table) or ``points`` (``lag_time_points``
+    per LEO table). ``reset``: set back to ``fill`` when its row is freed. ``portable``: means
+    the same in another process's store (not an id into this one).
+    """
+
+    shape: str
+    dtype: type
+    fill: float
+    reset: bool = True
+    portable: bool = True
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.shape not in _SHAPES:
+            raise ValueError(f"column shape must be one of {_SHAPES}, not {self.shape!r}")
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        object.__setattr__(self, "name", name)
+
+    @property
+    def per_row(self) -> bool:
+        return self.shape in ("row", "window", "ring")
+
+    # The allocated array lives in the instance's __dict__, which a non-data descriptor
+    # yields to: reading a column costs a plain attribute lookup.
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Column: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> np.ndarray: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> Column | np.ndarray:
+        if obj is None:
+            return self
+        raise AttributeError(f"column {self.name!r} is not allocated")
+
+
+def _evidence(name: str) -> Column:
+    """The declaration of an evidence column, whose type and initial value
+    :data:`notifier.rules.evidence.COLUMNS` gives."""
+    for column, dtype, fill in evidence.COLUMNS:
+        if column == name:
+            return Column("row", dtype, fill)
+    raise ValueError(f"{name!r} is not in notifier.rules.evidence.COLUMNS")
 
 
 @dataclass(slots=True)
@@ -104,20 +126,24 @@ class ScanColumns:
     state: np.ndarray
     members: np.ndarray
     member_hash: np.ndarray
+    unavailable: tuple[tuple[str, int], ...] = field(default=(), init=False)
+    """``(topic, partition)`` the scan could not read: no rows above, windows kept (set after
+    the columns, by whoever read the scan's rows marked unavailable)."""
 
     def __len__(self) -> int:
         return len(self.group)
 
     @classmethod
     def from_table(cls, table: pa.Table, cluster: str, ts: int) -> ScanColumns:
-        """From rows of one cluster and one scan time in the sample schema."""
-        state_names = table.column("group_state").to_pylist()
-        states = np.fromiter(
-            (GROUP_STATE_CODE.get(s, GROUP_STATE_CODE["Unknown"]) for s in state_names),
-            dtype=np.int8,
-            count=len(state_names),
-        )
-        return cls(
+        """From rows of one cluster and one scan time in the sample schema; the rows of
+        partitions marked unavailable become :attr:`unavailable`."""
+        unavailable = unavailable_partitions(table)
+        if unavailable:
+            table = available_rows(table)
+        # A state's code is its index in GROUP_STATES; a name not there is "Unknown".
+        codes = pc.index_in(table.column("group_state"), value_set=_STATE_NAMES)
+        states = pc.fill_null(codes, GROUP_STATE_CODE["Unknown"]).to_numpy().astype(np.int8)
+        scan = cls(
             cluster=cluster,
             ts=ts,
             group=table.column("group").to_pylist(),
@@ -130,11 +156,15 @@ class ScanColumns:
             members=table.column("members").to_numpy().astype(np.int32),
             member_hash=table.column("member_hash").to_numpy().astype(np.int64),
         )
+        scan.unavailable = unavailable
+        return scan
 
     @classmethod
     def from_samples(cls, samples: list[Sample]) -> ScanColumns:
         first = samples[0]
-        return cls(
+        unavailable = tuple(sorted({(s.topic, s.partition) for s in samples if not s.available}))
+        samples = [s for s in samples if s.available]
+        scan = cls(
             cluster=first.cluster,
             ts=first.ts,
             group=[s.group for s in samples],
@@ -156,6 +186,8 @@ class ScanColumns:
             members=np.array([s.members for s in samples], dtype=np.int32),
             member_hash=np.array([s.member_hash for s in samples], dtype=np.int64),
         )
+        scan.unavailable = unavailable
+        return scan
 
 
 def _int_column(table: pa.Table, name: str) -> NDArray[np.int64]:
@@ -173,60 +205,60 @@ class WindowStore:
     """
 
     # The sample window: one entry per scan that saw the row.
-    s_ts: np.ndarray
-    s_committed: np.ndarray
-    s_leo: np.ndarray
-    s_log_start: np.ndarray
-    s_state: np.ndarray
-    s_members: np.ndarray
-    s_member_changed: np.ndarray
-    s_count: np.ndarray
+    s_ts = Column("window", np.int64, UNSET_TS)
+    s_committed = Column("window", np.int64, NULL)
+    s_leo = Column("window", np.int64, NULL)
+    s_log_start = Column("window", np.int64, NULL)
+    s_state = Column("window", np.int8, NULL)
+    s_members = Column("window", np.int32, 0)
+    s_member_changed = Column("window", np.bool_, False)
+    s_count = Column("row", np.int16, 0)
     # The newest sample again, contiguous: the evaluator reads it for every window, and a
     # column of a row-major (N, W) array costs as much memory traffic as the whole array.
-    latest_committed: np.ndarray
-    latest_leo: np.ndarray
-    latest_log_start: np.ndarray
-    latest_state: np.ndarray
-    latest_members: np.ndarray
-    last_hash: np.ndarray
+    latest_committed = Column("row", np.int64, NULL)
+    latest_leo = Column("row", np.int64, NULL)
+    latest_log_start = Column("row", np.int64, NULL)
+    latest_state = Column("row", np.int8, NULL)
+    latest_members = Column("row", np.int32, 0)
+    last_hash = Column("row", np.int64, 0)
     # Burrow's commit ring: one entry per change of the committed offset.
-    r_offset: np.ndarray
-    r_ts: np.ndarray
-    r_lag: np.ndarray
-    r_order: np.ndarray
-    r_count: np.ndarray
+    r_offset = Column("ring", np.int64, NULL)
+    r_ts = Column("ring", np.int64, 0)
+    r_lag = Column("ring", np.int64, NULL)
+    r_order = Column("ring", np.int64, NULL)
+    r_count = Column("row", np.int16, 0)
     # What a row is: its group id, LEO table, partition, whether in use, and its epoch.
-    row_group: np.ndarray
-    row_table: np.ndarray
-    row_partition: np.ndarray
-    row_alive: np.ndarray
-    row_epoch: np.ndarray
+    row_group = Column("row", np.int32, NULL, portable=False)
+    row_table = Column("row", np.int32, NULL, reset=False, portable=False)
+    row_partition = Column("row", np.int32, NULL, reset=False, portable=False)
+    row_alive = Column("row", np.bool_, False, portable=False)
+    row_epoch = Column("row", np.int64, 0, reset=False, portable=False)
     # Evidence that outlives the window (notifier.rules.evidence.COLUMNS).
-    e_wait_since: np.ndarray
-    e_wait_leo: np.ndarray
-    e_wait_disturbed: np.ndarray
-    e_usual_wait_ms: np.ndarray
-    e_usual_wait_ts: np.ndarray
-    e_waits_learned: np.ndarray
-    e_memberless_since: np.ndarray
-    e_memberless_leo: np.ndarray
-    e_usual_memberless_ms: np.ndarray
-    e_churn_since: np.ndarray
-    e_churn_changes: np.ndarray
-    e_last_change_ts: np.ndarray
-    e_rewind_from: np.ndarray
-    e_normal_rate: np.ndarray
-    e_rate_samples: np.ndarray
-    e_consume_rate: np.ndarray
-    e_produce_rate: np.ndarray
-    e_move_ts: np.ndarray
-    e_move_leo: np.ndarray
-    e_move_disturbed: np.ndarray
-    e_move_measured: np.ndarray
-    # LEO tables for lag in seconds.
-    t_leo: np.ndarray
-    t_time: np.ndarray
-    t_count: np.ndarray
+    e_wait_since = _evidence("e_wait_since")
+    e_wait_leo = _evidence("e_wait_leo")
+    e_wait_disturbed = _evidence("e_wait_disturbed")
+    e_usual_wait_ms = _evidence("e_usual_wait_ms")
+    e_usual_wait_ts = _evidence("e_usual_wait_ts")
+    e_waits_learned = _evidence("e_waits_learned")
+    e_memberless_since = _evidence("e_memberless_since")
+    e_memberless_leo = _evidence("e_memberless_leo")
+    e_usual_memberless_ms = _evidence("e_usual_memberless_ms")
+    e_churn_since = _evidence("e_churn_since")
+    e_churn_changes = _evidence("e_churn_changes")
+    e_last_change_ts = _evidence("e_last_change_ts")
+    e_rewind_from = _evidence("e_rewind_from")
+    e_normal_rate = _evidence("e_normal_rate")
+    e_rate_samples = _evidence("e_rate_samples")
+    e_consume_rate = _evidence("e_consume_rate")
+    e_produce_rate = _evidence("e_produce_rate")
+    e_move_ts = _evidence("e_move_ts")
+    e_move_leo = _evidence("e_move_leo")
+    e_move_disturbed = _evidence("e_move_disturbed")
+    e_move_measured = _evidence("e_move_measured")
+    # LEO tables for lag in seconds, one per (cluster, topic, partition).
+    t_leo = Column("points", np.int64, 0)
+    t_time = Column("points", np.int64, 0)
+    t_count = Column("table", np.int16, 0)
 
     def __init__(self, settings: WindowSettings | None = None, scan_interval_s: float = 10.0):
         self.settings = settings or WindowSettings()
@@ -245,6 +277,7 @@ class WindowStore:
         self.group_key: list[tuple[str, str] | None] = []
         self._free_groups: list[int] = []
         self._table_of: dict[tuple[str, str, int], int] = {}
+        self._names: dict[str, str] = {}
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
         self.leo_resets: list[lagtime.LeoReset] = []
@@ -261,25 +294,33 @@ class WindowStore:
     # ---------------------------------------------------------------- allocation
 
     def _alloc_rows(self, capacity: int) -> None:
-        shapes = {"window": (capacity, self.width), "ring": (capacity, self.ring_size)}
-        for name, shape, dtype, fill, _ in _ROW_COLUMNS:
-            new: np.ndarray = np.full(shapes.get(shape, (capacity,)), fill, dtype=dtype)
-            if self.capacity:
-                new[: self.capacity] = getattr(self, name)
-            setattr(self, name, new)
+        self._alloc(ROW_COLUMNS, self.capacity, capacity)
         self.capacity = capacity
 
     def _alloc_tables(self, capacity: int) -> None:
-        for name, shape, dtype in (
-            ("t_leo", (capacity, self.points), np.int64),
-            ("t_time", (capacity, self.points), np.int64),
-            ("t_count", (capacity,), np.int16),
-        ):
-            new = np.zeros(shape, dtype=dtype)
-            if self.table_capacity:
-                new[: self.table_capacity] = getattr(self, name)
-            setattr(self, name, new)
+        self._alloc(TABLE_COLUMNS, self.table_capacity, capacity)
         self.table_capacity = capacity
+
+    def _alloc(self, columns: tuple[Column, ...], kept: int, capacity: int) -> None:
+        widths = {"window": self.width, "ring": self.ring_size, "points": self.points}
+        for column in columns:
+            width = widths.get(column.shape)
+            shape = (capacity,) if width is None else (capacity, width)
+            new: np.ndarray = np.full(shape, column.fill, dtype=column.dtype)
+            if kept:
+                new[:kept] = getattr(self, column.name)[:kept]
+            setattr(self, column.name, new)
+
+    def _reserve_rows(self, wanted: int) -> None:
+        """Room for ``wanted`` rows in use, grown by an eighth more than asked: a scan that
+        brings many new rows grows the columns once, and a store is never twice its rows."""
+        if wanted > self.capacity:
+            self._alloc_rows(wanted + wanted // 8)
+
+    def _reserve_tables(self, wanted: int) -> None:
+        """Room for ``wanted`` LEO tables, as :meth:`_reserve_rows` for rows."""
+        if wanted > self.table_capacity:
+            self._alloc_tables(wanted + wanted // 8)
 
     def _new_group(self, key: tuple[str, str]) -> int:
         if self._free_groups:
@@ -300,25 +341,28 @@ class WindowStore:
         return gid
 
     def _new_row(self, key: tuple[str, str, str, int]) -> int:
+        cluster, group, topic, partition = key
+        gid = self._group_of.get((cluster, group))
+        if gid is None:
+            gid = self._new_group((cluster, group))
+        # The group's and the topic's names are kept once, not once per row: a scan's table
+        # hands over a string object per row.
+        cluster, group = self.group_key_of(gid)
+        topic = self._names.setdefault(topic, topic)
+        key = (cluster, group, topic, partition)
         if self._free_rows:
             row = self._free_rows.pop()
             self.row_key[row] = key
         else:
             row = len(self.row_key)
-            if row >= self.capacity:
-                self._alloc_rows(self.capacity * 2)
+            self._reserve_rows(row + 1)
             self.row_key.append(key)
         self._row_of[key] = row
-        cluster, group, topic, partition = key
-        gid = self._group_of.get((cluster, group))
-        if gid is None:
-            gid = self._new_group((cluster, group))
         table_key = (cluster, topic, partition)
         table = self._table_of.get(table_key)
         if table is None:
             table = len(self._table_of)
-            if table >= self.table_capacity:
-                self._alloc_tables(self.table_capacity * 2)
+            self._reserve_tables(table + 1)
             self._table_of[table_key] = table
         self.row_group[row] = gid
         self.row_table[row] = table
@@ -329,9 +373,14 @@ class WindowStore:
         return row
 
     def _reset_rows(self, rows: np.ndarray) -> None:
-        for name, _, _, fill, reset in _ROW_COLUMNS:
-            if reset:
-                getattr(self, name)[rows] = fill
+        for column in ROW_COLUMNS:
+            if column.reset:
+                getattr(self, column.name)[rows] = column.fill
+
+    def array_bytes(self) -> int:
+        """What the store's arrays take, as allocated (spare capacity included)."""
+        columns = (*ROW_COLUMNS, *TABLE_COLUMNS)
+        return int(sum(getattr(self, c.name).nbytes for c in columns)) + self.group_epoch.nbytes
 
     # ---------------------------------------------------------------- lookups
 
@@ -407,17 +456,25 @@ class WindowStore:
         ):
             return previous[3]
         cluster = scan.cluster
-        rows = np.empty(len(scan), dtype=np.int64)
-        row_of = self._row_of
-        for i, (group, topic, partition) in enumerate(
-            zip(scan.group, scan.topic, scan.partition.tolist())
-        ):
-            key = (cluster, group, topic, partition)
-            row = row_of.get(key)
-            rows[i] = self._new_row(key) if row is None else row
+        keys = list(zip(repeat(cluster), scan.group, scan.topic, scan.partition.tolist()))
+        found = list(map(self._row_of.get, keys))
+        missing = [i for i, row in enumerate(found) if row is None]
+        if len({keys[i] for i in missing}) != len(missing):
+            raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
+        self._reserve_rows(len(self.row_key) + len(missing) - len(self._free_rows))
+        new_tables = {(keys[i][0], keys[i][2], keys[i][3]) for i in missing}
+        new_tables -= self._table_of.keys()
+        self._reserve_tables(len(self._table_of) + len(new_tables))
+        for i in missing:
+            found[i] = self._new_row(keys[i])
+        rows = np.asarray(found, dtype=np.int64)
         if np.unique(rows).size != rows.size:
             raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
-        self._last_scan[cluster] = (scan.group, scan.topic, scan.partition, rows)
+        # Kept to recognize the next scan's layout, with the rows' own names: the scan's lists
+        # hold a string object per row.
+        keys_of = [self.row_key_of(r) for r in rows.tolist()]
+        groups, topics = [key[1] for key in keys_of], [key[2] for key in keys_of]
+        self._last_scan[cluster] = (groups, topics, scan.partition, rows)
         return rows
 
     def _append_samples(self, rows: np.ndarray, scan: ScanColumns) -> None:
@@ -819,6 +876,41 @@ class WindowStore:
             self.last_scan_ts[scan.cluster] = latest
         self._last_scan.pop(scan.cluster, None)  # a part of a scan: not the cluster's layout
         return rows
+
+
+def _declared_columns(shapes: tuple[str, ...]) -> tuple[Column, ...]:
+    return tuple(
+        c for c in vars(WindowStore).values() if isinstance(c, Column) and c.shape in shapes
+    )
+
+
+ROW_COLUMNS = _declared_columns(("row", "window", "ring"))
+"""Every per-row column of :class:`WindowStore`, in declaration order."""
+TABLE_COLUMNS = _declared_columns(("table", "points"))
+"""Every per-LEO-table column of :class:`WindowStore`."""
+ROW_COLUMN_NAMES = tuple(c.name for c in ROW_COLUMNS)
+"""The names of the per-row columns: what a checkpoint saves of each row."""
+PORTABLE_ROW_COLUMNS = tuple(c.name for c in ROW_COLUMNS if c.portable)
+"""The per-row columns that mean the same in another process's store (not ids into it)."""
+TABLE_COLUMN_NAMES = tuple(c.name for c in TABLE_COLUMNS)
+
+
+def _check_evidence_declared() -> None:
+    declared = {c.name: c for c in ROW_COLUMNS}
+    for name, dtype, fill in evidence.COLUMNS:
+        column = declared.get(name)
+        if column is None or column.dtype is not dtype or not _same(column.fill, fill):
+            raise TypeError(
+                f"WindowStore must declare evidence column {name!r} as _evidence({name!r}) "
+                "(notifier.rules.evidence.COLUMNS gives its type and initial value)"
+            )
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (a != a and b != b)  # NaN fills are the same fill
+
+
+_check_evidence_declared()
 
 
 def as_index(rows: np.ndarray) -> slice | np.ndarray:

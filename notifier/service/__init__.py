@@ -15,9 +15,10 @@ protocol), the API nor :mod:`notifier.fleet` (which implements the sharing proto
 """
 
 from notifier.service.coordinator import Coordinator, LogSink, TransitionSink, make_collector
-from notifier.service.reload import ReloadableNotifier, Reloader, ReloadResult, notify_section
+from notifier.service.reload import ConfigReader, ReloadableNotifier, Reloader, ReloadResult
 
 __all__ = [
+    "ConfigReader",
     "Coordinator",
     "LogSink",
     "ReloadResult",
@@ -25,5 +26,4 @@ __all__ = [
     "Reloader",
     "TransitionSink",
     "make_collector",
-    "notify_section",
 ]

@@ -25,13 +25,14 @@ from notifier.damaged import last_written, move_aside
 from notifier.diskfaults import DataDirError, error_text, is_disk_error
 from notifier.packed import array_blob, blob_array, digest
 from notifier.rules import ROW_COLUMN_NAMES, Evaluator, TransitionTracker, WindowStore
+from notifier.rules.store import TABLE_COLUMN_NAMES
 from notifier.types import GroupStatus
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 _ROW_ARRAYS = ROW_COLUMN_NAMES
-_TABLE_ARRAYS = ("t_leo", "t_time", "t_count")
+_TABLE_ARRAYS = TABLE_COLUMN_NAMES
 
 
 class CheckpointError(Exception):

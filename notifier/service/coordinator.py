@@ -73,6 +73,7 @@ from notifier.rules import (
     TransitionTracker,
     WindowStore,
     scans,
+    unavailable_samples,
 )
 from notifier.service import checkpoint
 from notifier.service.scanclock import ScanClock
@@ -828,8 +829,13 @@ class Coordinator:
         if transitions:
             # The sink schedules on the wall clock; the transitions carry their scan time.
             self.sink.handle(transitions, result.ts)
-        if self.history is not None and samples.num_rows:
-            self.history.append(samples)
+        if self.history is not None:
+            # The windows the step kept for partitions the scan could not read go in too, so
+            # that a replay of the history keeps them as well.
+            lost = unavailable_samples(state.store, name, ts, result.unavailable_partitions)
+            recorded = pa.concat_tables([samples, lost]) if lost.num_rows else samples
+            if recorded.num_rows:
+                self.history.append(recorded)
         log.debug(
             "scan", extra={"event": "scan", "cluster": name, "rows": result.samples.num_rows,
                            "duration_s": round(result.duration_s, 3),
@@ -1023,6 +1029,7 @@ def make_collector(cluster: ClusterConfig) -> ClusterCollector:
         group_deny=cluster.group_deny or None,
         describe_batch_size=cluster.describe_batch_size,
         offset_fetch_concurrency=cluster.offset_fetch_concurrency,
+        offset_fetch_batch_size=cluster.offset_fetch_batch_size,
         **collector_security(cluster.security),
     )
 

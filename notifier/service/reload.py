@@ -27,8 +27,6 @@ from notifier.config import (
     ConfigError,
     NotifyConfig,
     ServiceConfig,
-    load_service_config,
-    parse_notify,
     unknown_labels,
 )
 from notifier.rules import load_rules
@@ -87,20 +85,21 @@ class ReloadResult:
         }
 
 
-def notify_section(service: ServiceConfig, source: str) -> NotifyConfig | None:
-    """The service's notify section as the notifier runs it (the API's public URL is the
-    status page's when the section names none)."""
-    if not service.notify:
-        return None
-    config = parse_notify(service.notify, f"{source}: notify")
-    if service.api.public_url and not config.status_page_url:
-        config = config.model_copy(update={"status_page_url": service.api.public_url})
-    return config
+class ConfigReader(Protocol):
+    """How the service config and its notify section are read with the registered channel
+    kinds (:mod:`notifier.notify.config` is one): the notify stage's to give, since the
+    service imports no stage that notifies."""
+
+    def load_service_config(
+        self, path: str | Path, environ: dict[str, str] | None = None
+    ) -> ServiceConfig: ...
+
+    def notify_section(self, service: ServiceConfig, source: str) -> NotifyConfig | None: ...
 
 
 class Reloader:
     """Re-reads ``config_path`` and hands what changed to the coordinator and the notifier;
-    one reload at a time."""
+    one reload at a time. ``reader`` reads the file as ``notifier run`` does."""
 
     def __init__(
         self,
@@ -108,8 +107,10 @@ class Reloader:
         coordinator: Coordinator,
         notifier: ReloadableNotifier | None,
         running: ServiceConfig,
+        reader: ConfigReader,
     ) -> None:
         self.config_path = Path(config_path)
+        self.reader = reader
         self.coordinator = coordinator
         self.notifier = notifier
         self.running = running
@@ -147,10 +148,10 @@ class Reloader:
     async def _reload(self, source: str) -> ReloadResult:
         path = self.config_path
         try:
-            service = load_service_config(path)
+            service = self.reader.load_service_config(path)
             rules_path = service.rules_path(path.parent)
             rules = load_rules(rules_path)
-            notify = notify_section(service, str(path))
+            notify = self.reader.notify_section(service, str(path))
         except ConfigError as exc:
             return ReloadResult(False, source, error=str(exc))
         problems = self._problems(service, notify, rules)

@@ -344,5 +344,7 @@ class _Writer:
             "group_state": encoded("group_state", by_group(a.state)),
             "members": pa.array(members.astype(np.int32)),
             "member_hash": pa.array(hashes),
+            # A synthetic broker always answers: a failed scan is a gap, never a lost leader.
+            "available": pa.repeat(pa.scalar(True), len(hashes)),
         }
         return pa.Table.from_pydict(columns, schema=schema)

@@ -1,0 +1,134 @@
+"""The window store's columns: declared once, allocated, grown and freed from that declaration."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from notifier.config import WindowSettings
+from notifier.rules import ScanColumns, WindowStore
+from notifier.rules import evidence as evidence
+from notifier.rules.store import (
+    PORTABLE_ROW_COLUMNS,
+    ROW_COLUMN_NAMES,
+    ROW_COLUMNS,
+    TABLE_COLUMN_NAMES,
+    TABLE_COLUMNS,
+    Column,
+)
+
+INTERVAL_MS = 10_000
+
+
+def test_every_declared_column_is_allocated_with_its_type_and_shape():
+    store = WindowStore(WindowSettings(intervals=7, lag_time_points=13))
+    widths = {"window": 7, "ring": 7, "points": 13}
+    for column in (*ROW_COLUMNS, *TABLE_COLUMNS):
+        array = getattr(store, column.name)
+        rows = store.capacity if column.per_row else store.table_capacity
+        width = widths.get(column.shape)
+        assert array.shape == ((rows,) if width is None else (rows, width)), column.name
+        assert array.dtype == np.dtype(column.dtype), column.name
+    assert set(TABLE_COLUMN_NAMES) == {"t_leo", "t_time", "t_count"}
+    assert {name for name, _, _ in evidence.COLUMNS} <= set(ROW_COLUMN_NAMES)
+    assert not {"row_group", "row_table", "row_alive"} & set(PORTABLE_ROW_COLUMNS)
+
+
+def test_a_column_is_an_array_only_once_a_store_allocates_it():
+    class Bare:
+        values = Column("row", np.int64, 0)
+
+    assert Bare.values.name == "values"
+    try:
+        _ = Bare().values
+    except AttributeError as exc:
+        assert "'values' is not allocated" in str(exc)
+    else:
+        raise AssertionError("an unallocated column must not read as anything")
+
+
+def _scan(ts: int, keys: list[tuple[str, int]], offset: int) -> ScanColumns:
+    n = len(keys)
+    committed = np.arange(n, dtype=np.int64) + offset
+    return ScanColumns(
+        cluster="c",
+        ts=ts,
+        group=[g for g, _ in keys],
+        topic=["t"] * n,
+        partition=np.asarray([p for _, p in keys], dtype=np.int32),
+        committed=committed,
+        log_end=committed + 5,
+        log_start=np.zeros(n, dtype=np.int64),
+        state=np.full(n, 3, dtype=np.int8),
+        members=np.ones(n, dtype=np.int32),
+        member_hash=np.zeros(n, dtype=np.int64),
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.integers(0, 2_500), min_size=1, max_size=4),
+    st.lists(st.integers(0, 40), max_size=3),
+)
+def test_rows_keep_their_windows_while_the_store_grows_and_frees(new_rows, dropped_groups):
+    """However many rows each scan brings (growing the columns past their first allocation),
+    every row's window holds exactly what the scans that saw it said, and a freed row reads as
+    a new one; a plain dict of what was ingested is the reference."""
+    store = WindowStore(WindowSettings(intervals=4, lag_time_points=5), INTERVAL_MS / 1000)
+    keys: list[tuple[str, int]] = []
+    seen: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for i, extra in enumerate(new_rows):
+        start = len(keys)
+        keys += [(f"g{(start + k) // 60}", (start + k) % 60) for k in range(extra)]
+        ts = 1_000_000 + i * INTERVAL_MS
+        if not keys:
+            continue
+        scan = _scan(ts, keys, offset=100 * i)
+        store.ingest_scan(scan)
+        for key, committed in zip(keys, scan.committed.tolist()):
+            seen.setdefault(key, []).append((ts, committed))
+    assert store.capacity <= max(1024, len(keys) + len(keys) // 8)
+    gone = [("c", f"g{g}") for g in dropped_groups]
+    forgotten = store.remove_groups(gone)
+    for key, history in seen.items():
+        row = store.row("c", key[0], "t", key[1])
+        if ("c", key[0]) in forgotten:
+            assert row is None
+            continue
+        assert row is not None
+        window = store.samples(row)
+        assert [(s["ts"], s["committed_offset"]) for s in window] == history[-4:]
+    freed = store._free_rows
+    for column in ROW_COLUMNS:
+        if column.reset and freed:
+            values = getattr(store, column.name)[np.asarray(freed)]
+            expected = np.full_like(values, column.fill)
+            assert np.array_equal(values, expected, equal_nan=values.dtype.kind == "f")
+
+
+def test_a_scan_that_lists_a_group_partition_twice_is_refused_new_or_known():
+    store = WindowStore(WindowSettings(intervals=4, lag_time_points=5), INTERVAL_MS / 1000)
+    for keys in ([("g", 0), ("g", 0)], [("g", 1)], [("g", 1), ("g", 1)]):
+        scan = _scan(1_000_000, keys, offset=0)
+        if len(keys) == 1:
+            store.ingest_scan(scan)
+            continue
+        try:
+            store.ingest_scan(scan)
+        except ValueError as exc:
+            assert "lists a group-partition twice" in str(exc)
+        else:
+            raise AssertionError(f"{keys} must be refused")
+    assert store.rows_in_use == 1
+
+
+def test_a_name_is_held_once_however_many_rows_and_scans_carry_it():
+    store = WindowStore(WindowSettings(intervals=4, lag_time_points=5), INTERVAL_MS / 1000)
+    for i in range(3):  # every scan brings its own string objects, as a table's to_pylist does
+        keys = [("".join(["g", "1"]), p) for p in range(50)] + [("".join(["g", "2"]), 0)]
+        store.ingest_scan(_scan(1_000_000 + i * INTERVAL_MS, keys, offset=i))
+    names = {(id(store.row_key_of(r)[1]), id(store.row_key_of(r)[2])) for r in store.alive_rows()}
+    assert len({group for group, _ in names}) == 2
+    assert len({topic for _, topic in names}) == 1
+    assert store.rows_in_use == 51
