@@ -17,12 +17,20 @@ caught it early). Precision is matched alerts over all alerts; recall is caught 
 labels; the delay is from the label's start to the first matching alert (0 when earlier), also
 printed from the onset. Alerts opened in the warm-up (the first 30 minutes) do not count.
 
-    python benchmarks/alert_quality.py            # 3 seeds x 150 groups x 6 h (a few minutes)
-    python benchmarks/alert_quality.py --full     # 5 seeds x 300 groups x 12 h
+The same configurations are also run over the sweep (:mod:`notifier.backtest.sweep`): every
+benign pattern of real fleets over a grid of its parameters (zero pages anywhere is the target)
+and every incident kind over its own grid (detection delay per cell), simulated on
+:mod:`notifier.backtest.kafkasim`, a model of what brokers and clients do written apart from
+the rules. Precision, recall and delays are then given on the sweep, the fleet, and both.
 
-Targets for the defaults (10 s scans): precision >= 0.98, recall >= 0.98 and >= 0.95 for every
-kind, median delay <= 30 s, p90 <= 120 s, and better than both Burrow baselines on precision,
-recall, median and p90. Ends with one JSON line.
+    python benchmarks/alert_quality.py            # 3 seeds x 150 groups x 6 h, sweep 2 replicas
+    python benchmarks/alert_quality.py --full     # 5 seeds x 300 groups x 12 h, 4 replicas
+    python benchmarks/alert_quality.py --report DIR   # also the sweep's heat maps (HTML, PNG)
+
+Targets for the defaults (10 s scans, the sweep and the fleet together): precision >= 0.98,
+recall >= 0.98 and >= 0.95 for every kind, median delay <= 30 s, p90 <= 120 s, no page in any
+benign cell of the sweep, and better than Burrow's rules on precision, recall, median and p90.
+Ends with one JSON line (the sweep's figures in it too).
 """
 
 from __future__ import annotations
@@ -50,7 +58,9 @@ from notifier.backtest import (  # noqa: E402
     match_incidents,
     replay,
 )
+from notifier.backtest import sweep as sweeps  # noqa: E402
 from notifier.backtest.scoring import labels_frame  # noqa: E402
+from notifier.backtest.sweepreport import write_sweep_report  # noqa: E402
 from notifier.history import load_incidents, read_history  # noqa: E402
 from notifier.rules import RulesConfig, load_rules, parse_rules  # noqa: E402
 from notifier.synth import synthesize_fleet  # noqa: E402
@@ -148,7 +158,30 @@ def score(corpora: list[Corpus], configs: dict[str, RulesConfig]) -> dict[str, d
     alerts = pd.DataFrame(per_alert, columns=["config", "matched", "rule", "group", "start", "end"])
     return {name: _figures(labels[labels["config"] == name],
                            alerts[alerts["config"] == name], group_days)
+            | {"_labels": labels[labels["config"] == name],
+               "_alerts": alerts[alerts["config"] == name]}
             for name in names}  # fmt: skip
+
+
+def sweep_frames(
+    results: list[sweeps.PatternResult], name: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The sweep's labels and alerts of one configuration, in :func:`score`'s columns."""
+    labels = [r.labels[r.labels["config"] == name] for r in results if len(r.labels)]
+    frame = pd.concat(labels, ignore_index=True) if labels else pd.DataFrame()
+    label_rows = (
+        frame.assign(from_onset_s=frame["delay_s"])[
+            ["config", "kind", "caught", "delay_s", "from_onset_s"]
+        ]
+        if len(frame)
+        else frame
+    )
+    alerts = [r.alerts[r.alerts["config"] == name] for r in results]
+    a = pd.concat(alerts, ignore_index=True)
+    alert_rows = pd.DataFrame({"config": name, "matched": a["matched"].astype(bool),
+                               "rule": a["rule"], "group": a["group"], "start": a["start_ms"],
+                               "end": a["end_ms"]})  # fmt: skip
+    return label_rows, alert_rows
 
 
 def _figures(labels: pd.DataFrame, alerts: pd.DataFrame, group_days: float) -> dict[str, Any]:
@@ -226,6 +259,33 @@ def _met(figures: dict[str, Any], baselines: dict[str, dict[str, Any]]) -> dict[
     return met
 
 
+def _print_sweep(summary: dict[str, Any], names: list[str]) -> None:
+    print("\nbenign patterns: pages (cells with pages / cells), per configuration")
+    print(f"  {'pattern':<22}" + "".join(f"{n:>22}" for n in names))
+    for pattern in sweeps.BENIGN:
+        cells = []
+        for n in names:
+            p = summary[n]["patterns"].get(pattern.name)
+            cells.append(
+                "-" if p is None else f"{p['pages']} ({p['cells_with_pages']}/{p['cells']})"
+            )
+        print(f"  {pattern.name:<22}" + "".join(f"{c:>22}" for c in cells))
+    print("\nfault sweep: recall, p50 / p90 delay (s), worst cell's p90, per configuration")
+    print(f"  {'kind':<18}" + "".join(f"{n:>34}" for n in names))
+    kinds = sorted({k for n in names for k in summary[n]["kinds"]})
+    for kind in kinds:
+        cells = []
+        for n in names:
+            k = summary[n]["kinds"].get(kind)
+            cells.append(
+                "-"
+                if k is None
+                else f"{k['recall']:.2f} {k['delay_p50_s']:.0f}/"
+                f"{k['delay_p90_s']:.0f} worst {k['worst_cell_p90_s']:.0f}"
+            )
+        print(f"  {kind:<18}" + "".join(f"{c:>34}" for c in cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="5 seeds x 300 groups x 12 h")
@@ -233,6 +293,13 @@ def main() -> None:
     parser.add_argument("--groups", type=int, help="groups per corpus (default 150; --full 300)")
     parser.add_argument("--hours", type=float, help="hours per corpus (default 6; --full 12)")
     parser.add_argument("--rules", type=Path, default=ROOT / "rules.yaml")
+    parser.add_argument(
+        "--replicas", type=int, help="sweep replicas per cell (default 2; --full 4)"
+    )
+    parser.add_argument("--patterns", nargs="*", help="sweep only these patterns and faults")
+    parser.add_argument("--no-sweep", action="store_true", help="the fleet corpus alone")
+    parser.add_argument("--no-fleet", action="store_true", help="the sweep alone")
+    parser.add_argument("--report", type=Path, help="write the sweep's heat maps (HTML, PNG) here")
     args = parser.parse_args()
     seeds = args.seeds or ([7, 8, 9, 10, 11] if args.full else [7, 8, 9])
     groups = args.groups or (300 if args.full else 150)
@@ -245,34 +312,109 @@ def main() -> None:
         "burrow_mc0": burrow_only(rules, 0.0),
         "burrow_mc1": burrow_only(rules, 1.0),
     }
-    with tempfile.TemporaryDirectory(prefix="alert-quality-") as tmp:
-        corpora = [build_corpus(seed, groups, hours, Path(tmp)) for seed in seeds]
-    labels = sum(len(c.labels) for c in corpora)
-    print(
-        f"alert quality: seeds {seeds}, {groups} groups x 4 partitions x {hours:g} h at "
-        f"{INTERVAL_S:g} s scans, {labels} labelled incidents, warm-up 30 min, "
-        f"rules {args.rules.name}"
-    )
-    results = score(corpora, configs)
-    for name, figures in results.items():
-        _print(name, figures)
-    baselines = {name: results[name] for name in ("burrow_mc0", "burrow_mc1")}
-    met = _met(results["defaults"], baselines)
+    sweep_names = ["defaults", "burrow_mc1"]
+    labels = 0
+    results: dict[str, dict[str, Any]] = {}
+    if not args.no_fleet:
+        with tempfile.TemporaryDirectory(prefix="alert-quality-") as tmp:
+            corpora = [build_corpus(seed, groups, hours, Path(tmp)) for seed in seeds]
+        labels = sum(len(c.labels) for c in corpora)
+        print(
+            f"alert quality: seeds {seeds}, {groups} groups x 4 partitions x {hours:g} h at "
+            f"{INTERVAL_S:g} s scans, {labels} labelled incidents, warm-up 30 min, "
+            f"rules {args.rules.name}"
+        )
+        results = score(corpora, configs)
+        for name, figures in results.items():
+            _print(name, figures)
+    sweep_summary: dict[str, Any] = {}
+    together: dict[str, dict[str, Any]] = {}
+    if not args.no_sweep:
+        replicas = args.replicas or (4 if args.full else 2)
+        chosen = [p for p in (*sweeps.BENIGN, *sweeps.FAULTS)
+                  if not args.patterns or p.name in args.patterns]  # fmt: skip
+        print(f"\nsweep: {len(chosen)} patterns and faults, {replicas} replicas per cell")
+        swept = sweeps.run_sweep(
+            {n: configs[n] for n in sweep_names},
+            chosen,
+            replicas=replicas,
+            progress=lambda name: print(f"  {name} done", flush=True),
+        )
+        sweep_summary = sweeps.summarize_sweep(swept)
+        _print_sweep(sweep_summary, sweep_names)
+        if args.report:
+            args.report.mkdir(parents=True, exist_ok=True)
+            pngs = write_sweep_report(
+                args.report / "sweep.html",
+                swept,
+                sweep_names,
+                args.report,
+                f"rules {args.rules.name}, {replicas} replicas",
+            )
+            print(f"\nheat maps: {args.report / 'sweep.html'} and {len(pngs)} PNG files")
+        for name in sweep_names:
+            s_labels, s_alerts = sweep_frames(swept, name)
+            days = sum((p.duration_s - p.warmup_s) / 86400 * len(p.x_values) * len(p.y_values)
+                       * replicas for p in chosen)  # fmt: skip
+            sweep_figures = _figures(s_labels, s_alerts, days)
+            sweep_summary[name] |= {
+                k: sweep_figures[k]
+                for k in ("alerts", "noise", "precision", "recall", "delay_p50_s", "delay_p90_s")
+            }
+            if name in results:
+                both_l = pd.concat([results[name]["_labels"], s_labels], ignore_index=True)
+                both_a = pd.concat([results[name]["_alerts"], s_alerts], ignore_index=True)
+                together[name] = _figures(both_l, both_a, days)
+            print(
+                f"\n{name} on the sweep: {sweep_figures['alerts']} alerts, "
+                f"{sweep_figures['noise']} false, precision {sweep_figures['precision']:.3f}, "
+                f"recall {sweep_figures['recall']:.3f}, delay p50 "
+                f"{sweep_figures['delay_p50_s']:.0f} s p90 {sweep_figures['delay_p90_s']:.0f} s"
+            )
+            if name in together:
+                t = together[name]
+                print(
+                    f"{name} on sweep + fleet: precision {t['precision']:.3f}, recall "
+                    f"{t['recall']:.3f}, delay p50 {t['delay_p50_s']:.0f} s p90 "
+                    f"{t['delay_p90_s']:.0f} s, per kind recall "
+                    f"{ {k: v['recall'] for k, v in t['kinds'].items()} }"
+                )
+    scored = together or results or {n: {**sweep_summary[n], "kinds": sweep_summary[n]["kinds"]}
+                                     for n in sweep_names}  # fmt: skip
+    baselines = {name: scored[name] for name in ("burrow_mc0", "burrow_mc1") if name in scored}
+    met = _met(scored["defaults"], baselines)
+    if sweep_summary:
+        met["zero_benign_pages"] = sweep_summary["defaults"]["benign_pages"] == 0
     headline = ("alerts", "noise", "precision", "recall", "delay_p50_s", "delay_p90_s",
                 "pages_per_group_day", "flaps")  # fmt: skip
     print(f"\n{time.perf_counter() - began:.0f} s")
-    by_kind = {kind: k["recall"] for kind, k in results["defaults"]["kinds"].items()}
+    by_kind = {kind: k["recall"] for kind, k in scored["defaults"]["kinds"].items()}
+    sweep_json = {
+        n: {k: v for k, v in s.items() if k != "patterns"}
+        | {"benign_pages_by_pattern": {p: v["pages"] for p, v in s["patterns"].items()}}
+        for n, s in sweep_summary.items()
+    }
     print(
         json.dumps(
             {
                 "name": "alert_quality",
-                "size": {"seeds": seeds, "groups": groups, "hours": hours, "labels": labels},
-                "figures": {k: results["defaults"][k] for k in headline}
+                "size": {
+                    "seeds": seeds,
+                    "groups": groups,
+                    "hours": hours,
+                    "labels": labels,
+                    "fleet": not args.no_fleet,
+                    "sweep": not args.no_sweep,
+                },
+                "figures": {k: scored["defaults"].get(k) for k in headline}
                 | {"recall_by_kind": by_kind},
-                "baseline": {n: {k: b[k] for k in headline} for n, b in baselines.items()},
-                "targets": TARGETS,
+                "fleet": {n: {k: r[k] for k in headline} for n, r in results.items()},
+                "sweep": sweep_json,
+                "baseline": {n: {k: b.get(k) for k in headline} for n, b in baselines.items()},
+                "targets": TARGETS | {"benign_pages": 0},
                 "met": met,
-            }
+            },
+            default=float,
         )
     )
 

@@ -302,3 +302,110 @@ def test_clear_below_keeps_a_hovering_lag_to_one_alert():
     held = transitions(only({"kind": "lag", "threshold": 100, "clear_below": 50}), inputs)
     assert len(plain) > 10
     assert [(t.previous.value, t.current.value) for t in held] == [("OK", "WARN")]
+
+
+# --------------------------------------------------------------------------------------------
+# Telling a pause from a stall (issue 28): pauses that heal themselves, standalone consumers,
+# transaction markers, holds that stay short
+
+
+GRACEFUL = only({"kind": "progress", "stall_after": "30s", "stop_after": "60s", "tolerance": 1.2,
+                 "grace": "90s"})  # fmt: skip
+
+
+def test_a_consumer_that_waits_for_a_transaction_marker_is_not_stalled_when_the_next_comes():
+    # A read_committed consumer sits one offset (the commit marker) below the log end for ten
+    # minutes, then the next transaction arrives and it reads it by the next scan.
+    committed = [100] * 60 + [110] * 10
+    log_end = [101] * 60 + [111] * 10
+    inputs = [series(committed=joined(committed), log_end=joined(log_end))]
+    assert transitions(PROGRESS, inputs) == []
+
+
+def test_a_pause_of_ninety_seconds_is_not_a_stall_but_three_minutes_are():
+    def paused_for(scans: int) -> list[dict[str, Any]]:
+        moving = list(range(0, 400, 10))
+        committed = moving + [390] * scans + list(range(400, 700, 10))
+        log_end = [i * 10 + 5 for i in range(len(committed))]
+        return [series(committed=joined(committed), log_end=joined(log_end))]
+
+    assert transitions(GRACEFUL, paused_for(9)) == []
+    seen = transitions(GRACEFUL, paused_for(18))
+    assert (seen[0].previous.value, seen[0].current.value) == ("OK", "ERR")
+    # Its usual wait is one scan: a stall once it has waited that plus 90 s.
+    assert seen[0].at / 1000 - 390 <= 10 + 90 + 10
+    assert transitions(PROGRESS, paused_for(9)) != []  # without grace it pages
+
+
+def standalone(committed: list[int]) -> list[dict[str, Any]]:
+    n = len(committed)
+    log_end = [i * 10 + 5 for i in range(n)]
+    return [
+        series(committed=joined(committed), log_end=joined(log_end), group_state=f"Emptyx{n - 1}",
+               members=f"0x{n - 1}", member_hash=f"0x{n - 1}")
+    ]  # fmt: skip
+
+
+def test_a_standalone_assign_consumer_moving_its_offsets_is_not_stopped():
+    committed = [30 * (i // 3) for i in range(120)]  # a commit every 30 s, never a member
+    assert transitions(GRACEFUL, standalone(committed)) == []
+
+
+def test_a_standalone_consumer_that_stops_moving_is_stalled_not_stopped():
+    committed = [30 * (i // 3) for i in range(90)]
+    committed += [committed[-1]] * 60
+    seen = transitions(GRACEFUL, standalone(committed))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STALL"
+
+
+def test_a_capped_hold_does_not_turn_one_scan_of_alarm_into_minutes():
+    inputs = [series(committed="0 0 10 10 10 10", log_end="10 10 10 10 10 10")]
+    capped = only({"kind": "lag", "threshold": 5, "keep_firing_for": "2m",
+                   "keep_firing_capped": True})  # fmt: skip
+    assert evaluate(capped, inputs, 60).status is GroupStatus.WARN  # firing
+    assert evaluate(capped, inputs, 120).status is GroupStatus.WARN  # held as long as it fired
+    assert evaluate(capped, inputs, 180).status is GroupStatus.OK  # not the full 2 minutes
+
+
+def test_rebalancing_for_a_minute_while_committing_is_not_stuck():
+    states = joined(["Stable"] * 20 + ["PreparingRebalance"] * 8 + ["Stable"] * 10)
+    rule = only({"kind": "stuck_rebalance", "samples": 6, "reading_nothing": True})
+    moving = [steady(38, group_state=states)]
+    assert transitions(rule, moving) == []
+    frozen = [series(committed=joined(list(range(0, 200, 10)) + [190] * 18),
+                     log_end=joined(list(range(5, 385, 10))), group_state=states)]  # fmt: skip
+    seen = transitions(rule, frozen)
+    assert (seen[0].previous.value, seen[0].current.value) == ("OK", "ERR")
+
+
+def test_a_long_rolling_deploy_that_keeps_up_is_not_a_storm():
+    # Eight pods replaced in turn, two member-set changes each, 20 s apart: five minutes of
+    # changes while the consumer keeps up.
+    behind = {**STORM, "rules": [{**STORM["rules"][0], "min_lag_seconds": "30s"}]}
+    deploy = list(range(40, 72, 2))
+    inputs = [steady(120, member_hash=member_sets(deploy, 120), members="8x119")]
+    assert transitions(STORM, inputs) != []  # without min_lag_seconds: a storm
+    assert transitions(behind, inputs) == []
+
+
+def test_a_pause_and_its_catch_up_are_not_falling_behind_a_slow_consumer_is():
+    rule = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
+                 "grace": "90s"})  # fmt: skip
+    rates = [100.0] * 240
+    log_end, committed = positions(rates, 300.0)
+    # Commits every minute; a 90 s pause at 30 min, then it catches up at three times the rate.
+    paused = list(committed)
+    for i in range(180, 189):
+        paused[i] = paused[179]
+    for i in range(189, 240):
+        paused[i] = min(log_end[i], paused[i - 1] + 3000)
+    every_minute = [paused[6 * (i // 6)] for i in range(240)]
+    inputs = [series(committed=joined(every_minute), log_end=joined(log_end))]
+    assert transitions(rule, inputs) == []
+    _, slow = positions(rates, 50.0)
+    slowed = committed[:180] + [committed[179] + (c - slow[179]) for c in slow[180:]]
+    slowed = [slowed[6 * (i // 6)] for i in range(240)]
+    seen = transitions(rule, [series(committed=joined(slowed), log_end=joined(log_end))])
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN")]
+    assert seen[0].at / 1000 - 1800 <= 240

@@ -5,8 +5,11 @@ Modules: ``grid`` (the grid and its configurations), ``samples`` (the replay's i
 columns), ``replay`` (the replay engine), ``scoring`` (matching incidents to labels or SLO
 breaches, the summary), ``recommend`` (choosing a configuration, its rules file), ``report`` (the
 HTML report), ``spark`` (session, history reading, task planning, the distributed replay), ``job``
-(the whole job: :func:`run_backtest`), ``__main__`` (the spark-submit command line). The
-synthetic histories it is measured on are made by :mod:`notifier.synth`.
+(the whole job: :func:`run_backtest`), ``kafkasim`` (a second-by-second model of brokers and
+client libraries), ``sweep`` (every benign pattern and incident kind over a grid of its
+parameters, on kafkasim), ``sweepreport`` (the sweep's heat maps), ``__main__`` (the
+spark-submit command line). The synthetic histories it is measured on are made by
+:mod:`notifier.synth`.
 
 May import ``notifier.config``, ``notifier.history``, ``notifier.rules``, ``notifier.notify`` and
 ``notifier.types``. PySpark and matplotlib are imported only when used.

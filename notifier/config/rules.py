@@ -63,6 +63,9 @@ class RuleBase(StrictModel):
     exclude: Selector | None = None
     for_: Duration = Field(default=0.0, alias="for")
     keep_firing_for: Duration = 0.0
+    keep_firing_capped: bool = False
+    """``keep_firing_for`` lasts no longer than the rule fired before it cleared, so a false
+    alarm of one scan is not held for minutes (Prometheus holds it the whole time)."""
     overrides: list[dict[str, Any]] = Field(default_factory=list)
     labels: Labels = Field(default_factory=dict)
     """Added to every finding of the rule (``team: data``); routes and inhibit rules match
@@ -73,7 +76,8 @@ class RuleBase(StrictModel):
 
     # Parameters an override may set; subclasses extend it.
     TUNABLE: ClassVar[tuple[str, ...]] = (
-        "enabled", "for_", "keep_firing_for", "severity", "labels", "annotations"
+        "enabled", "for_", "keep_firing_for", "keep_firing_capped", "severity", "labels",
+        "annotations",
     )  # fmt: skip
 
     def applies_to(self, cluster: str, group: str, topic: str) -> bool:

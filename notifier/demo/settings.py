@@ -83,6 +83,8 @@ _WAITS = (
     "keep_firing_for",
     "stall_after",
     "stop_after",
+    "grace",
+    "crash_grace",
     "lasting",
     "min_lag_seconds",
     "assumed_commit_interval",

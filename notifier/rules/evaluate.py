@@ -186,9 +186,10 @@ class Evaluator:
             p = params[binding.name]
             for_ms = _group_param(gids, p["for"], n_groups, group_ids) * 1000.0
             keep_ms = _group_param(gids, p["keep_firing_for"], n_groups, group_ids) * 1000.0
+            capped = _group_param(gids, p["keep_firing_capped"], n_groups, group_ids)
             fired = np.zeros(n_groups, dtype=np.int8)
             fired[group_ids] = self.state[binding.name].step(
-                group_ids, group_sev[group_ids], now, for_ms, keep_ms
+                group_ids, group_sev[group_ids], now, for_ms, keep_ms, capped
             )
             group_fired[binding.name] = fired
             np.maximum(worst, fired, out=worst)

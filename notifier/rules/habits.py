@@ -8,10 +8,15 @@ ten samples cannot hold. This module keeps it, one value per row, updated at eac
 the scan saw and nothing else, so the live service, ``notifier test-rules`` and the backtest
 build exactly the same evidence from the same samples:
 
-* **waiting**: since when the committed offset has not moved while records were waiting for it
-  (log end beyond it), and the log end at that moment. Any move of the committed offset, and
-  any change of the member set (a rebalance pauses consumption and restarts the clock), resets
-  it.
+* **waiting**: since when the committed offset has not moved while records arrived after it
+  last moved (the log end beyond where it was then), and the log end it moved at. Any move of
+  the committed offset, and any change of the member set (a rebalance pauses consumption and
+  restarts the clock), resets it. Records that were already there do not start it: a
+  ``read_committed`` consumer of a transactional topic sits one offset (the commit marker)
+  below the log end for good, and is not waiting for anything until new records come.
+* **standalone**: a group with no members whose offsets move anyway (``assign()`` with
+  commits: Spark, Flink, Connect-like tools) is a consumer, not an absence of one: its waits
+  are learned and its speed measured like any other's.
 * **usual wait**: the longest wait this row has needed before its offset moved — its commit
   cadence as seen from outside, learned from its own history. Not learned: waits that a
   rebalance or an empty group interrupted, waits that ended in missed scans (the move happened
@@ -86,6 +91,8 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_wait_since", np.int64, UNSET_TS),
     ("e_wait_leo", np.int64, NULL),
     ("e_wait_disturbed", np.bool_, False),
+    ("e_wait_base", np.int64, NULL),
+    ("e_standalone", np.bool_, False),
     ("e_usual_wait_ms", np.float64, 0.0),
     ("e_usual_wait_ts", np.int64, 0),
     ("e_waits_learned", np.int16, 0),
@@ -156,15 +163,30 @@ def update(
     prev_known = had & (prev_c != NULL)
     moved = offset_moved(scan)
     fresh_commit = known & ~prev_known
-    behind = known & (leo > c)
     changed = scan.member_changed
     gone = memberless(scan.state, scan.members)
+    # A group with no members whose offset moves after it went memberless is a standalone
+    # consumer (assign() with commits): it stays one until members appear.
+    was_gone = columns["e_memberless_since"][index] != UNSET_TS
+    standalone = gone & (columns["e_standalone"][index] | (moved & was_gone & had))
+    columns["e_standalone"][index] = standalone
+    absent = gone & ~standalone
     # After missed scans, a move says the offset moved some time in the gap, not when: the
     # wait and the speed it ends are not learned.
     blind = had & (ts - scan.previous_ts > times.max_gap_ms)
 
-    # Learn from a wait the consumer just ended by moving its offset.
+    # The clock runs from the scan before records were first seen beyond the log end of its
+    # last restart (they arrived in between), until the next restart.
     wait_since = columns["e_wait_since"][index]
+    base = columns["e_wait_base"][index]
+    arrived = known & (base != NULL) & (leo > base)
+    start = arrived & (wait_since == UNSET_TS) & had
+    wait_since = np.where(start, scan.previous_ts, wait_since)
+    # A stall needs more records after that (an idle topic's single batch, read at the next
+    # commit, is not one).
+    columns["e_wait_leo"][index] = np.where(start, leo, columns["e_wait_leo"][index])
+
+    # Learn from a wait the consumer just ended by moving its offset.
     usual = columns["e_usual_wait_ms"][index]
     usual_ts = columns["e_usual_wait_ts"][index]
     disturbed = columns["e_wait_disturbed"][index]
@@ -181,16 +203,17 @@ def update(
             learn, np.minimum(learned + 1, np.iinfo(np.int16).max), learned
         )
 
-    # The clock restarts on a move, a first commit or a new member set; it starts when records
-    # begin to wait and stops when there is nothing to wait for.
-    restart = moved | fresh_commit | changed | ~known
-    start = behind & (restart | (wait_since == UNSET_TS))
-    keep = behind & ~restart & (wait_since != UNSET_TS)
-    columns["e_wait_since"][index] = np.where(start, ts, np.where(keep, wait_since, UNSET_TS))
-    columns["e_wait_leo"][index] = np.where(
-        start, leo, np.where(keep, columns["e_wait_leo"][index], NULL)
+    # The clock restarts on a move, a first commit, a new member set or a log that starts
+    # over, at the log end of that moment.
+    restart = moved | fresh_commit | changed | ~known | (had & (leo < scan.previous_log_end))
+    columns["e_wait_base"][index] = np.where(
+        known, np.where(restart | (base == NULL), leo, base), NULL
     )
-    columns["e_wait_disturbed"][index] = np.where(start, changed | gone, (disturbed | gone) & keep)
+    columns["e_wait_since"][index] = np.where(restart, UNSET_TS, wait_since)
+    columns["e_wait_leo"][index] = np.where(restart, NULL, columns["e_wait_leo"][index])
+    # Whether the wait since the last restart was disturbed (it began at a new member set, or
+    # the group had no consumer meantime): a restart's pause is not a commit habit.
+    columns["e_wait_disturbed"][index] = np.where(restart, changed | absent, disturbed | absent)
 
     # Memberless spells, and the usual one (a restart) once members are back.
     since = columns["e_memberless_since"][index]
@@ -208,7 +231,7 @@ def update(
         begins, leo, np.where(gone, columns["e_memberless_leo"][index], NULL)
     )
 
-    _update_rates(columns, index, scan, moved, gone | blind, times.scan_interval_ms)
+    _update_rates(columns, index, scan, moved, absent | blind, times.scan_interval_ms)
 
 
 def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:

@@ -175,8 +175,10 @@ class Evaluation:
                     severity=severity,
                     status=SEVERITY_NAME[fired],
                     message=(
-                        f"condition cleared; keeps firing for {binding.rule.keep_firing_for:g}s "
-                        "after it last held (keep_firing_for)"
+                        f"condition cleared; keeps firing for "
+                        f"{'up to ' if binding.rule.keep_firing_capped else ''}"
+                        f"{binding.rule.keep_firing_for:g}s after it last held (keep_firing_for"
+                        f"{', no longer than it fired' if binding.rule.keep_firing_capped else ''})"
                     ),
                     evidence={"last_true": cleared},
                     since=None,

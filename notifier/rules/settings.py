@@ -47,12 +47,13 @@ class RuleBinding:
             SEVERITY_CODE[Severity(severity)],
             float(rule.for_),
             float(rule.keep_firing_for),
+            float(rule.keep_firing_capped),
             *(_parameter(rule, p) for p in self.params),
         )
 
     @property
     def names(self) -> tuple[str, ...]:
-        return ("enabled", "severity", "for", "keep_firing_for", *self.params)
+        return ("enabled", "severity", "for", "keep_firing_for", "keep_firing_capped", *self.params)
 
     def values(self, store: WindowStore, rows: np.ndarray) -> dict[str, Any]:
         if self.uniform:

@@ -53,16 +53,22 @@ class RuleState:
         now: int,
         for_ms: np.ndarray | float,
         keep_ms: np.ndarray | float,
+        capped: np.ndarray | float = 0.0,
     ) -> np.ndarray:
         """Advance the state of ``gids`` with this evaluation's condition; return the severity
-        each group fires with now (0 when pending or clear)."""
+        each group fires with now (0 when pending or clear). Where ``capped``, a
+        ``keep_firing_for`` hold lasts no longer than the rule fired before it cleared."""
         true = severity > 0
-        pending = self.pending_since[gids]
-        pending = np.where(true, np.where(pending < 0, now, pending), -1)
+        episode = self.pending_since[gids]
         last_true = np.where(true, now, self.last_true[gids])
         was_firing = self.firing[gids]
+        # The episode's start is kept through a hold, so that a capped hold knows how long
+        # the rule fired: a false alarm of one scan is not turned into minutes of page.
+        fired_for = np.maximum(last_true - (episode + for_ms), 0)
+        hold = np.where(np.asarray(capped) > 0, np.minimum(keep_ms, fired_for), keep_ms)
+        kept = ~true & was_firing & (last_true >= 0) & ((now - last_true) <= hold)
+        pending = np.where(true, np.where(episode < 0, now, episode), np.where(kept, episode, -1))
         held = true & ((now - pending) >= for_ms)
-        kept = ~true & was_firing & (last_true >= 0) & ((now - last_true) <= keep_ms)
         firing = held | (true & was_firing) | kept
         fired = np.where(true & firing, severity, np.where(kept, self.fired_severity[gids], 0))
         self.pending_since[gids] = pending

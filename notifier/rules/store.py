@@ -255,6 +255,12 @@ class WindowStore:
     e_move_leo = _evidence("e_move_leo")
     e_move_disturbed = _evidence("e_move_disturbed")
     e_move_measured = _evidence("e_move_measured")
+    e_wait_base = _evidence("e_wait_base")
+    e_memberless_abrupt = _evidence("e_memberless_abrupt")
+    e_standalone = _evidence("e_standalone")
+    e_behind_since = _evidence("e_behind_since")
+    e_behind_leo = _evidence("e_behind_leo")
+    e_behind_committed = _evidence("e_behind_committed")
     # LEO tables for lag in seconds, one per (cluster, topic, partition).
     t_leo = Column("points", np.int64, 0)
     t_time = Column("points", np.int64, 0)

@@ -1,4 +1,6 @@
-"""``falling_behind``: consuming slower than the partition normally gets records."""
+"""``falling_behind``: consuming slower than the partition normally gets records; the run of
+commits at which the consumer was behind is this kind's own evidence (``e_behind_since``,
+``e_behind_committed``, ``e_behind_leo``)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
+from notifier.rules.habits import NULL, UNSET_TS, ScanTimes, ScanView
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
     Description,
+    KindEvidence,
     PartitionView,
     Rows,
     RuleKind,
@@ -31,7 +35,36 @@ class FallingBehindRule(KindRule):
     severity: Severity = Severity.WARN
     ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.85
     min_lag_seconds: Duration = 30.0
-    TUNABLE: ClassVar[tuple[str, ...]] = (*RuleBase.TUNABLE, "ratio", "min_lag_seconds")
+    grace: Duration = 0.0
+    """With more than 0: also behind at every commit across this long, or more than
+    ``min_lag_seconds`` + ``grace`` behind, and over that run it read less than ``ratio`` of
+    what arrived (a pause falls behind and catches up within a few commits; a consumer of
+    transactions read in bursts keeps up overall; a slow consumer does neither)."""
+    TUNABLE: ClassVar[tuple[str, ...]] = (
+        *RuleBase.TUNABLE, "ratio", "min_lag_seconds", "grace"
+    )  # fmt: skip
+
+
+def follow_runs(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
+) -> None:
+    """Since when the consumer has been behind at every measured move (records it had not
+    read when it committed, beyond what one scan interval brings), and where its offset and
+    the log end were then. A run starts again at a commit no further behind than when it
+    began: a consumer that keeps a steady backlog is not losing ground."""
+    measured = (columns["e_move_ts"][index] == scan.ts) & columns["e_move_measured"][index]
+    noise = np.nan_to_num(columns["e_normal_rate"][index]) * times.scan_interval_ms / 1000.0
+    known = scan.committed != NULL
+    backlog = scan.log_end - scan.committed
+    behind_now = known & (backlog > noise)
+    since = columns["e_behind_since"][index]
+    run_backlog = columns["e_behind_leo"][index] - columns["e_behind_committed"][index]
+    holding = (since != UNSET_TS) & (backlog <= run_backlog)
+    begins = measured & behind_now & ((since == UNSET_TS) | holding)
+    ends = measured & ~behind_now
+    columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
+    for name, value in (("e_behind_committed", scan.committed), ("e_behind_leo", scan.log_end)):
+        columns[name][index] = np.where(begins, value, np.where(ends, NULL, columns[name][index]))
 
 
 MIN_RECORDS_TO_JUDGE_RATE = 20
@@ -52,10 +85,18 @@ def falling_behind(
     ratio: np.ndarray | float,
     min_lag_seconds: np.ndarray | float,
     severity: np.ndarray | int,
+    behind_since: np.ndarray | None = None,
+    grace_s: np.ndarray | float = 0.0,
+    behind_committed: np.ndarray | None = None,
+    behind_log_end: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
-    records) behind.
+    records) behind; with ``grace``, also behind at every commit across that long
+    (``behind_since`` to the last move) or more than ``min_lag_seconds`` + ``grace`` + its
+    usual wait behind,
+    having read less than ``ratio`` of what arrived over that run: a pause falls behind and
+    catches up within a few commits, a slow consumer never does.
 
     Speeds are measured between the offset's moves, and the lag as it was at the last move,
     so a consumer that commits every five minutes is judged at its commits, never half way
@@ -76,6 +117,24 @@ def falling_behind(
         judged = normal_rate * (min_lag_seconds + usual_wait_ms / 1000.0)
         behind = (backlog > normal_rate * min_lag_seconds) & (judged >= MIN_RECORDS_TO_JUDGE_RATE)
     hit = slow & behind_s & behind & move_measured & (committed >= 0) & (move_log_end >= 0)
+    if behind_since is not None and np.any(np.asarray(grace_s) > 0):
+        with np.errstate(invalid="ignore"):
+            # A pause leaves it behind by up to the pause and one commit interval.
+            beyond_pause = (lag_seconds - since_move_s) > (
+                min_lag_seconds + grace_s + usual_wait_ms / 1000.0
+            )
+        # Behind at commits spanning ``grace``: one commit behind after a pause is not
+        # enough, however long the next commit takes.
+        lasting = (behind_since != UNSET_TS) & ((move_ts - behind_since) >= grace_s * 1000.0)
+        confirmed = lasting | beyond_pause
+        if behind_committed is not None and behind_log_end is not None:
+            # Over the whole run it read less than ``ratio`` of what arrived: a consumer that
+            # reads in bursts (whole transactions, a pause and its catch-up) keeps up overall.
+            read = committed - behind_committed
+            arrived = move_log_end - behind_log_end
+            with np.errstate(invalid="ignore"):
+                confirmed &= (behind_committed != NULL) & (read < ratio * arrived)
+        hit &= np.where(np.asarray(grace_s) > 0, confirmed, True)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
 
 
@@ -96,6 +155,10 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             run.params["ratio"],
             run.params["min_lag_seconds"],
             run.severity,
+            store.evidence_columns["e_behind_since"][index],
+            run.params["grace"],
+            store.evidence_columns["e_behind_committed"][index],
+            store.evidence_columns["e_behind_leo"][index],
         )
     )
 
@@ -121,7 +184,15 @@ def describe(view: PartitionView) -> Description:
 KIND = RuleKind(
     name="falling_behind",
     model=FallingBehindRule,
-    params=("ratio", "min_lag_seconds"),
+    params=("ratio", "min_lag_seconds", "grace"),
     evaluate=evaluate,
     describe=describe,
+    evidence=KindEvidence(
+        columns=(
+            ("e_behind_since", np.int64, UNSET_TS),
+            ("e_behind_committed", np.int64, NULL),
+            ("e_behind_leo", np.int64, NULL),
+        ),
+        update=follow_runs,
+    ),
 )

@@ -1,4 +1,6 @@
-"""``progress``: STALL and STOP from per-scan evidence, judged against each group's habits."""
+"""``progress``: STALL and STOP from per-scan evidence, judged against each group's habits;
+whether a memberless spell began without a commit on the way out (a crash) is this kind's own
+evidence (``e_memberless_abrupt``)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.habits import UNSET_TS, WAITS_TO_LEARN
+from notifier.rules.habits import NULL, UNSET_TS, WAITS_TO_LEARN, ScanTimes, ScanView, offset_moved
 from notifier.rules.kernels import SEVERITY_NONE, STALL, STOP
 from notifier.rules.kinds.base import (
     Description,
+    KindEvidence,
     PartitionView,
     Rows,
     RuleKind,
@@ -28,10 +31,12 @@ from notifier.types import Severity
 class ProgressRule(KindRule):
     """STALL and STOP from per-scan evidence, judged against each group's own habits.
 
-    STALL: members present and the committed offset has not moved for ``tolerance`` × the
-    partition's usual wait between moves (learned from its history), and at least
+    STALL: a consumer is there (members present, or a standalone ``assign()`` consumer) and
+    the committed offset has not moved for ``tolerance`` × the partition's usual wait between
+    moves (learned from its history), for its usual wait plus ``grace``, and at least
     ``stall_after``, while records arrived. STOP: no members for ``tolerance`` × the group's
-    usual restart, and at least ``stop_after``, while records arrived.
+    usual restart, and at least ``stop_after`` (plus ``crash_grace`` when they vanished without
+    a commit on the way out), while records arrived.
     """
 
     kind: Literal["progress"]
@@ -40,9 +45,32 @@ class ProgressRule(KindRule):
     stall_after: Duration = 30.0
     stop_after: Duration = 60.0
     tolerance: Annotated[float, Field(ge=1.0)] = 1.5
+    grace: Duration = 0.0
+    """How much longer than its usual wait an offset may stand still before it is a stall:
+    a pause that heals itself (back-pressure, a crash restart that committed nothing on the
+    way out, a static member back within its session timeout) stays under it."""
+    crash_grace: Duration = 0.0
+    """Added to ``stop_after`` when the members vanished without a commit on the way out (a
+    crash: the coordinator kept the dead member until its session timed out, and its pod is
+    usually on its way back)."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
-        *RuleBase.TUNABLE, "stall_after", "stop_after", "tolerance"
+        *RuleBase.TUNABLE, "stall_after", "stop_after", "tolerance", "grace", "crash_grace"
     )  # fmt: skip
+
+
+def follow_departures(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
+) -> None:
+    """Whether the current memberless spell began abruptly: members that leave on purpose
+    commit on the way out (``close()``, a revoke); a spell that begins with the offset
+    standing still and records waiting is a crash whose session timed out."""
+    began = columns["e_memberless_since"][index] == scan.ts
+    known = scan.committed != NULL
+    abrupt = began & ~offset_moved(scan) & known & (scan.log_end > scan.committed)
+    still = columns["e_memberless_since"][index] != UNSET_TS
+    columns["e_memberless_abrupt"][index] = np.where(
+        began, abrupt, columns["e_memberless_abrupt"][index] & still
+    )
 
 
 @dataclass(slots=True)
@@ -70,21 +98,43 @@ def no_progress(
     stop_after_ms: np.ndarray | float,
     tolerance: np.ndarray | float,
     severity: np.ndarray | int,
+    grace_ms: np.ndarray | float = 0.0,
+    standalone: np.ndarray | None = None,
+    abrupt: np.ndarray | None = None,
+    crash_grace_ms: np.ndarray | float = 0.0,
 ) -> ProgressOutcome:
-    """STALL: members present, the committed offset has not moved for longer than
-    ``tolerance`` × the row's usual wait (at least ``stall_after``) while records arrived.
-    STOP: no members for longer than ``tolerance`` × the group's usual restart (at least
-    ``stop_after``) while records arrived that nobody reads."""
-    stall_limit = np.maximum(stall_after_ms, tolerance * usual_wait_ms)
+    """STALL: a consumer is there (members present, or a standalone ``assign()`` consumer whose
+    offsets have moved with no members) and its committed offset has not moved, while records
+    arrived, for longer than the longest of ``stall_after``, ``tolerance`` × the row's usual
+    wait and the usual wait plus ``grace`` (a pause that heals itself: back-pressure, a
+    restart that committed nothing on the way out, a static member coming back).
+    STOP: no members (and no standalone consumer) for longer than ``tolerance`` × the group's
+    usual restart, and that restart plus ``grace`` when it is longer than ``stop_after`` (at
+    least ``stop_after``, plus
+    ``crash_grace`` when the members vanished without a commit on the way out: a crash whose
+    pod is on its way back) while records arrived that nobody reads."""
+    reader = present if standalone is None else present | standalone
+    if standalone is not None:
+        # A standalone consumer's restart is invisible (no member set to change), and its
+        # commit timer starts again with it: up to two usual waits and the restart.
+        usual_wait_ms = np.where(standalone, 2 * usual_wait_ms, usual_wait_ms)
+    stall_limit = np.maximum(
+        np.maximum(stall_after_ms, tolerance * usual_wait_ms), usual_wait_ms + grace_ms
+    )
     stalled = (
-        present
+        reader
         & (wait_since != UNSET_TS)
         & (log_end > wait_log_end)
         & ((now_ms - wait_since) >= stall_limit)
     )
-    stop_limit = np.maximum(stop_after_ms, tolerance * usual_memberless_ms)
+    if abrupt is not None:
+        stop_after_ms = stop_after_ms + np.where(abrupt, crash_grace_ms, 0.0)
+    # A group whose members are usually away for longer than a restart (a batch job between
+    # runs) is judged by its own spells, with the same grace as its waits.
+    habit = np.where(usual_memberless_ms > stop_after_ms, usual_memberless_ms + grace_ms, 0.0)
+    stop_limit = np.maximum(np.maximum(stop_after_ms, tolerance * usual_memberless_ms), habit)
     stopped = (
-        ~present
+        ~reader
         & (memberless_since != UNSET_TS)
         & (committed >= 0)
         & (log_end > committed)
@@ -135,6 +185,10 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         p["stop_after"] * 1000.0,
         p["tolerance"],
         run.severity,
+        p["grace"] * 1000.0,
+        store.evidence_columns["e_standalone"][index],
+        store.evidence_columns["e_memberless_abrupt"][index],
+        p["crash_grace"] * 1000.0,
     )
     state, gids = run.state, rows.gids
     held = not_moved_since(
@@ -146,8 +200,9 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         rows.latest_leo,
     ) & (progress.severity == 0)
     severity = np.where(held, state.fired_severity[gids], progress.severity)
-    stopped = progress.stopped | (held & ~rows.has_members)
-    stalled = progress.stalled | (held & rows.has_members)
+    reader = rows.has_members | store.evidence_columns["e_standalone"][index]
+    stopped = progress.stopped | (held & ~reader)
+    stalled = progress.stalled | (held & reader)
     detail = np.where(stopped, STOP, np.where(stalled, STALL, 0)).astype(np.int8)
     return Verdict(severity, detail)
 
@@ -179,18 +234,20 @@ def describe(view: PartitionView) -> Description:
         if trusted
         else f"habit not learned yet, {human_seconds(max(usual, assumed))} assumed"
     )
+    standalone = store.evidence_columns["e_standalone"][row]
+    who = "standalone consumer (no members)" if standalone else "members present"
     moved_at = int(store.e_move_ts[row])
     if since == UNSET_TS or moved_at < since - store.scan_interval_ms:
         # Held since a STOP or STALL: members are back (or rebalanced) but it has not read.
         evidence.update(offset_moved_at=moved_at if moved_at != UNSET_TS else None)
         quiet = "ever" if moved_at == UNSET_TS else human_seconds((now - moved_at) / 1000)
         message = (
-            f"members present but offset {committed} has not moved for {quiet} "
+            f"{who} but offset {committed} has not moved for {quiet} "
             f"({habit}); lag {lag}, {behind} behind"
         )
         return Description("STALL", message, evidence)
     message = (
-        f"members present but offset {committed} has not moved for "
+        f"{who} but offset {committed} has not moved for "
         f"{human_seconds((now - since) / 1000)} ({habit}) while {arrived} "
         f"record{'' if arrived == 1 else 's'} arrived"
     )
@@ -200,7 +257,10 @@ def describe(view: PartitionView) -> Description:
 KIND = RuleKind(
     name="progress",
     model=ProgressRule,
-    params=("stall_after", "stop_after", "tolerance"),
+    params=("stall_after", "stop_after", "tolerance", "grace", "crash_grace"),
     evaluate=evaluate,
     describe=describe,
+    evidence=KindEvidence(
+        columns=(("e_memberless_abrupt", np.bool_, False),), update=follow_departures
+    ),
 )

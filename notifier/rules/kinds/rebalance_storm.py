@@ -36,7 +36,13 @@ class RebalanceStormRule(KindRule):
     severity: Severity = Severity.WARN
     max_changes: NonNegativeInt = 3
     lasting: Duration = 0.0
-    TUNABLE: ClassVar[tuple[str, ...]] = (*RuleBase.TUNABLE, "max_changes", "lasting")
+    min_lag_seconds: Duration = 0.0
+    """With ``lasting``: only while some partition is more than this far behind beyond its
+    usual wait between commits, and the group kept members through the window: a long
+    rolling deploy keeps up, a batch job's members come and go, a storm falls behind."""
+    TUNABLE: ClassVar[tuple[str, ...]] = (
+        *RuleBase.TUNABLE, "max_changes", "lasting", "min_lag_seconds"
+    )  # fmt: skip
 
 
 def follow_churn(
@@ -79,16 +85,28 @@ def churning(
     lasting_ms: np.ndarray | float,
     max_changes: np.ndarray | int,
     severity: np.ndarray | int,
+    behind_s: np.ndarray | None = None,
+    min_lag_seconds: np.ndarray | float = 0.0,
+    members_throughout: np.ndarray | None = None,
 ) -> np.ndarray:
     """A run of member-set changes (each at most ``churn_gap`` after the previous) whose
     changes span ``lasting`` or more, with more than ``max_changes`` of them, and that is still
-    going on (the last change at most ``churn_gap`` ago)."""
+    going on (the last change at most ``churn_gap`` ago); with ``min_lag_seconds``, only rows
+    that many seconds behind (``behind_s``: lag in seconds beyond the usual wait) and with
+    members in every sample of the window (``members_throughout``: a storm keeps members; a
+    batch job's members come and go between runs)."""
     hit = (
         (churn_since != UNSET_TS)
         & ((now_ms - last_change) <= churn_gap_ms)
         & ((last_change - churn_since) >= lasting_ms)
         & (churn_changes > max_changes)
     )
+    if behind_s is not None and np.any(np.asarray(min_lag_seconds) > 0):
+        with np.errstate(invalid="ignore"):
+            behind = behind_s > min_lag_seconds
+        if members_throughout is not None:
+            behind &= members_throughout
+        hit &= (np.asarray(min_lag_seconds) <= 0) | behind
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
 
 
@@ -107,6 +125,9 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             p["lasting"] * 1000.0,
             p["max_changes"],
             sev,
+            rows.lag_seconds - rows.usual_wait_ms / 1000.0,
+            p["min_lag_seconds"],
+            np.all(rows.members > 0, axis=1),
         )
         out = lasting if np.all(lasting_s > 0) else np.where(lasting_s > 0, lasting, out)
     return Verdict(out)
@@ -134,7 +155,7 @@ def describe_group(view: GroupView) -> Description:
 KIND = RuleKind(
     name="rebalance_storm",
     model=RebalanceStormRule,
-    params=("max_changes", "lasting"),
+    params=("max_changes", "lasting", "min_lag_seconds"),
     evaluate=evaluate,
     describe_group=describe_group,
     group_level=every_group,

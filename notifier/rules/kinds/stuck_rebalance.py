@@ -26,7 +26,10 @@ class StuckRebalanceRule(KindRule):
     name: str
     severity: Severity = Severity.ERR
     samples: Annotated[int, Field(ge=1)] = 6
-    TUNABLE: ClassVar[tuple[str, ...]] = (*RuleBase.TUNABLE, "samples")
+    reading_nothing: bool = False
+    """Only partitions whose committed offset stood still over those samples while records
+    arrived: a rolling deploy rebalances often, but its consumers read and commit between."""
+    TUNABLE: ClassVar[tuple[str, ...]] = (*RuleBase.TUNABLE, "samples", "reading_nothing")
 
     def window_problem(self, window: WindowSettings) -> str | None:
         if self.samples > window.intervals:
@@ -44,9 +47,35 @@ _REBALANCING = np.array(
 
 
 def stuck_rebalance(
+    state: np.ndarray,
+    count: np.ndarray,
+    samples: np.ndarray | int,
+    severity: np.ndarray | int,
+    reading_nothing: np.ndarray | float = 0.0,
+    committed: np.ndarray | None = None,
+    log_end: np.ndarray | None = None,
+) -> np.ndarray:
+    """The group has been rebalancing (or broker-reported Unknown) for the last N samples;
+    with ``reading_nothing``, only rows whose committed offset stood still over those samples
+    while records arrived."""
+    out = _rebalancing_for(state, count, samples, severity)
+    if committed is None or log_end is None or not np.any(np.asarray(reading_nothing) > 0):
+        return out
+    hit = np.nonzero(out)[0]
+    if hit.size:
+        width = state.shape[1]
+        back = np.clip(width - np.asarray(pick(samples, hit), dtype=np.int64), 0, width - 1)
+        still = (committed[hit, -1] == committed[hit, back]) & (
+            log_end[hit, -1] > log_end[hit, back]
+        )
+        applies = np.asarray(pick(reading_nothing, hit)) > 0
+        out[hit] = np.where(~applies | still, out[hit], 0)
+    return out
+
+
+def _rebalancing_for(
     state: np.ndarray, count: np.ndarray, samples: np.ndarray | int, severity: np.ndarray | int
 ) -> np.ndarray:
-    """The group has been rebalancing (or broker-reported Unknown) for the last N samples."""
     out = np.zeros(state.shape[0], dtype=np.int8)
     hit = np.nonzero(np.isin(state[:, -1], _REBALANCING))[0]  # only these can qualify
     if hit.size == 0:
@@ -63,7 +92,15 @@ def stuck_rebalance(
 
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     return Verdict(
-        stuck_rebalance(rows.group_state, rows.count, run.params["samples"], run.severity)
+        stuck_rebalance(
+            rows.group_state,
+            rows.count,
+            run.params["samples"],
+            run.severity,
+            run.params["reading_nothing"],
+            rows.committed,
+            rows.log_end,
+        )
     )
 
 
@@ -78,7 +115,7 @@ def describe_group(view: GroupView) -> Description:
 KIND = RuleKind(
     name="stuck_rebalance",
     model=StuckRebalanceRule,
-    params=("samples",),
+    params=("samples", "reading_nothing"),
     evaluate=evaluate,
     describe_group=describe_group,
     group_level=every_group,
