@@ -51,10 +51,10 @@ wheel-check:
 	PYTHON=$(PYTHON) bash .ci/wheel-check
 
 bench: $(TEST_STAMP)
-	for b in evaluate scan notify api backtest alert_quality fleet vs_burrow; do $(BIN)/python benchmarks/$$b.py || exit 1; done
+	for b in evaluate scan notify api backtest alert_quality fleet vs_burrow faults; do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 bench-full: $(TEST_STAMP)
-	for b in evaluate scan notify api backtest alert_quality fleet vs_burrow; do $(BIN)/python benchmarks/$$b.py --full || exit 1; done
+	for b in evaluate scan notify api backtest alert_quality fleet vs_burrow faults; do $(BIN)/python benchmarks/$$b.py --full || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -46,6 +46,7 @@ def check(
     template for every event it serves (open, escalate, repeat, resolve) with sample data; exit 1
     on problems."""
     from notifier import resources
+    from notifier.diskfaults import data_dir_problem
 
     failed = False
     to_check = list(rules_files)
@@ -59,7 +60,12 @@ def check(
             if service.notify:
                 notify = parse_notify(service.notify, f"{config_path}: notify")
             _check_labels(service, load_rules(service.rules_path(config_path.parent)), config_path)
-            click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
+            problem = data_dir_problem(service.data_path(config_path.parent), create=False)
+            if problem is not None:
+                click.echo(f"{config_path}: {problem}", err=True)
+                failed = True
+            else:
+                click.echo(f"{config_path}: OK ({len(service.clusters)} cluster(s))")
             if service.api.enabled and service.api.writes_refused:
                 click.echo(f"{config_path}: warning: api: {service.api.writes_refused}", err=True)
             to_check.append(service.rules_path(config_path.parent))
@@ -123,6 +129,7 @@ def run(config_path: Path) -> None:
     the config and the rules it names)."""
     import asyncio
 
+    from notifier.diskfaults import DataDirError, data_dir_problem
     from notifier.notify.config import load_service_config
     from notifier.service import Coordinator, logs
 
@@ -136,10 +143,17 @@ def run(config_path: Path) -> None:
         sys.exit(2)
     logs.configure(service.logging.level, service.logging.format)
     data_dir = service.data_path(config_path.parent)
+    problem = data_dir_problem(data_dir, create=True)
+    if problem is not None:
+        click.echo(f"{config_path}: {problem}", err=True)
+        sys.exit(2)
     try:
         sink = build_sink(service, data_dir, str(config_path))
     except ConfigError as exc:
         click.echo(str(exc), err=True)
+        sys.exit(2)
+    except DataDirError as exc:
+        click.echo(f"{config_path}: {exc}", err=True)
         sys.exit(2)
     notifier = sink if hasattr(sink, "add_silence") else None
     if notifier is not None:
@@ -184,9 +198,13 @@ def run(config_path: Path) -> None:
         companions.append(fleet_instance)
     if notifier is None:
         sink.warn_nobody_notified(str(config_path))
-    asyncio.run(
-        coordinator.run_until_signalled(companions, on_reload=lambda: reloader.reload("sighup"))
-    )
+    try:
+        asyncio.run(
+            coordinator.run_until_signalled(companions, on_reload=lambda: reloader.reload("sighup"))
+        )
+    except DataDirError as exc:  # a checkpoint the disk will not let be opened
+        click.echo(f"{config_path}: {exc}", err=True)
+        sys.exit(2)
 
 
 def _fleet(service: ServiceConfig, coordinator: Coordinator, notifier: Any) -> tuple[Any, Any]:

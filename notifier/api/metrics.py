@@ -44,7 +44,7 @@ from prometheus_client.utils import floatToGoString
 
 from notifier.api.context import Api
 from notifier.api.sources import ClusterView, CoordinatorView, NotifierView
-from notifier.api.views import freshness
+from notifier.api.views import freshness, state_summaries
 from notifier.collect import ClusterLayout
 from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
 from notifier.config import EXPORTER_FAMILIES
@@ -197,6 +197,14 @@ FAMILIES: tuple[Family, ...] = (
             "Sample rows waiting to be written to the history."),
     _family(_N, "counter", "notifier_history_dropped_rows_total", "",
             "Sample rows dropped because writes kept failing and the queue was full."),
+    # notifier's own: state files the disk refused (the notification store, checkpoints).
+    _family(_N, "gauge", "notifier_state_writing", "path",
+            "1 while the state file is written, 0 while the disk refuses its writes (full, "
+            "read-only, removed): what was decided is kept in memory meanwhile."),
+    _family(_N, "gauge", "notifier_state_unwritten_changes", "path",
+            "Changes kept in memory because the disk refused them."),
+    _family(_N, "counter", "notifier_state_write_errors_total", "path",
+            "Writes of the state file the disk refused (every retry counts)."),
     # notifier's own: delivery (when notifications are configured).
     _family(_N, "counter", "notifier_notifications_sent_total", "channel",
             "Notifications delivered, by channel."),
@@ -363,6 +371,7 @@ class MetricsExposition:
         self._incident_lines(lines)
         self._request_lines(lines)
         self._history_lines(lines)
+        self._state_lines(lines)
         self._notification_lines(lines)
         self._fleet_lines(lines)
         out: list[bytes] = []
@@ -447,6 +456,16 @@ class MetricsExposition:
             ("notifier_history_dropped_rows_total", history.dropped_rows),
         ):
             lines[family].append(f"{family} {_value(value)}\n")
+
+    def _state_lines(self, lines: dict[str, list[str]]) -> None:
+        for state in state_summaries(self.coordinator, self.notifier):
+            path = f"{{path={_quote(state['path'])}}}"
+            for family, value in (
+                ("notifier_state_writing", 1 if state["writing"] else 0),
+                ("notifier_state_unwritten_changes", state["unwritten"]),
+                ("notifier_state_write_errors_total", state["errors"]),
+            ):
+                lines[family].append(f"{family}{path} {_value(value)}\n")
 
     def _notification_lines(self, lines: dict[str, list[str]]) -> None:
         if self.notifier is None:

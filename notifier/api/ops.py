@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from notifier.api.burrow import json_answer
 from notifier.api.context import Api
 from notifier.api.groups import ClusterSummary
-from notifier.api.views import cluster_summaries, history_summary
+from notifier.api.views import cluster_summaries, history_summary, state_summaries
 
 router = APIRouter(tags=["ops"])
 
@@ -32,10 +32,25 @@ class HistoryHealth(BaseModel):
     dropped_rows: int
 
 
+class StateHealth(BaseModel):
+    what: str = Field(description="notification store, checkpoint or transitions file")
+    path: str
+    writing: bool = Field(description="false while the disk refuses its writes")
+    failing_since: int | None = Field(description="epoch ms")
+    error: str | None
+    errors: int = Field(description="writes refused since the start (every retry counts)")
+    unwritten: int = Field(description="changes kept in memory until the disk takes them")
+
+
 class Readiness(BaseModel):
     ready: bool
     clusters: list[ClusterSummary]
     history: HistoryHealth | None = Field(description="null: the service keeps no history")
+    state: list[StateHealth] = Field(
+        description="the notification store, and any other state file the disk refused "
+        "lately: a disk that refuses writes keeps the service ready (what was decided is kept "
+        "in memory and delivered), but it is said here"
+    )
     fleet: dict[str, Any] | None = Field(
         default=None,
         description="in a fleet: the shards this instance watches, and whether the "
@@ -67,6 +82,7 @@ def readyz(api: Api) -> JSONResponse:
         "ready": ready,
         "clusters": cluster_summaries(coordinator, now),
         "history": history_summary(coordinator),
+        "state": state_summaries(coordinator, api.notifier),
     }
     fleet = getattr(coordinator, "fleet", None)
     if fleet is not None:

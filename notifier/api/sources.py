@@ -17,6 +17,7 @@ import numpy as np
 
 from notifier.collect import ClusterLayout
 from notifier.config import ClusterConfig, NotifyConfig, ServiceConfig
+from notifier.diskfaults import WriteHealth
 from notifier.rules import Evaluation, LeoReset, RulesConfig
 from notifier.types import CommitPoint, GroupMember, Incident
 
@@ -200,6 +201,9 @@ class CoordinatorView(Protocol):
 
     @property
     def clusters(self) -> Mapping[str, ClusterView]: ...
+
+    def write_health(self) -> Sequence[WriteHealth]:
+        """The state files it writes (checkpoints) that the disk refused lately."""
 
     @property
     def config(self) -> ServiceConfig:

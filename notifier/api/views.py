@@ -526,6 +526,21 @@ def history_summary(coordinator: CoordinatorView) -> dict[str, Any] | None:
     }
 
 
+def state_summaries(
+    coordinator: CoordinatorView, notifier: NotifierView | None
+) -> list[dict[str, Any]]:
+    """Each state file the disk refused lately (``/readyz``; the notification store always):
+    its path, whether it is written, the error and how many changes wait in memory. A disk
+    that refuses writes does not make the service unready — scanning and delivering go on,
+    what was decided is kept in memory — but it says so here."""
+    out = [health.summary() for health in coordinator.write_health()]
+    if notifier is not None:
+        store = notifier.metrics().get("store")
+        if store is not None:
+            out.insert(0, dict(store))
+    return out
+
+
 def cluster_summaries(coordinator: CoordinatorView, now_ms: int) -> list[dict[str, Any]]:
     """Each cluster's scan health and the age of its data (``/api/groups``, ``/readyz``)."""
     return [

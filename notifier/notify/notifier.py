@@ -39,7 +39,7 @@ from notifier.notify.codec import (
 )
 from notifier.notify.delivery import Deliverer, log_event, wall_ms
 from notifier.notify.dispatcher import Dispatcher
-from notifier.notify.outbox import LogEntry, NotifyStore, OutboxEntry, OutboxRow
+from notifier.notify.outbox import RETRY_S, LogEntry, NotifyStore, OutboxEntry, OutboxRow
 from notifier.notify.policy import ChannelPolicy, RetryPolicy, default_policy
 from notifier.notify.silences import Silence, SilenceError, SilenceLimitError, make_silence
 from notifier.types import Event, GroupStatus, Incident, Notification, Transition
@@ -298,6 +298,7 @@ class Notifier:
             self._wake.clear()
             now = self.clock()
             try:
+                self.store.retry()
                 self.flush_due(now)
                 if now - self._last_prune > 3_600_000:
                     self._last_prune = now
@@ -306,6 +307,8 @@ class Notifier:
                 log.exception("notification flush failed")
             due = self.core.next_due()
             delay = 60.0 if due is None else min(60.0, max(0.0, (due - self.clock()) / 1000))
+            if self.store.failing:
+                delay = min(delay, RETRY_S)  # what the disk refused is tried again
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow the
             # cancellation stop() sends if the wake-up comes at the same moment.
             with contextlib.suppress(TimeoutError):
@@ -582,6 +585,7 @@ class Notifier:
             "planned": self.core.counters.snapshot(),
             "open_incidents": len(self.core.book.open),
             "clusters_down": sorted(self.core.book.clusters),
+            "store": self.store.health.summary(),
         }
 
     async def wait_delivered(self, timeout: float | None = None) -> bool:

@@ -14,6 +14,14 @@ from starting: :class:`NotifyStore` moves it aside as ``NAME.corrupt-<time>``, s
 one, copies into it every row it can still read (table by table, row by row, stepping over
 damaged pages) and says in one line what it kept and what is lost from when
 (:class:`Salvage`).
+
+A disk that refuses writes (full, read-only, the file or its directory removed) loses nothing
+already decided: every write the store cannot commit is kept in memory, in order, and committed
+once the disk takes writes again (tried every second, and at every write); outbox rows planned
+meanwhile get provisional ids (negative) and are delivered all the same, and what became of them
+is written with them. :attr:`NotifyStore.health` says so (the API's ``/readyz`` and
+``/metrics``). A database file removed while open is written again, whole, from the open
+connection (:meth:`NotifyStore.retry`).
 """
 
 from __future__ import annotations
@@ -26,12 +34,14 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from notifier.damaged import last_written, move_aside
+from notifier.diskfaults import DataDirError, WriteHealth, error_text, is_disk_error
 from notifier.notify import jsonenc
 from notifier.notify.channels.base import MessageRef
 from notifier.notify.codec import (
@@ -91,6 +101,35 @@ class OutboxRow:
             self._notification = notification_from_dict(json.loads(self.body))
         return self._notification
 
+
+@dataclass(slots=True)
+class _Unwritten:
+    """An outbox row planned while the disk refused writes (its provisional id is negative):
+    delivered all the same, and written with what became of it once the disk takes writes."""
+
+    entry: OutboxEntry
+    state: str = "pending"
+    attempts: int = 0
+    next_attempt_at: int = 0
+    last_error: str | None = None
+    done_at: int | None = None
+    row_id: int | None = None
+    """Its id in the outbox, once written."""
+
+
+@dataclass(slots=True)
+class _Kept:
+    """A write the disk refused: run again, in order, in one transaction of its own; ``done``
+    gets what ``write`` returned once that is committed."""
+
+    write: Callable[[sqlite3.Connection], Any]
+    done: Callable[[Any], None] | None = None
+
+
+RETRY_S = 1.0
+"""How often writes the disk refused are tried again."""
+
+_FINISHING = ("UPDATE outbox SET state='sent'", "UPDATE outbox SET state='failed'")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -168,6 +207,8 @@ class Salvage:
     """Tables where reading stopped at damage (first error), per table."""
     pending: int = 0
     outbox_ids: tuple[int, int] | None = None
+    header_rebuilt: bool = False
+    """The file's header was damaged and was rebuilt from its pages to read them."""
 
     def message(self, path: Path) -> str:
         kept = ", ".join(f"{n} {table}" for table, n in self.kept.items() if table != "meta")
@@ -177,8 +218,9 @@ class Salvage:
             else ""
         )
         damaged = ", ".join(sorted(self.unreadable)) or "none"
+        rebuilt = "; its header was rebuilt from its pages" if self.header_rebuilt else ""
         return (
-            f"notification store {path} is damaged ({self.error}); moved it to "
+            f"notification store {path} is damaged ({self.error}{rebuilt}); moved it to "
             f"{self.moved_to.name} and started a new one with the rows that could be read "
             f"({kept or 'nothing'}{ids}). Tables with unreadable pages: {damaged}; their rows "
             f"there are lost, as the file was last written at {self.last_written}: pending "
@@ -248,6 +290,54 @@ def _pad_to_header_size(path: Path) -> None:
             handle.truncate(pages * page_size)
 
 
+_HEADER_MAGIC = b"SQLite format 3\0"
+_BTREE_PAGE_TYPES = frozenset({2, 5, 10, 13})
+
+
+def _page_size_of(data: bytes) -> int | None:
+    """The page size a database file's pages fit best (the header that says it is gone):
+    the size at which most pages after the first begin like a b-tree page."""
+    best, best_share = None, 0.0
+    for size in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
+        pages = len(data) // size
+        if pages < 2 or len(data) % size:
+            continue
+        typed = sum(1 for page in range(1, pages) if data[page * size] in _BTREE_PAGE_TYPES)
+        share = typed / (pages - 1)
+        if share > best_share:
+            best, best_share = size, share
+    return best
+
+
+def _rebuild_header(path: Path, wal: bool) -> bool:
+    """Write a plausible 100-byte header over a database file whose header is damaged (what
+    SQLite's ``.recover`` would need too): the pages behind it are intact, and only the header
+    says how to read them. True when one was written."""
+    data = path.read_bytes()
+    if data.startswith(_HEADER_MAGIC):
+        return False
+    size = _page_size_of(data)
+    if size is None or data[100] not in _BTREE_PAGE_TYPES:
+        return False  # page 1's own b-tree header is gone too: nothing to rebuild on
+    version = 2 if wal else 1
+    header = bytearray(100)
+    header[0:16] = _HEADER_MAGIC
+    header[16:18] = (1 if size == 65536 else size).to_bytes(2, "big")
+    header[18], header[19], header[20] = version, version, 0
+    header[21], header[22], header[23] = 64, 32, 32
+    header[24:28] = (1).to_bytes(4, "big")  # change counter
+    header[28:32] = (len(data) // size).to_bytes(4, "big")
+    header[40:44] = (1).to_bytes(4, "big")  # schema cookie
+    header[44:48] = (4).to_bytes(4, "big")  # schema format
+    header[56:60] = (1).to_bytes(4, "big")  # UTF-8
+    header[92:96] = (1).to_bytes(4, "big")  # valid for this change counter
+    major, minor, patch = sqlite3.sqlite_version_info
+    header[96:100] = (major * 1_000_000 + minor * 1000 + patch).to_bytes(4, "big")
+    with path.open("r+b") as handle:
+        handle.write(bytes(header))
+    return True
+
+
 def _decodes(table: str, columns: list[str], row: tuple[Any, ...]) -> bool:
     """Whether a salvaged row can be used (its JSON parses into what the service reads)."""
     values = dict(zip(columns, row, strict=True))
@@ -280,12 +370,24 @@ class NotifyStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataDirError(self.path.parent, f"cannot be created ({error_text(exc)})") from exc
         self.salvage: Salvage | None = None
         """Set when the file was damaged: what was moved aside and what was kept."""
+        self.health = WriteHealth("notification store", self.path)
+        self._kept: list[_Kept] = []
+        self._unwritten: dict[int, _Unwritten] = {}
+        self._unwritten_incidents: dict[str, Incident] = {}
+        """Incidents as last saved, while that save waits for the disk (history reads)."""
+        self._next_provisional = -1
+        self._retry_at = 0.0
         try:
             self.db = _open(self.path)
         except sqlite3.DatabaseError as exc:
+            if is_disk_error(exc):  # the disk refused, the file is not damaged: keep it
+                raise DataDirError(self.path, f"cannot be opened ({exc})") from exc
             self.db, self.salvage = self._start_over(exc)
             log.error(
                 self.salvage.message(self.path),
@@ -296,10 +398,146 @@ class NotifyStore:
             )  # fmt: skip
         self._ops: list[tuple[str, tuple[Any, ...]]] = []
         self._ref_cache: dict[tuple[str, str], MessageRef | None] = {}
+        self._inode = self._file_inode()
 
     def close(self) -> None:
         self.flush()
+        if self.failing:
+            self.retry(force=True)
+        if self.failing:
+            log.error(
+                "notification store %s: %d change(s) could not be written before the stop and "
+                "are lost (%s)", self.path, self.unwritten, self.health.error,
+                extra={"event": "state_lost_at_stop", "path": str(self.path),
+                       "unwritten": self.unwritten, "error": self.health.error},
+            )  # fmt: skip
         self.db.close()
+
+    # ---- a disk that refuses writes
+
+    @property
+    def failing(self) -> bool:
+        """Some change is kept in memory because the disk refused it."""
+        return bool(self._kept) or self.health.failing
+
+    @property
+    def unwritten(self) -> int:
+        """Changes kept in memory, waiting for the disk (buffered delivery outcomes included
+        while failing)."""
+        return len(self._kept) + (len(self._ops) if self.health.failing else 0)
+
+    def _file_inode(self) -> int | None:
+        try:
+            return os.stat(self.path).st_ino
+        except OSError:
+            return None
+
+    def _in_place(self) -> None:
+        """Raise when the database file was removed (or replaced) under the open connection:
+        SQLite would go on writing to a file nobody will ever open again."""
+        if self._inode is not None and self._file_inode() != self._inode:
+            raise FileNotFoundError(2, "the database file was removed while open", str(self.path))
+
+    def _restore_file(self) -> None:
+        """Write the open database, whole, to its path again (the file or its directory was
+        removed): its directory is made again, the copy written beside and renamed."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = self.path.with_name(self.path.name + ".restoring")
+        fresh.unlink(missing_ok=True)
+        target = sqlite3.connect(str(fresh))
+        try:
+            self.db.backup(target)
+        finally:
+            target.close()
+        os.replace(fresh, self.path)
+        old, self.db = self.db, _open(self.path)
+        old.close()
+        self._inode = self._file_inode()
+        log.warning(
+            "notification store %s was removed while open; written again from memory",
+            self.path,
+            extra={"event": "notify_store_restored", "path": str(self.path)},
+        )
+
+    def _transaction(self, write: Callable[[sqlite3.Connection], Any]) -> Any:
+        self._in_place()
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            result = write(db)
+            db.execute("COMMIT")
+        except BaseException:
+            # A full disk may have rolled the transaction back already ("no transaction is
+            # active" would then hide the error that matters).
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error as rollback_error:
+                    log.debug("rollback failed: %s", rollback_error)
+            raise
+        return result
+
+    def _refused(self, exc: BaseException) -> None:
+        self._retry_at = time.monotonic() + RETRY_S
+        self.health.failed(exc, self.unwritten)
+
+    def _write(self, write: Callable[[sqlite3.Connection], Any]) -> bool:
+        """Commit ``write`` now (True), or keep it for later (False) when the disk refuses it
+        or earlier writes still wait (their order is kept)."""
+        if not self._kept:
+            try:
+                self._transaction(write)
+                return True
+            except (sqlite3.Error, OSError) as exc:
+                if not is_disk_error(exc):
+                    raise
+                self._kept.append(_Kept(write))
+                self._refused(exc)
+                return False
+        self._kept.append(_Kept(write))
+        self.retry()
+        return False
+
+    def retry(self, *, force: bool = False) -> bool:
+        """Write what the disk refused before, in order, then the buffered delivery outcomes;
+        True when nothing is left in memory. At most every :data:`RETRY_S` unless ``force``."""
+        if not self.failing:
+            return True
+        if not force and time.monotonic() < self._retry_at:
+            self.health.unwritten = self.unwritten
+            return False
+        written = 0
+        try:
+            if self._inode is not None and self._file_inode() != self._inode:
+                self._restore_file()
+            while self._kept:
+                kept = self._kept[0]
+                try:
+                    result = self._transaction(kept.write)
+                except sqlite3.Error as exc:
+                    if is_disk_error(exc):
+                        raise
+                    # It can never be written (it would block every write behind it): said,
+                    # and dropped.
+                    self._kept.pop(0)
+                    log.error("notification store %s: a change kept in memory cannot be "
+                              "written and is dropped: %s", self.path, exc,
+                              extra={"event": "state_write_dropped", "path": str(self.path),
+                                     "error": str(exc)})  # fmt: skip
+                    continue
+                self._kept.pop(0)
+                written += 1
+                if kept.done is not None:
+                    kept.done(result)
+            written += len(self._ops)
+            self._apply_ops()
+        except (sqlite3.Error, OSError) as exc:
+            if not is_disk_error(exc):
+                raise
+            self._refused(exc)
+            return False
+        self.health.succeeded(written)
+        return True
 
     def _start_over(self, error: sqlite3.DatabaseError) -> tuple[sqlite3.Connection, Salvage]:
         """Move the damaged file aside, open a new one and copy every readable row into it."""
@@ -312,6 +550,8 @@ class NotifyStore:
             for suffix in ("", "-wal"):
                 if aside.with_name(aside.name + suffix).exists():
                     shutil.copyfile(aside.with_name(aside.name + suffix), str(copy) + suffix)
+            if _rebuild_header(copy, wal=Path(str(copy) + "-wal").exists()):
+                salvage.header_rebuilt = True
             _pad_to_header_size(copy)
             try:
                 source = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
@@ -358,97 +598,165 @@ class NotifyStore:
         forget: Iterable[str] = (),
         outbox: Iterable[OutboxEntry] = (),
     ) -> list[OutboxRow]:
-        """Commit state changes and new outbox rows in one transaction; returns the rows."""
+        """Commit state changes and new outbox rows in one transaction; returns the rows.
+
+        When the disk refuses it, everything is kept in memory to be written later, and the
+        rows come back with provisional ids (negative) for the workers to deliver now."""
+        incidents, log_entries, forget = list(incidents), list(log_entries), list(forget)
+        entries = list(outbox)
+        if not self._kept:
+            try:
+                rows: list[OutboxRow] = self._transaction(
+                    lambda db: self._save(db, incidents, log_entries, forget, entries)
+                )
+                return rows
+            except (sqlite3.Error, OSError) as exc:
+                if not is_disk_error(exc):
+                    raise
+                failure: BaseException | None = exc
+        else:
+            failure = None
+        provisional = []
+        for entry in entries:
+            self._unwritten[self._next_provisional] = _Unwritten(entry)
+            provisional.append(self._next_provisional)
+            self._next_provisional -= 1
+
+        def write(db: sqlite3.Connection) -> list[OutboxRow]:
+            unwritten = [self._unwritten[p] for p in provisional]
+            return self._save(db, incidents, log_entries, forget, entries, unwritten)
+
+        for incident, _result, _kind in incidents:
+            self._unwritten_incidents[incident.id] = incident
+
+        def done(rows: list[OutboxRow]) -> None:
+            for incident, _result, _kind in incidents:
+                if self._unwritten_incidents.get(incident.id) is incident:
+                    del self._unwritten_incidents[incident.id]
+            for pid, row in zip(provisional, rows, strict=True):
+                kept = self._unwritten[pid]
+                kept.row_id = row.id
+                if kept.state != "pending":
+                    del self._unwritten[pid]  # finished before it was written: nothing follows
+
+        self._kept.append(_Kept(write, done))
+        if failure is not None:
+            self._refused(failure)
+        else:
+            self.retry()
+        return [
+            OutboxRow(
+                id=pid,
+                channel=entry.channel,
+                lane=entry.lane,
+                created_at=entry.notification.created_at,
+                notification_id=entry.notification.id,
+                _notification=entry.notification,
+            )
+            for pid, entry in zip(provisional, entries, strict=True)
+        ]
+
+    def _save(
+        self,
+        db: sqlite3.Connection,
+        incidents: list[tuple[Incident, GroupResult | None, str]],
+        log_entries: list[LogEntry],
+        forget: list[str],
+        entries: list[OutboxEntry],
+        unwritten: list[_Unwritten] | None = None,
+    ) -> list[OutboxRow]:
+        """The statements of :meth:`save`, inside its transaction; ``unwritten``: the rows
+        were delivered (or tried) already, and are written as they stand."""
         rows: list[OutboxRow] = []
         bodies: dict[str, str] = {}
-        db = self.db
-        db.execute("BEGIN")
-        try:
-            db.executemany(
-                "INSERT INTO incidents (id, kind, cluster, grp, opened_at, closed_at, status,"
-                " peak_status, close_reason, silenced, findings, result)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET"
-                " closed_at=excluded.closed_at, status=excluded.status,"
-                " peak_status=excluded.peak_status, close_reason=excluded.close_reason,"
-                " silenced=excluded.silenced, findings=excluded.findings,"
-                " result=excluded.result",
-                [
-                    (
-                        i.id,
-                        kind,
-                        i.cluster,
-                        i.group,
-                        i.opened_at,
-                        i.closed_at,
-                        i.status.value,
-                        i.peak_status.value,
-                        i.close_reason,
-                        int(i.silenced),
-                        jsonenc.dumps([f.to_dict() for f in i.findings]),
-                        None if r is None else jsonenc.dumps(result_to_dict(r)),
-                    )
-                    for i, r, kind in incidents
-                ],
-            )
-            db.executemany(
-                "INSERT INTO notify_log (route, incident_id, sent_status, last_event,"
-                " last_sent_at, resolved) VALUES (?,?,?,?,?,?) ON CONFLICT(route, incident_id)"
-                " DO UPDATE SET sent_status=excluded.sent_status,"
-                " last_event=excluded.last_event, last_sent_at=excluded.last_sent_at,"
-                " resolved=excluded.resolved",
-                [
-                    (
-                        e.route,
-                        e.incident_id,
-                        e.sent_status.value,
-                        e.last_event.value,
-                        e.last_sent_at,
-                        int(e.resolved),
-                    )
-                    for e in log_entries
-                ],
-            )
-            db.executemany("DELETE FROM notify_log WHERE incident_id = ?", [(i,) for i in forget])
-            entries = list(outbox)
-            values = []
-            for entry in entries:
-                n = entry.notification
-                body = bodies.get(n.id)
-                if body is None:
-                    body = bodies[n.id] = jsonenc.dumps(notification_to_dict(n))
-                values.append((n.id, n.receiver, entry.channel, entry.lane, n.created_at, body))
-            db.executemany(
-                "INSERT INTO outbox (notification_id, receiver, channel, lane, created_at,"
-                " body) VALUES (?,?,?,?,?,?)",
-                values,
-            )
-            if entries:
-                # One statement for the batch: inside this transaction, on the only writing
-                # connection, AUTOINCREMENT hands out consecutive ids ending at the last one.
-                last = db.execute("SELECT last_insert_rowid()").fetchone()[0]
-                first = last - len(entries) + 1
-                (count,) = db.execute(
-                    "SELECT count(*) FROM outbox WHERE id BETWEEN ? AND ?", (first, last)
-                ).fetchone()
-                if count != len(entries):
-                    raise sqlite3.DatabaseError(
-                        f"outbox ids {first}..{last} are not the {len(entries)} rows just written"
-                    )
-                rows.extend(
-                    OutboxRow(
-                        id=row_id,
-                        channel=entry.channel,
-                        lane=entry.lane,
-                        created_at=entry.notification.created_at,
-                        notification_id=entry.notification.id,
-                        _notification=entry.notification,
-                    )
-                    for row_id, entry in enumerate(entries, start=first)
+        db.executemany(
+            "INSERT INTO incidents (id, kind, cluster, grp, opened_at, closed_at, status,"
+            " peak_status, close_reason, silenced, findings, result)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET"
+            " closed_at=excluded.closed_at, status=excluded.status,"
+            " peak_status=excluded.peak_status, close_reason=excluded.close_reason,"
+            " silenced=excluded.silenced, findings=excluded.findings,"
+            " result=excluded.result",
+            [
+                (
+                    i.id,
+                    kind,
+                    i.cluster,
+                    i.group,
+                    i.opened_at,
+                    i.closed_at,
+                    i.status.value,
+                    i.peak_status.value,
+                    i.close_reason,
+                    int(i.silenced),
+                    jsonenc.dumps([f.to_dict() for f in i.findings]),
+                    None if r is None else jsonenc.dumps(result_to_dict(r)),
                 )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+                for i, r, kind in incidents
+            ],
+        )
+        db.executemany(
+            "INSERT INTO notify_log (route, incident_id, sent_status, last_event,"
+            " last_sent_at, resolved) VALUES (?,?,?,?,?,?) ON CONFLICT(route, incident_id)"
+            " DO UPDATE SET sent_status=excluded.sent_status,"
+            " last_event=excluded.last_event, last_sent_at=excluded.last_sent_at,"
+            " resolved=excluded.resolved",
+            [
+                (
+                    e.route,
+                    e.incident_id,
+                    e.sent_status.value,
+                    e.last_event.value,
+                    e.last_sent_at,
+                    int(e.resolved),
+                )
+                for e in log_entries
+            ],
+        )
+        db.executemany("DELETE FROM notify_log WHERE incident_id = ?", [(i,) for i in forget])
+        values = []
+        for index, entry in enumerate(entries):
+            n = entry.notification
+            body = bodies.get(n.id)
+            if body is None:
+                body = bodies[n.id] = jsonenc.dumps(notification_to_dict(n))
+            if unwritten is None:
+                outcome: tuple[Any, ...] = ("pending", 0, 0, None, None)
+            else:
+                u = unwritten[index]
+                outcome = (u.state, u.attempts, u.next_attempt_at, u.last_error, u.done_at)
+            values.append(
+                (n.id, n.receiver, entry.channel, entry.lane, n.created_at, body, *outcome)
+            )
+        db.executemany(
+            "INSERT INTO outbox (notification_id, receiver, channel, lane, created_at,"
+            " body, state, attempts, next_attempt_at, last_error, done_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            values,
+        )
+        if entries:
+            # One statement for the batch: inside this transaction, on the only writing
+            # connection, AUTOINCREMENT hands out consecutive ids ending at the last one.
+            last = db.execute("SELECT last_insert_rowid()").fetchone()[0]
+            first = last - len(entries) + 1
+            (count,) = db.execute(
+                "SELECT count(*) FROM outbox WHERE id BETWEEN ? AND ?", (first, last)
+            ).fetchone()
+            if count != len(entries):
+                raise sqlite3.DatabaseError(
+                    f"outbox ids {first}..{last} are not the {len(entries)} rows just written"
+                )
+            rows.extend(
+                OutboxRow(
+                    id=row_id,
+                    channel=entry.channel,
+                    lane=entry.lane,
+                    created_at=entry.notification.created_at,
+                    notification_id=entry.notification.id,
+                    _notification=entry.notification,
+                )
+                for row_id, entry in enumerate(entries, start=first)
+            )
         return rows
 
     def load_live(self) -> tuple[list[tuple[Incident, GroupResult | None, str]], list[LogEntry]]:
@@ -511,18 +819,29 @@ class NotifyStore:
             " ORDER BY opened_at DESC, id LIMIT ?",
             (limit,),
         )
-        return [self._incident_row(row)[0] for row in cursor]
+        found = [self._incident_row(row)[0] for row in cursor]
+        if not self._unwritten_incidents:
+            return found
+        # What the disk refused so far is only in memory: newer than the file's copy.
+        merged = {i.id: i for i in found} | {
+            i.id: i
+            for i in self._unwritten_incidents.values()
+            if not open_only or i.closed_at is None
+        }
+        return sorted(merged.values(), key=lambda i: (-i.opened_at, i.id))[:limit]
 
     # ---- silences (those created through the API; config silences live in the config)
 
     def save_silence(self, silence_id: str, body: Mapping[str, Any]) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO silences (id, body) VALUES (?, ?)",
-            (silence_id, jsonenc.dumps(body)),
+        text = jsonenc.dumps(body)
+        self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO silences (id, body) VALUES (?, ?)", (silence_id, text)
+            )
         )
 
-    def delete_silence(self, silence_id: str) -> bool:
-        return self.db.execute("DELETE FROM silences WHERE id = ?", (silence_id,)).rowcount > 0
+    def delete_silence(self, silence_id: str) -> None:
+        self._write(lambda db: db.execute("DELETE FROM silences WHERE id = ?", (silence_id,)))
 
     def load_silences(self) -> list[dict[str, Any]]:
         silences = []
@@ -537,9 +856,11 @@ class NotifyStore:
     # ---- the outbox
 
     def pending(self) -> list[OutboxRow]:
-        """Pending rows in id order (per lane, the order they must go out in)."""
+        """Pending rows in id order (per lane, the order they must go out in), those kept in
+        memory while the disk refuses writes last (they were planned last)."""
         self.flush()
-        return [
+        finished = {params[-1] for sql, params in self._ops if sql.startswith(_FINISHING)}
+        stored = [
             OutboxRow(
                 id=row[0],
                 channel=row[1],
@@ -555,50 +876,91 @@ class NotifyStore:
                 " next_attempt_at, body FROM outbox WHERE state = 'pending' ORDER BY id"
             )
         ]
+        kept = [
+            OutboxRow(
+                id=pid,
+                channel=u.entry.channel,
+                lane=u.entry.lane,
+                created_at=u.entry.notification.created_at,
+                notification_id=u.entry.notification.id,
+                attempts=u.attempts,
+                next_attempt_at=u.next_attempt_at,
+                _notification=u.entry.notification,
+            )
+            for pid, u in self._unwritten.items()
+            if u.row_id is None and u.state == "pending"
+        ]
+        return [row for row in stored if row.id not in finished] + kept
+
+    def _outcome(self, row_id: int, sql: str, params: tuple[Any, ...], **fields: Any) -> None:
+        """Buffer a delivery outcome, or note it on a row still kept in memory."""
+        if row_id < 0:
+            kept = self._unwritten.get(row_id)
+            if kept is None:
+                return
+            if kept.row_id is None:
+                for name, value in fields.items():
+                    setattr(kept, name, value)
+                return
+            if fields.get("state", "pending") != "pending":
+                del self._unwritten[row_id]
+            row_id = kept.row_id
+        self._ops.append((sql, (*params, row_id)))
 
     def mark_sent(self, row_id: int, at: int, attempts: int) -> None:
-        self._ops.append(
-            (
-                "UPDATE outbox SET state='sent', done_at=?, attempts=?, last_error=NULL WHERE id=?",
-                (at, attempts, row_id),
-            )
-        )
+        self._outcome(
+            row_id,
+            "UPDATE outbox SET state='sent', done_at=?, attempts=?, last_error=NULL WHERE id=?",
+            (at, attempts),
+            state="sent", done_at=at, attempts=attempts, last_error=None,
+        )  # fmt: skip
 
     def mark_retry(self, row_id: int, attempts: int, next_attempt_at: int, error: str) -> None:
-        self._ops.append(
-            (
-                "UPDATE outbox SET attempts=?, next_attempt_at=?, last_error=? WHERE id=?",
-                (attempts, next_attempt_at, error, row_id),
-            )
-        )
+        self._outcome(
+            row_id,
+            "UPDATE outbox SET attempts=?, next_attempt_at=?, last_error=? WHERE id=?",
+            (attempts, next_attempt_at, error),
+            attempts=attempts, next_attempt_at=next_attempt_at, last_error=error,
+        )  # fmt: skip
 
     def mark_failed(self, row_id: int, at: int, attempts: int, error: str) -> None:
-        self._ops.append(
-            (
-                "UPDATE outbox SET state='failed', done_at=?, attempts=?, last_error=? WHERE id=?",
-                (at, attempts, error, row_id),
-            )
-        )
+        self._outcome(
+            row_id,
+            "UPDATE outbox SET state='failed', done_at=?, attempts=?, last_error=? WHERE id=?",
+            (at, attempts, error),
+            state="failed", done_at=at, attempts=attempts, last_error=error,
+        )  # fmt: skip
 
     @property
     def unflushed(self) -> int:
         return len(self._ops)
 
     def flush(self) -> None:
-        """Commit buffered delivery outcomes (one transaction)."""
+        """Commit buffered delivery outcomes (one transaction). While the disk refuses
+        writes they stay buffered, behind the writes kept before them (:meth:`retry`)."""
+        if self.failing:
+            self.retry()
+            return
+        try:
+            self._apply_ops()
+        except (sqlite3.Error, OSError) as exc:
+            if not is_disk_error(exc):
+                raise
+            self._refused(exc)
+
+    def _apply_ops(self) -> None:
         if not self._ops:
             return
-        ops, self._ops = self._ops, []
-        self.db.execute("BEGIN")
-        try:
+        ops = self._ops
+
+        def write(db: sqlite3.Connection) -> None:
             # Runs of one statement in one call each (in order): at a few thousand outcomes a
             # second, a call per row cost more than SQLite's work.
             for sql, run in itertools.groupby(ops, key=operator.itemgetter(0)):
-                self.db.executemany(sql, [params for _sql, params in run])
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+                db.executemany(sql, [params for _sql, params in run])
+
+        self._transaction(write)
+        del self._ops[: len(ops)]
 
     def outbox_counts(self) -> dict[str, int]:
         self.flush()
@@ -620,8 +982,11 @@ class NotifyStore:
         return [dict(zip(names, row)) for row in cursor]
 
     def prune(self, before: int) -> int:
-        """Forget finished outbox rows and closed incidents older than ``before`` (ms)."""
+        """Forget finished outbox rows and closed incidents older than ``before`` (ms); put
+        off while the disk refuses writes."""
         self.flush()
+        if self.failing:
+            return 0
         removed = self.db.execute(
             "DELETE FROM outbox WHERE state != 'pending' AND done_at < ?", (before,)
         ).rowcount
@@ -642,14 +1007,12 @@ class NotifyStore:
         if not params:
             return
         self.flush()
-        self.db.execute("BEGIN")
-        try:
-            self.db.executemany("DELETE FROM notify_log WHERE incident_id = ?", params)
-            self.db.executemany("DELETE FROM incidents WHERE id = ?", params)
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+
+        def write(db: sqlite3.Connection) -> None:
+            db.executemany("DELETE FROM notify_log WHERE incident_id = ?", params)
+            db.executemany("DELETE FROM incidents WHERE id = ?", params)
+
+        self._write(write)
 
     # ---- Message refs (so a follow-up updates the original message). The table keeps the
     # name it had when the Slack bot was the one channel keeping them: databases have it.
@@ -668,10 +1031,13 @@ class NotifyStore:
         """Written through at once: the next follow-up may be planned a moment later."""
         if not refs:
             return
-        self.db.executemany(
-            "INSERT OR REPLACE INTO slack_refs (channel, incident_id, slack_channel, ts)"
-            " VALUES (?,?,?,?)",
-            [(channel, incident, ref.channel, ref.ts) for incident, ref in refs.items()],
+        values = [(channel, incident, ref.channel, ref.ts) for incident, ref in refs.items()]
+        self._write(
+            lambda db: db.executemany(
+                "INSERT OR REPLACE INTO slack_refs (channel, incident_id, slack_channel, ts)"
+                " VALUES (?,?,?,?)",
+                values,
+            )
         )
         for incident, ref in refs.items():
             self._ref_cache[(channel, incident)] = ref

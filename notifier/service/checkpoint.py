@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from notifier.damaged import last_written, move_aside
+from notifier.diskfaults import DataDirError, error_text, is_disk_error
 from notifier.packed import array_blob, blob_array, digest
 from notifier.rules import ROW_COLUMN_NAMES, Evaluator, TransitionTracker, WindowStore
 from notifier.rules.store import TABLE_COLUMN_NAMES
@@ -107,6 +108,8 @@ def load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
     try:
         return _load(path, store, evaluator, tracker)
     except Exception as exc:  # whatever a damaged file makes the reader raise
+        if is_disk_error(exc):  # the disk refused (read-only, full, gone): not damage
+            raise DataDirError(path, f"cannot be opened ({error_text(exc)})") from exc
         aside = move_aside(path)
         log.error(
             "checkpoint %s cannot be read (%s: %s); moved it to %s. Starting cold: the windows, "

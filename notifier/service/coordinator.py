@@ -36,8 +36,10 @@ history gets the same times as the windows.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import signal
 import time
 import weakref
@@ -59,6 +61,7 @@ from notifier.collect import (
     collector_security,
 )
 from notifier.config import ClusterConfig, ServiceConfig
+from notifier.diskfaults import WriteHealth, is_disk_error
 from notifier.history import (
     HistoryEmptyError,
     HistoryError,
@@ -123,14 +126,32 @@ class LogSink:
     def __init__(self, path: Path | None = None):
         self.path = path
         self.count = 0
+        self.health = WriteHealth("transitions file", path or Path())
+        self._unwritten: list[str] = []
+        """Lines the disk refused: written, in order, before the next one."""
 
     def _write(self, record: dict[str, Any]) -> None:
         self.count += 1
         log.info("transition", extra={"event": "transition", **record})
-        if self.path is not None:
+        if self.path is None:
+            return
+        self._unwritten.append(json.dumps(record, default=str) + "\n")
+        end = None
+        try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as handle:
-                handle.write(json.dumps(record, default=str) + "\n")
+            with self.path.open("ab") as handle:
+                end = handle.tell()
+                handle.write("".join(self._unwritten).encode())
+        except OSError as exc:
+            # A full or read-only disk must not fail the scan that handed the transition over:
+            # the lines wait for the next write, and what part of them got in is cut off.
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    os.truncate(self.path, end)
+            self.health.failed(exc, len(self._unwritten))
+            return
+        written, self._unwritten = len(self._unwritten), []
+        self.health.succeeded(written if self.health.failing else 0)
 
     def warn_nobody_notified(self, config: str) -> None:
         """Say loudly, once, that the service runs without receivers (``notifier run`` with
@@ -277,6 +298,7 @@ class Coordinator:
                 collector=None,
             )
         self.history: HistoryWriter | None = None
+        self.checkpoint_health: dict[str, WriteHealth] = {}
         self.scheduler: AsyncIOScheduler | None = None
         self.started_at = time.time()
         self._stopping = asyncio.Event()
@@ -638,15 +660,34 @@ class Coordinator:
         if self.fleet is not None:
             return  # the fleet keeps its groups' state, not a local checkpoint
         for name, state in self.clusters.items():
-            try:
-                seconds = checkpoint.save(
-                    self.checkpoint_path(name), state.store, state.evaluator, state.tracker
+            path = self.checkpoint_path(name)
+            health = self.checkpoint_health.get(name)
+            if health is None or health.path != path:
+                health = self.checkpoint_health[name] = WriteHealth(
+                    "checkpoint", path, extra={"cluster": name}
                 )
+            try:
+                seconds = checkpoint.save(path, state.store, state.evaluator, state.tracker)
                 log.debug("checkpoint saved", extra={"cluster": name, "seconds": round(seconds, 3)})
-            except Exception:
+                health.succeeded(1 if health.failing else 0)
+            except Exception as exc:
+                if is_disk_error(exc):
+                    # The state is in memory: the next checkpoint writes it whole (said once,
+                    # and in /readyz meanwhile; a restart now would start from an older one).
+                    health.failed(exc, 1)
+                    continue
                 log.exception(
                     "checkpoint failed", extra={"event": "checkpoint_failed", "cluster": name}
                 )
+
+    def write_health(self) -> list[WriteHealth]:
+        """The state this coordinator writes (checkpoints, history) and whether the disk
+        takes it, for ``/readyz`` and ``/metrics``."""
+        health = [self.checkpoint_health[name] for name in sorted(self.checkpoint_health)]
+        sink_health = getattr(self.sink, "health", None)
+        if isinstance(sink_health, WriteHealth):
+            health.append(sink_health)
+        return [h for h in health if h.failing or h.errors]
 
     # ---------------------------------------------------------------- scanning
 
