@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -22,6 +23,9 @@ from .conformance import load_vectors
 from .scripted import drive, replayed_service, scan_result, service
 
 ROOT = Path(__file__).resolve().parents[1]
+LATER = datetime.fromtimestamp(time.time() + 30 * 86400, UTC).isoformat()
+"""A silence's end within ``notify.silence_limits.max_silence_ends_in`` of the notifier's
+(wall) clock."""
 GROUP_CASES = [
     c for c in load_vectors("burrow_evaluator_vectors.json") if c["kind"] == "group_evaluation"
 ]
@@ -336,8 +340,9 @@ async def test_the_openapi_document_lists_the_status_codes_the_api_answers_with(
                  "/v3/kafka/{cluster}/topic/{topic}", "/api/groups/{cluster}/{group}"):  # fmt: skip
         assert "404" in codes(path), path
     assert codes("/readyz") == {"200", "503"}
-    assert codes("/api/silences") == {"200", "404"}
-    assert codes("/api/silences", "post") == {"201", "400", "401", "403", "404", "413", "422"}
+    assert codes("/api/silences") == {"200", "404", "422"}  # 422: a bad page cursor or limit
+    assert codes("/api/silences", "post") == {
+        "201", "400", "401", "403", "404", "409", "413", "422"}  # fmt: skip
     assert codes("/api/silences/{silence_id}", "delete") == {
         "200", "401", "403", "404", "409", "422"}  # fmt: skip
     error = doc["paths"]["/v3/kafka/{cluster}"]["get"]["responses"]["404"]
@@ -357,7 +362,7 @@ async def test_a_body_that_is_not_json_text_gets_the_documented_400(demo_service
 
 
 async def test_an_empty_matcher_list_is_refused_as_the_document_says(demo_service, notifier):
-    body = {"matchers": [], "ends_at": "2099-01-01T00:00:00Z", "author": "ops", "comment": "x"}
+    body = {"matchers": [], "ends_at": LATER, "author": "ops", "comment": "x"}
     async with writer(demo_service, notifier) as http:
         response = await http.post("/api/silences", json=body)
     assert response.status_code == 422
@@ -434,7 +439,7 @@ def writer(coord, notifier, token=None) -> httpx.AsyncClient:
 async def test_silences_can_be_created_listed_and_expired(demo_service, notifier):
     async with writer(demo_service, notifier) as http:
         created = await http.post("/api/silences", json={
-            "matchers": ['group=~"stall.*"'], "ends_at": "2099-01-01T00:00:00Z",
+            "matchers": ['group=~"stall.*"'], "ends_at": LATER,
             "author": "ops", "comment": "deploying a fix"})  # fmt: skip
         assert created.status_code == 201, created.text
         silence = created.json()["silence"]
@@ -477,14 +482,14 @@ async def test_a_bad_silence_is_rejected_with_the_field(demo_service, notifier):
             "/api/silences",
             json={
                 "matchers": ["nonsense"],
-                "ends_at": "2099-01-01T00:00:00Z",
+                "ends_at": LATER,
                 "author": "ops",
                 "comment": "c",
             },
         )
         no_comment = await http.post(
             "/api/silences",
-            json={"matchers": ['group="x"'], "ends_at": "2099-01-01T00:00:00Z", "author": "ops"},
+            json={"matchers": ['group="x"'], "ends_at": LATER, "author": "ops"},
         )
     assert past.status_code == 422 and "ends_at" in past.json()["message"]
     assert bad_time.status_code == 422 and "ends_at" in bad_time.json()["message"]
@@ -498,7 +503,7 @@ async def test_a_bad_silence_is_rejected_with_the_field(demo_service, notifier):
 async def test_oversized_silence_bodies_are_refused_with_413(demo_service, notifier):
     # 200,000 matchers, about 3 MB: refused before it is parsed, whether its size is declared
     # or it arrives chunked.
-    body = {"matchers": ['group="g"'] * 200_000, "ends_at": "2099-01-01T00:00:00Z",
+    body = {"matchers": ['group="g"'] * 200_000, "ends_at": LATER,
             "author": "ops", "comment": "x"}  # fmt: skip
     data = json.dumps(body).encode()
 
@@ -521,7 +526,7 @@ async def test_oversized_silence_bodies_are_refused_with_413(demo_service, notif
 
 async def test_a_catastrophic_regex_is_refused_naming_the_matcher(demo_service, notifier):
     body = {"matchers": ['cluster="demo"', 'group=~"(a+)+$"'],
-            "ends_at": "2099-01-01T00:00:00Z", "author": "ops", "comment": "x"}  # fmt: skip
+            "ends_at": LATER, "author": "ops", "comment": "x"}  # fmt: skip
     async with writer(demo_service, notifier) as http:
         response = await http.post("/api/silences", json=body)
     assert response.status_code == 422
@@ -530,13 +535,76 @@ async def test_a_catastrophic_regex_is_refused_naming_the_matcher(demo_service, 
 
 
 async def test_writing_silences_needs_the_token_when_one_is_set(demo_service, notifier):
-    body = {"matchers": ['group="x"'], "ends_at": "2099-01-01T00:00:00Z", "author": "ops",
+    body = {"matchers": ['group="x"'], "ends_at": LATER, "author": "ops",
             "comment": "maintenance"}  # fmt: skip
     async with writer(demo_service, notifier, token="s3cret") as http:
         assert (await http.post("/api/silences", json=body)).status_code == 401
         ok = await http.post("/api/silences", json=body, headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 201
         assert (await http.get("/api/silences")).status_code == 200  # reading needs no token
+
+
+def limited_notifier(tmp_path, **limits):
+    from notifier.notify import Notifier
+    from notifier.notify.config import parse_notify
+
+    config = parse_notify(
+        {"receivers": {"hooks": {"webhook": {"url": "http://127.0.0.1:9/hook"}}},
+         "route": {"receiver": "hooks"}, "silence_limits": limits}
+    )  # fmt: skip
+    return Notifier(config, tmp_path / "limited.sqlite")
+
+
+async def test_silences_beyond_the_limits_are_refused_with_the_reason(demo_service, tmp_path):
+    notifier = limited_notifier(tmp_path, max_silences=3)
+
+    def body(group: str, **changes) -> dict:
+        return {"matchers": [f'group="{group}"'], "ends_at": LATER, "author": "ops",
+                "comment": "maintenance", **changes}  # fmt: skip
+
+    async with writer(demo_service, notifier) as http:
+        made = [await http.post("/api/silences", json=body(f"g{i}")) for i in range(3)]
+        assert [r.status_code for r in made] == [201] * 3
+        fourth = await http.post("/api/silences", json=body("g3"))
+        assert fourth.status_code == 409
+        assert fourth.json()["message"] == (
+            "silences: 3 silences are active or pending, the most allowed "
+            "(notify.silence_limits.max_silences): expire one first"
+        )
+        expired = made[0].json()["silence"]["id"]
+        assert (await http.delete(f"/api/silences/{expired}")).status_code == 200
+        assert (await http.post("/api/silences", json=body("g3"))).status_code == 201
+
+        forever = await http.post("/api/silences", json=body("g4", ends_at="9999-12-31"))
+        huge = await http.post("/api/silences", json=body("g5", comment="x" * 62_000))
+    assert forever.status_code == 422
+    assert forever.json()["message"] == (
+        "ends_at: is more than 366d ahead (notify.silence_limits.max_silence_ends_in)"
+    )
+    assert huge.status_code == 422
+    assert "notify.silence_limits.max_silence_size_bytes" in huge.json()["message"]
+    assert len(notifier.list_silences()) == 4  # 3 active, 1 expired: nothing refused was kept
+
+
+async def test_silences_are_listed_a_page_at_a_time(demo_service, tmp_path):
+    notifier = limited_notifier(tmp_path)
+    for i in range(7):
+        notifier.add_silence([f'group="g{i}"'], ends_at=notifier.clock() + 3_600_000,
+                             author="ops", comment="maintenance")  # fmt: skip
+    async with writer(demo_service, notifier) as http:
+        pages = [(await http.get("/api/silences", params={"limit": 3})).json()]
+        while pages[-1]["next"]:
+            after = {"limit": 3, "after": pages[-1]["next"]}
+            pages.append((await http.get("/api/silences", params=after)).json())
+        whole = (await http.get("/api/silences")).json()
+        bad_cursor = await http.get("/api/silences", params={"after": "somewhere"})
+        too_many = await http.get("/api/silences", params={"limit": 100_000})
+    assert [len(page["silences"]) for page in pages] == [3, 3, 1]
+    listed = [s["id"] for page in pages for s in page["silences"]]
+    assert listed == [s.id for s in notifier.list_silences()]
+    assert [s["id"] for s in whole["silences"]] == listed and whole["next"] is None
+    assert bad_cursor.status_code == 422 and "after: not a cursor" in bad_cursor.json()["message"]
+    assert too_many.status_code == 422
 
 
 async def test_incidents_and_groups_show_what_the_pipeline_opened(demo_service, notifier):

@@ -106,6 +106,29 @@ async def test_a_new_scan_is_answered_as_soon_as_it_lands(tmp_path):
     assert overview_after["data_age_seconds"] == 0.0
 
 
+async def test_the_rows_of_a_scan_are_worked_out_when_it_lands_not_at_the_next_request(
+    tmp_path,
+):
+    """A status page polling every few seconds: each request must show the latest scan, its
+    rows as old as the cluster's data, not those of the scan before the previous request
+    (they lagged by as many intervals as passed between two requests)."""
+    coord = await scripted_service(tmp_path, 24, stuck_from=12)
+    await drive(coord, 12)
+    state = coord.clusters["c"]
+    async with client(coord, lambda: state.metrics.last_success_ms + 4_000) as http:
+        await http.get("/api/groups")
+        for _ in range(3):
+            await drive(coord, 4)  # the scans between two requests
+            working = [t for t in asyncio.all_tasks() if t.get_name() == "api-overview-c"]
+            assert working, "nothing started working out the scan's rows"
+            await asyncio.wait(working)
+            body = (await http.get("/api/groups")).json()
+            ((row,), (cluster,)) = body["groups"], body["clusters"]
+            assert row["data_age_seconds"] == cluster["data_age_seconds"] == 4.0
+            assert row["stale"] is cluster["stale"] is False
+    assert row["status"] == "ERR"  # the last scan's verdict: stuck since scan 12
+
+
 async def test_open_incidents_and_silences_show_at_once(tmp_path):
     coord = await scripted_service(tmp_path, 12, stuck_from=99)
     await drive(coord, 12)

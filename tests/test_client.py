@@ -278,6 +278,32 @@ def test_a_service_that_is_not_running_is_one_line_naming_the_url():
 # silences
 
 
+def test_the_silence_list_follows_the_pages_to_the_last():
+    from notifier.client.api import ServiceClient, Target
+    from notifier.notify import make_silence, silences_page
+
+    now = round(time.time() * 1000)
+    silences = sorted(
+        (make_silence([f"group=g{i}"], ends_at=now + 3_600_000, author="ops", comment="x",
+                      now=now) for i in range(5)),
+        key=lambda s: (s.starts_at, s.id),
+    )  # fmt: skip
+    asked: list[str | None] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        after = request.url.params.get("after")
+        asked.append(after)
+        page, following = silences_page(silences, 2, after)
+        return httpx.Response(200, json={"silences": [s.to_dict(now) for s in page],
+                                         "next": following})  # fmt: skip
+
+    target = Target("http://notifier", None, None)
+    with ServiceClient(target, transport=httpx.MockTransport(serve)) as client:
+        listed = client.silences()
+    assert [s["id"] for s in listed] == [s.id for s in silences]
+    assert len(asked) == 3 and asked[0] is None
+
+
 def test_a_silence_is_added_listed_shown_on_its_group_and_expired(live):
     added = cli("silence", "add", f'group="{live.behind}"', "cluster=it", "--duration", "2h",
                 "--comment", "replaying the orders topic", "--author", "alice",

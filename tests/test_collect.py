@@ -27,6 +27,7 @@ from aiokafka.coordinator.protocol import (
 
 from notifier.collect import (
     ClusterCollector,
+    ClusterUnreachableError,
     Group,
     ScanError,
     ScanResult,
@@ -583,7 +584,7 @@ async def test_stopped_broker_is_a_scan_error_and_its_return_is_picked_up(broker
         assert (await collector.scan()).samples.num_rows == 1
         await broker.astop()
         started = time.monotonic()
-        with pytest.raises(ScanError, match="failed"):
+        with pytest.raises(ClusterUnreachableError, match="failed"):
             await collector.scan()
         assert time.monotonic() - started < 3
 
@@ -618,6 +619,29 @@ async def test_unresponsive_broker_is_bounded_by_the_timeouts(proxied):
         with pytest.raises(ScanError, match="timed out after 1s"):
             await by_scan.scan()
         assert time.monotonic() - started < 2.5
+
+
+@pytest.mark.broker
+async def test_a_failed_scan_says_whether_the_cluster_answered_before_it_failed(proxied):
+    proxy, broker = await proxied()
+    bootstrap = broker.bootstrap_servers
+    topic = _name("answered")
+    await _produce(bootstrap, topic, [1])
+    await _commit(bootstrap, _name("answered"), {(topic, 0): 1})
+    async with ClusterCollector(
+        bootstrap, request_timeout_ms=1000, scan_timeout_ms=1000
+    ) as collector:
+        await collector.scan()
+        proxy.hold_api = 15  # DescribeGroups: the cluster answers ListGroups, then stalls
+        with pytest.raises(ScanError) as struggling:
+            await collector.scan()
+        assert not isinstance(struggling.value, ClusterUnreachableError)  # it backs off
+
+        proxy.hold_api = None
+        proxy.release.set()
+        await broker.astop()
+        with pytest.raises(ClusterUnreachableError):  # tried again at the next tick
+            await collector.scan()
 
 
 @pytest.mark.broker

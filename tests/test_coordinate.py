@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from notifier.collect import ScanError, ScanResult
+from notifier.collect import ClusterUnreachableError, ScanError, ScanResult
 from notifier.config import parse_service_config
 from notifier.rules import load_rules, parse_rules
 from notifier.types import GroupStatus, Sample, samples_to_table
@@ -98,6 +98,23 @@ async def test_the_back_off_stays_within_three_scan_intervals_however_long_the_o
     assert max(waits) == 3 * INTERVAL_S
     state = coord.clusters["c"]
     assert state.retry_at - time.monotonic() <= 2 * INTERVAL_S  # skips two ticks at most
+
+
+@pytest.mark.parametrize("interval_s", [2, 10])
+async def test_a_cluster_that_does_not_answer_is_tried_at_every_tick(tmp_path, caplog, interval_s):
+    # A 15-interval outage in which no broker answers: each try costs a connection attempt,
+    # so none is skipped, and the first tick after the cluster answers again scans it.
+    caplog.set_level(logging.WARNING, logger="notifier.service")
+    outage = [ClusterUnreachableError("connection refused")] * 15
+    coord, sink = service(
+        tmp_path, [*outage, scan(15, stalled(15))], parse_rules({}), interval_s=interval_s
+    )
+    for _ in range(16):
+        await coord.scan_once("c")  # one tick each, with no time between them
+    assert coord.clusters["c"].collector.script == []  # every tick asked the cluster
+    assert sink.events == [("down", "c"), ("up", "c")]
+    waits = [r.next_try_s for r in caplog.records if getattr(r, "event", "") == "scan_failed"]
+    assert waits == [interval_s] * 15
 
 
 async def test_the_cluster_is_called_ready_only_once_a_scan_has_succeeded(tmp_path, caplog):

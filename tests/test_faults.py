@@ -557,9 +557,10 @@ T0 = 1_800_000_000_000
 INTERVAL_S = 10
 
 
-def _lag_scan(i: int, lags: dict[str, int], cluster: str = "c") -> ScanResult:
-    """Scan ``i``: each group's lag on partition 0 of topic t (100 records, one member)."""
-    ts = T0 + i * INTERVAL_S * 1000
+def _lag_scan(i: int, lags: dict[str, int], cluster: str = "c", t0: int = T0) -> ScanResult:
+    """Scan ``i`` (taken at ``t0`` + i intervals): each group's lag on partition 0 of topic t
+    (100 records, one member)."""
+    ts = t0 + i * INTERVAL_S * 1000
     samples = [
         Sample(ts=ts, cluster=cluster, group=g, topic="t", partition=0,
                committed_offset=100 - lag, log_end_offset=100, log_start_offset=0,
@@ -646,6 +647,39 @@ async def test_the_scans_after_the_checkpoint_are_replayed_from_the_history(
     window = [s["ts"] for s in state.store.samples(row)]
     # Scans 0-6 from before the crash, then the first one after it: the gap is the downtime.
     assert window == [T0 + i * INTERVAL_S * 1000 for i in (*range(7), 9)]
+
+
+async def test_a_kill_before_the_first_checkpoint_replays_the_history(tmp_path: Path) -> None:
+    config = parse_service_config(
+        {"clusters": [{"name": "c", "bootstrap_servers": "127.0.0.1:1",
+                       "scan_interval": INTERVAL_S}],
+         "history": {"roll_interval": 3600}},
+        "test",
+    )  # fmt: skip
+    lags = {f"g{i}": 0 for i in range(3)}
+    # Scans of the last minutes: without a checkpoint, the span the windows hold is replayed.
+    t0 = round(time.time() * 1000) - 10 * INTERVAL_S * 1000
+    first = Coordinator(config, _lag_rules(), tmp_path, LogSink(), collector_factory=None)
+    first.clusters["c"].collector = ScriptedCollector([_lag_scan(i, lags, t0=t0) for i in range(7)])
+    first.history = HistoryWriter(tmp_path / "history", roll_interval_s=3600)
+    await drive(first, 7)  # journaled; then kill -9 before any checkpoint was saved
+    deadline = time.monotonic() + 5
+    while first.history.journaled_rows < 7 * len(lags):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    assert not first.checkpoint_path("c").exists()
+
+    again = Coordinator(
+        config, _lag_rules(), tmp_path, LogSink(),
+        collector_factory=lambda _: ScriptedCollector([_lag_scan(9, lags, t0=t0)] * 3),
+    )  # fmt: skip
+    await _started_and_stopped(again)
+    state = again.clusters["c"]
+    row = state.store.row("c", "g0", "t", 0)
+    assert row is not None
+    window = [s["ts"] for s in state.store.samples(row)]
+    # Scans 0-6 from before the crash, then the first one after it: the windows start warm.
+    assert window == [t0 + i * INTERVAL_S * 1000 for i in (*range(7), 9)]
 
 
 # --------------------------------------------------------------------------------------------

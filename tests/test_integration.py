@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 
 from notifier.config import ServiceConfig, parse_service_config
 from notifier.demo import (
@@ -270,6 +271,51 @@ async def test_broker_outage_is_no_alert_and_not_ready_then_recovers(
         assert coordinator.clusters["it"].metrics.scans > scans
         assert sink.events == ["down", "up"]
         assert sink.transitions == []  # neither the outage nor the empty broker alerted
+    finally:
+        await coordinator.stop()
+
+
+@pytest.mark.parametrize(
+    "interval_s", [2.0, pytest.param(10.0, marks=pytest.mark.slow)], ids=["2s", "10s"]
+)
+async def test_a_cluster_answering_again_is_scanned_at_the_first_tick_after(
+    broker_factory: Callable[..., EmbeddedBroker], tmp_path: Path, interval_s: float
+):
+    """However long the outage, every tick tries a cluster that does not answer (each try is
+    a connection attempt, no more than a probe), so the first tick after it answers again
+    scans it: recovery within one interval (it took up to three)."""
+    broker = broker_factory()
+    sink = RecordingSink()
+    service = _service(broker.bootstrap_servers, "back-", tmp_path, scan_interval=interval_s)
+    coordinator = Coordinator(service, _rules(), tmp_path, sink)
+    metrics = coordinator.clusters["it"].metrics
+    ticks: list[tuple[float, int, int]] = []  # (when it was due, scans, failures) after each
+
+    def tick_done(event: JobExecutionEvent) -> None:
+        if event.job_id == "scan:it":
+            due = event.scheduled_run_time.timestamp()
+            ticks.append((due, metrics.scans, metrics.failures))
+
+    await coordinator.start()
+    try:
+        assert coordinator.scheduler is not None
+        coordinator.scheduler.add_listener(tick_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+        await _wait_for(lambda: metrics.scans >= 1, 15, "a first scan")
+        await broker.astop()
+        down_from = len(ticks)
+        # Four failures in a row: the back-off for a cluster that answers would be at its cap.
+        await _wait_for(lambda: metrics.consecutive_failures >= 4, 8 * interval_s, "failures")
+        await broker.astart()
+        answered_at = time.time()
+        await _wait_for(lambda: any(due >= answered_at for due, *_ in ticks),
+                        3 * interval_s, "the first tick after the cluster answered")  # fmt: skip
+        recovered_at = time.time()
+        assert "up" in sink.events, ticks
+        assert sink.events == ["down", "up"]
+        outage = [failures for _, scans, failures in ticks[down_from:] if scans == 1]
+        assert outage == list(range(outage[0], outage[0] + len(outage))), ticks  # none skipped
+        print(f"recovered {recovered_at - answered_at:.2f}s after the cluster answered again "
+              f"(scan interval {interval_s:g}s)")  # fmt: skip
     finally:
         await coordinator.stop()
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from notifier.notify import SilenceError, make_silence
+from notifier.config import SilenceLimits
+from notifier.notify import SilenceError, make_silence, silences_page
 
 from .notify_helpers import ERR, OK, T0, H, M, dispatcher, events, finding, move
 
@@ -164,3 +165,50 @@ def test_a_silence_has_at_most_32_matchers():
     with pytest.raises(SilenceError) as exc:
         silence(["cluster=prod"] * 33, T0 + H)
     assert dict(exc.value.problems)["matchers"] == "at most 32 matchers, got 33"
+
+
+D = 24 * H
+
+
+def test_a_silence_ending_further_ahead_than_the_limit_is_refused_naming_it():
+    limits = SilenceLimits(max_silence_ends_in="30d")
+    request = {"matchers": ["cluster=prod"], "author": "me", "comment": "why", "now": T0}
+    assert make_silence(ends_at=T0 + 30 * D, limits=limits, **request).ends_at == T0 + 30 * D
+    with pytest.raises(SilenceError) as exc:
+        make_silence(ends_at=T0 + 30 * D + 1, limits=limits, **request)
+    assert dict(exc.value.problems)["ends_at"] == (
+        "is more than 30d ahead (notify.silence_limits.max_silence_ends_in)"
+    )
+    # The default: a year and a day; 9999-12-31 is not a silence, it is a group_deny.
+    with pytest.raises(SilenceError, match="366d ahead"):
+        make_silence(ends_at=253_402_214_400_000, limits=SilenceLimits(), **request)
+
+
+def test_a_silence_larger_than_the_limit_is_refused_with_its_size():
+    limits = SilenceLimits(max_silence_size_bytes=2048)
+    request = {"matchers": ["cluster=prod"], "author": "me", "ends_at": T0 + H, "now": T0}
+    assert make_silence(comment="x" * 1500, limits=limits, **request)
+    with pytest.raises(SilenceError) as exc:
+        make_silence(comment="x" * 62_000, limits=limits, **request)
+    problem = dict(exc.value.problems)["silence"]
+    assert problem.startswith("takes 62") and problem.endswith(
+        "bytes (matchers, author and comment), more than 2048 "
+        "(notify.silence_limits.max_silence_size_bytes)"
+    )
+
+
+def test_pages_of_silences_follow_each_other_whatever_is_added_meanwhile():
+    made = [silence([f"group=g{i}"], T0 + H, starts_at=T0 + (i % 3)) for i in range(7)]
+    ordered = sorted(made, key=lambda s: (s.starts_at, s.id))
+    first, cursor = silences_page(ordered, 3)
+    assert first == ordered[:3] and cursor is not None
+    # A silence added before the cursor's place does not shift the next page.
+    earlier = silence(["group=new"], T0 + H, starts_at=T0 - M)
+    ordered = sorted([*ordered, earlier], key=lambda s: (s.starts_at, s.id))
+    second, cursor = silences_page(ordered, 3, cursor)
+    third, last = silences_page(ordered, 3, cursor)
+    assert [*first, *second, *third] == sorted(made, key=lambda s: (s.starts_at, s.id))
+    assert last is None
+    assert silences_page([], 3) == ([], None)
+    with pytest.raises(ValueError, match="not a cursor"):
+        silences_page(ordered, 3, "page-2")

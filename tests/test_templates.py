@@ -150,3 +150,17 @@ def test_a_cluster_down_notification_talks_about_the_cluster(event):
             assert "can be scanned again" in text or "subject" in name, (name, text)
         elif "subject" not in name:
             assert "cannot be scanned: connection refused" in text, (name, text)
+
+
+@pytest.mark.parametrize("event", [Event.OPEN, Event.REPEAT])
+def test_a_cluster_down_message_says_the_reason_once_and_counts_no_group(event):
+    templates = Templates()
+    notification = cluster_down_notification(event)
+    context = templates.context(notification, payload=webhook_payload(notification))
+    slack = json.loads(templates.render(Templates.name("slack", event, "json"), context))
+    summary = templates.render(Templates.name("pagerduty", event, "summary"), context)
+    (section,) = slack["attachments"][0]["blocks"]
+    text = section["text"]["text"]
+    assert slack["blocks"][1]["elements"][0]["text"] == "oncall · 1 cluster"
+    assert "*ERR* :" not in text and text.count("connection refused") == 1, text
+    assert summary.count("connection refused") == 1, summary

@@ -53,6 +53,12 @@ class ApiContext:
             lambda name, state, group: self.result_of(state, name, group),
             lambda: self.coordinator.scanning,
         )
+        self.coordinator.add_scan_listener(self._scan_landed)
+
+    def _scan_landed(self, cluster: str) -> None:
+        state = self.coordinator.clusters.get(cluster)
+        if state is not None:
+            self.overviews.scan_landed(cluster, state)
 
     @property
     def mine(self) -> dict[str, Any]:

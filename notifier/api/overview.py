@@ -7,7 +7,9 @@ first request after a scan asked for it, it held every other request (and a scan
 for that long. :class:`Overviews` works the rows out in a task of its own instead, a few
 milliseconds at a time, giving way to requests between steps and to scans as the API does
 (:mod:`~notifier.api.priority`); until a scan's rows are ready, the previous scan's are served,
-each row saying how old its data is. Open incidents and silences are always the current ones:
+each row saying how old its data is; the working out starts as soon as a scan has been
+evaluated (:meth:`Overviews.scan_landed`), so the rows lag the cluster's data only while it
+runs, not until the next request. Open incidents and silences are always the current ones:
 they are joined in per request (from a cache keyed by the notifier's mapping of open incidents
 and the active silences), never taken from an older answer. A cluster's first rows, and rows
 of stale data (no scans come then), are worked out at once.
@@ -122,6 +124,21 @@ class Overviews:
             joined = self._joined[name] = _Joined(current, incidents, silences.key, rows)
             joined.owned = fleet.owned if fleet else None
         return joined.at(current.freshness(state, now), now)
+
+    def scan_landed(self, name: str, state: ClusterView) -> None:
+        """A scan of the cluster was evaluated: work its rows out now, in the background,
+        rather than when the first request after it comes (which would then be served the
+        rows of whichever scan the previous request started, older than the cluster's
+        ``data_age_seconds`` by as many intervals as passed between the two requests).
+        Nothing until a request has asked for the cluster's rows once, nor outside a running
+        event loop (a replay stepping scans synchronously)."""
+        if name not in self._latest:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._start(name, state)
 
     def _work_out_now(self, name: str, state: ClusterView, stale: bool) -> _ScanRows:
         rows = list(scan_rows(state, name, stale, self._results(name, state)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,7 @@ from notifier.api.burrow import json_answer
 from notifier.api.context import Api
 from notifier.api.errors import INVALID, WRITE, errors
 from notifier.config import MAX_SILENCE_MATCHERS, ConfigError
+from notifier.notify import SilenceLimitError, silences_page
 
 router = APIRouter(tags=["notifier"])
 
@@ -54,6 +55,9 @@ class SilenceOut(BaseModel):
 
 class SilenceList(BaseModel):
     silences: list[SilenceOut]
+    next: str | None = Field(
+        description="the cursor of the next page (pass it as `after`); null on the last page"
+    )
 
 
 class SilenceCreated(BaseModel):
@@ -65,11 +69,32 @@ class SilenceExpired(BaseModel):
     silence: SilenceOut = Field(description="the silence, now ended (kept, listed as expired)")
 
 
-@router.get("/api/silences", response_model=SilenceList, responses=errors(e404=WRITE["e404"]))
-def api_silences(api: Api) -> JSONResponse:
+SILENCES_PAGE = 100
+"""Silences per page of ``GET /api/silences`` unless the request says (``limit``)."""
+SILENCES_PAGE_MAX = 1000
+
+
+@router.get(
+    "/api/silences",
+    response_model=SilenceList,
+    responses=errors(e404=WRITE["e404"], e422=INVALID),
+)
+def api_silences(
+    api: Api,
+    limit: Annotated[
+        int, Query(ge=1, le=SILENCES_PAGE_MAX, description="silences per page")
+    ] = SILENCES_PAGE,
+    after: Annotated[str | None, Query(description="the `next` of the previous page")] = None,
+) -> JSONResponse:
+    """Every silence, expired ones too, by start then id, a page at a time: ``next`` is the
+    cursor of the next page (``after=``), null on the last."""
     n = api.silences()
     now = n.clock()
-    return json_answer({"silences": [s.to_dict(now) for s in n.list_silences()]})
+    try:
+        page, following = silences_page(n.list_silences(), limit, after)
+    except ValueError as exc:
+        raise HTTPException(422, f"after: {exc}") from None
+    return json_answer({"silences": [s.to_dict(now) for s in page], "next": following})
 
 
 @router.post(
@@ -78,6 +103,7 @@ def api_silences(api: Api) -> JSONResponse:
     response_model=SilenceCreated,
     responses=errors(
         e400="the body cannot be read as JSON text (bad encoding, nested too deep)",
+        e409="as many silences are active or pending as notify.silence_limits allows",
         e413=f"the body is larger than {MAX_BODY_BYTES} bytes",
         e422=INVALID,
         **WRITE,
@@ -94,6 +120,8 @@ def api_add_silence(silence: SilenceIn, api: Api) -> JSONResponse:
             author=silence.author,
             comment=silence.comment,
         )
+    except SilenceLimitError as exc:
+        raise HTTPException(409, "; ".join(f"{w}: {m}" for w, m in exc.problems)) from None
     except ConfigError as exc:
         raise HTTPException(422, "; ".join(f"{w}: {m}" for w, m in exc.problems)) from None
     if api.fleet is not None:

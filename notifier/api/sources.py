@@ -225,12 +225,20 @@ class CoordinatorView(Protocol):
     def scanning(self) -> bool:
         """Whether a scan is under way (requests give way to it)."""
 
+    def add_scan_listener(self, listener: Callable[[str], None]) -> None:
+        """Have ``listener(cluster)`` called after each successful scan (a bound method,
+        held weakly)."""
+
 
 class SilenceView(Protocol):
     """A silence as the API returns it."""
 
     @property
     def id(self) -> str: ...
+
+    @property
+    def starts_at(self) -> int:
+        """When it starts (epoch ms)."""
 
     @property
     def ends_at(self) -> int:

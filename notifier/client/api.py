@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import httpx
 
@@ -129,7 +130,16 @@ class ServiceClient:
         return cast(list[dict[str, Any]], self._request("GET", "/api/incidents")["incidents"])
 
     def silences(self) -> list[dict[str, Any]]:
-        return cast(list[dict[str, Any]], self._request("GET", "/api/silences")["silences"])
+        """Every silence, following the pages (``next``) to the last."""
+        found: list[dict[str, Any]] = []
+        path = "/api/silences"
+        while True:
+            body = self._request("GET", path)
+            found.extend(body["silences"])
+            cursor = body.get("next")  # a service from before pages sends them all at once
+            if not cursor:
+                return found
+            path = f"/api/silences?after={quote(cursor, safe='')}"
 
     def notifications_configured(self) -> bool:
         """Whether the service has receivers: without a ``notify:`` section it keeps no

@@ -5,7 +5,8 @@
 * ``grouptypes``: group types (KIP-848): ListGroups v5, ConsumerGroupDescribe, and what a
   consumer-protocol group's state means to the rules; share and streams groups are not evaluated.
 * ``samples``: the sample table of a scan, member fingerprints, group states.
-* ``results``: :class:`ScanResult` and :class:`ScanError`, what the coordinator receives.
+* ``results``: :class:`ScanResult`, :class:`ScanError` and :class:`ClusterUnreachableError`,
+  what the coordinator receives.
 * ``readonly``: ``ReadOnly``, read-only attributes (the collector's, and the embedded broker's
   in :mod:`notifier.embedded`).
 * ``security``: SASL settings for aiokafka and the OAUTHBEARER token providers (OIDC client
@@ -16,7 +17,13 @@ Imports :mod:`notifier.types` and, for the security settings, :mod:`notifier.con
 
 from notifier.collect.collector import ClusterCollector
 from notifier.collect.protocol import Group, decode_member
-from notifier.collect.results import ClusterLayout, PartitionLayout, ScanError, ScanResult
+from notifier.collect.results import (
+    ClusterLayout,
+    ClusterUnreachableError,
+    PartitionLayout,
+    ScanError,
+    ScanResult,
+)
 from notifier.collect.samples import build_samples, member_hash, normalize_group_state
 from notifier.collect.security import (
     CredentialsError,
@@ -30,6 +37,7 @@ from notifier.collect.security import (
 __all__ = [
     "ClusterCollector",
     "ClusterLayout",
+    "ClusterUnreachableError",
     "CredentialsError",
     "Group",
     "MskIamTokenProvider",

@@ -114,7 +114,13 @@ from notifier.collect.protocol import (
 )
 from notifier.collect.readonly import ReadOnly
 from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
-from notifier.collect.results import ScanError, ScanResult, TopicPartition, elapsed_clock
+from notifier.collect.results import (
+    ClusterUnreachableError,
+    ScanError,
+    ScanResult,
+    TopicPartition,
+    elapsed_clock,
+)
 from notifier.collect.samples import build_samples, normalize_group_state
 from notifier.collect.security import (
     RefreshingTokenProvider,
@@ -321,6 +327,9 @@ class ClusterCollector:
         self._tally = (requests or KAFKA_REQUESTS).tally("scan")
         """The process's count (``notifier_kafka_requests_total``), which outlives each scan's."""
         self._connects = 0
+        self._answered = False
+        """Whether a broker answered during the scan under way (a connection handshake or a
+        request): a scan that fails without one cost no more than a probe."""
         self._closed = False
 
     # ----------------------------------------------------------------------------------------
@@ -349,12 +358,14 @@ class ClusterCollector:
         return not any(p.search(group) for p in self._deny)
 
     async def scan(self) -> ScanResult:
-        """Scan the cluster once; raises :class:`ScanError` on any failure or timeout."""
+        """Scan the cluster once; raises :class:`ScanError` on any failure or timeout
+        (:class:`ClusterUnreachableError` when no broker answered at all)."""
         if self._closed:
             raise ScanError(f"collector for cluster {self._cluster!r} is closed")
         async with self._scan_lock:
             self._requests = Counter()
             self._connects = 0
+            self._answered = False
             self._retire_expiring_logins()
             started = time.monotonic()
             deadline = asyncio.timeout(self._scan_timeout_s)
@@ -363,12 +374,13 @@ class ClusterCollector:
                     result = await self._scan(started)
             except Exception as exc:
                 self._metadata_stale = True
+                failure = ScanError if self._answered else ClusterUnreachableError
                 if isinstance(exc, TimeoutError) and deadline.expired():
-                    raise ScanError(
+                    raise failure(
                         f"scan of cluster {self._cluster!r} timed out after "
                         f"{self._scan_timeout_s:g}s"
                     ) from exc
-                raise ScanError(
+                raise failure(
                     f"scan of cluster {self._cluster!r} failed: {exc or type(exc).__name__}"
                 ) from exc
             return result
@@ -477,6 +489,7 @@ class ClusterCollector:
                 raise _TransportError(f"cannot connect to {host}:{port}: {detail}") from exc
             self._conns[address] = conn
             self._connects += 1
+            self._answered = True
             self._tally.add("ApiVersions")  # the handshake's, as aiokafka's clients count it
             return conn
 
@@ -505,7 +518,9 @@ class ClusterCollector:
             answer = conn.send(request)  # encodes now: an unsupported version raises here
             self._requests[api] += 1
             self._tally.add(api)
-            return await answer
+            response = await answer
+            self._answered = True
+            return response
         except (KafkaConnectionError, CorrelationIdError, TimeoutError, OSError) as exc:
             conn.close(reason=CloseReason.CONNECTION_BROKEN)
             self._conns.pop(address, None)

@@ -47,6 +47,12 @@ class ScanError(RuntimeError):
     """A scan failed or timed out; it returned nothing (the coordinator records a gap)."""
 
 
+class ClusterUnreachableError(ScanError):
+    """A scan failed before any broker of the cluster answered: it got no further than trying
+    to connect, so it cost the cluster what a probe would (the coordinator tries again at the
+    next tick rather than backing off, and notices the cluster back within one interval)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ScanResult:
     """One successful scan of one cluster.

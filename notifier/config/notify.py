@@ -628,6 +628,24 @@ class DeliveryConfig(FrozenModel):
     outbox_retention: Duration = 7 * 86400.0
 
 
+class SilenceLimits(FrozenModel):
+    """What the API accepts in silences, as Alertmanager's ``--silences.max-silences`` and
+    ``--silences.max-silence-size-bytes`` (plus how far ahead a silence may end): every silence
+    is checked against every incident and kept in the outbox, so a script gone wrong must not
+    be able to store thousands, megabytes each, or one that outlives everybody's memory of
+    it. A request beyond a limit is refused with the limit's name. Silences from the config
+    file are the operator's own: neither counted nor checked."""
+
+    max_silences: Annotated[int, Field(ge=1)] = 1000
+    """Active and pending API silences at once (expired ones are not counted: they are kept,
+    listed as expired, until ``delivery.outbox_retention``)."""
+    max_silence_size_bytes: Annotated[int, Field(ge=1024)] = 8192
+    """One silence as stored (its JSON: matchers, author, comment)."""
+    max_silence_ends_in: Annotated[Duration, Field(gt=0)] = 366 * 86400.0
+    """How far after now a silence may end. A group nobody should hear of for longer belongs
+    in the cluster's ``group_deny``."""
+
+
 class NotifyConfig(FrozenModel):
     """The ``notify:`` section: receivers, the route tree, silences and delivery settings."""
 
@@ -644,6 +662,7 @@ class NotifyConfig(FrozenModel):
     extras: dict[str, Any] = Field(default_factory=dict)
     """Passed to every template as ``extras`` (Burrow's notifier extras)."""
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    silence_limits: SilenceLimits = Field(default_factory=SilenceLimits)
     cluster_down_wait: Duration = 0.0
     """How long a cluster-down alert waits before it is sent. It has an aggregation group of
     its own (``{cluster="prod",alert="cluster-down"}``), so it never waits behind the

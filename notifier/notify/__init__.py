@@ -38,7 +38,13 @@ from notifier.notify.policy import (
     default_policy,
 )
 from notifier.notify.routes import Route
-from notifier.notify.silences import Silence, SilenceError, make_silence
+from notifier.notify.silences import (
+    Silence,
+    SilenceError,
+    SilenceLimitError,
+    make_silence,
+    silences_page,
+)
 
 __all__ = [
     "CLUSTER_GROUP",
@@ -60,6 +66,7 @@ __all__ = [
     "Route",
     "Silence",
     "SilenceError",
+    "SilenceLimitError",
     "TokenBucket",
     "backoff_delay",
     "build_channels",
@@ -73,4 +80,5 @@ __all__ = [
     "notification_to_dict",
     "result_from_dict",
     "result_to_dict",
+    "silences_page",
 ]

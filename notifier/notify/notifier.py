@@ -41,7 +41,7 @@ from notifier.notify.delivery import Deliverer, log_event, wall_ms
 from notifier.notify.dispatcher import Dispatcher
 from notifier.notify.outbox import RETRY_S, LogEntry, NotifyStore, OutboxEntry, OutboxRow
 from notifier.notify.policy import ChannelPolicy, RetryPolicy, default_policy
-from notifier.notify.silences import Silence, SilenceError, make_silence
+from notifier.notify.silences import Silence, SilenceError, SilenceLimitError, make_silence
 from notifier.types import Event, GroupStatus, Incident, Notification, Transition
 
 log = logging.getLogger("notifier.notify")
@@ -436,15 +436,31 @@ class Notifier:
         author: str,
         comment: str,
     ) -> Silence:
-        """Create a silence (raises :class:`SilenceError` naming each bad field)."""
+        """Create a silence (raises :class:`SilenceError` naming each bad field, and
+        :class:`SilenceLimitError` when ``notify.silence_limits.max_silences`` are active or
+        pending already)."""
+        now = self.clock()
+        limits = self.config.silence_limits
         silence = make_silence(
             matchers,
             ends_at=ends_at,
             starts_at=starts_at,
             author=author,
             comment=comment,
-            now=self.clock(),
+            now=now,
+            limits=limits,
         )
+        held = sum(
+            1
+            for s in self.core.silences.values()
+            if s.source != "config" and s.state(now) != "expired"
+        )
+        if held >= limits.max_silences:
+            raise SilenceLimitError([(
+                "silences",
+                f"{held} silences are active or pending, the most allowed "
+                "(notify.silence_limits.max_silences): expire one first",
+            )])  # fmt: skip
         self.store.save_silence(silence.id, silence.to_dict())
         self.core.add_silence(silence, self.clock())
         self._changes += 1

@@ -7,11 +7,13 @@ request and names every bad field in a :class:`SilenceError`).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -20,6 +22,8 @@ from notifier.config import (
     ConfigError,
     Matcher,
     SilenceConfig,
+    SilenceLimits,
+    format_duration,
     parse_matchers,
 )
 from notifier.notify.matchers import matches_incident
@@ -91,6 +95,15 @@ class SilenceError(ConfigError):
         super().__init__("silence", problems)
 
 
+class SilenceLimitError(SilenceError):
+    """A valid silence the service holds too many of already (``max_silences``)."""
+
+
+def stored_size(silence: Silence) -> int:
+    """The bytes a silence takes as stored (its JSON)."""
+    return len(json.dumps(silence.to_dict(), separators=(",", ":")).encode())
+
+
 def make_silence(
     matchers: Any,
     *,
@@ -101,8 +114,10 @@ def make_silence(
     now: int,
     silence_id: str | None = None,
     source: str = "api",
+    limits: SilenceLimits | None = None,
 ) -> Silence:
-    """Validate a silence request (the API's POST body); raises :class:`SilenceError`."""
+    """Validate a silence request (the API's POST body); raises :class:`SilenceError`.
+    ``limits``: how far ahead it may end and how large it may be (``notify.silence_limits``)."""
     problems: list[tuple[str, str]] = []
     parsed: list[Matcher] = []
     try:
@@ -127,13 +142,17 @@ def make_silence(
         problems.append(("ends_at", "must be after starts_at"))
     elif int(ends_at) <= now:
         problems.append(("ends_at", "is in the past: the silence would never be active"))
+    elif limits is not None and int(ends_at) - now > limits.max_silence_ends_in * 1000:
+        ahead = format_duration(limits.max_silence_ends_in)
+        problems.append(("ends_at", f"is more than {ahead} ahead "
+                                    "(notify.silence_limits.max_silence_ends_in)"))  # fmt: skip
     if not str(author or "").strip():
         problems.append(("author", "is required"))
     if not str(comment or "").strip():
         problems.append(("comment", "is required"))
     if problems:
         raise SilenceError(problems)
-    return Silence(
+    silence = Silence(
         id=silence_id or uuid.uuid4().hex,
         matchers=tuple(parsed),
         starts_at=start,
@@ -143,6 +162,45 @@ def make_silence(
         created_at=now,
         source=source,
     )
+    if limits is not None and (size := stored_size(silence)) > limits.max_silence_size_bytes:
+        raise SilenceError([(
+            "silence",
+            f"takes {size} bytes (matchers, author and comment), more than "
+            f"{limits.max_silence_size_bytes} (notify.silence_limits.max_silence_size_bytes)",
+        )])  # fmt: skip
+    return silence
+
+
+class _Placed(Protocol):
+    """What a silence's place in the listing order is made of."""
+
+    @property
+    def starts_at(self) -> int: ...
+
+    @property
+    def id(self) -> str: ...
+
+
+PlacedT = TypeVar("PlacedT", bound=_Placed)
+
+
+def silences_page(
+    silences: Sequence[PlacedT], limit: int, after: str | None = None
+) -> tuple[list[PlacedT], str | None]:
+    """One page of ``silences`` (ordered by start, then id, as the notifier lists them): the
+    first ``limit`` after the cursor ``after``, and the cursor of the next page (None: this is
+    the last). A cursor stays valid while silences are added or expired meanwhile: it names a
+    place in the order, not an index. Raises ValueError for a cursor that is not one."""
+    start = 0
+    if after is not None:
+        starts_at, _, silence_id = after.partition("-")
+        if not (starts_at.isdigit() and silence_id):
+            raise ValueError(f"not a cursor from a previous page: {after!r}")
+        key = (int(starts_at), silence_id)
+        start = bisect.bisect_right([(s.starts_at, s.id) for s in silences], key)
+    page = list(silences[start : start + limit])
+    more = start + limit < len(silences)
+    return page, (f"{page[-1].starts_at}-{page[-1].id}" if more and page else None)
 
 
 def config_silence(config: SilenceConfig) -> Silence:

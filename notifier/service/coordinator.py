@@ -10,15 +10,19 @@ cluster (never two at once for the same cluster), a checkpoint job and a history
 all in the service's event loop.
 
 A scan that fails is a gap: nothing is ingested, nothing is evaluated, so it can never become
-an alert. It is logged and counted; the next tries back off exponentially, to at most
-:data:`MAX_BACKOFF_INTERVALS` scan intervals; after
+an alert. It is logged and counted. A cluster no broker of which answers is tried again at every
+tick: such a scan stops at its first connection attempts, as cheap as a probe, and the cluster
+is scanned within one interval of answering again. A cluster that answers but whose scans fail
+(a struggling one) is spared: the next tries back off exponentially, to at most
+:data:`MAX_BACKOFF_INTERVALS` scan intervals. After
 ``down_after_failures`` failures in a row the cluster is reported down to the sink (which mutes
 its groups and raises one cluster alert) until a scan succeeds again.
 
 After a crash (:meth:`Coordinator.start`): the checkpoint gives the windows as they were when
 it was saved; the scans the history recorded after it are replayed through the same step, so
 the windows resume where the last process stopped and the gap is the downtime, not the time
-since the last checkpoint; and the open statuses are taken from the sink (the notifier's
+since the last checkpoint (without a checkpoint yet, the scans of the span the windows hold are
+replayed); and the open statuses are taken from the sink (the notifier's
 incidents, committed with every transition), so a transition handled after the checkpoint is
 neither repeated (no incident opened twice) nor missed (no incident left open).
 
@@ -38,6 +42,7 @@ import logging
 import os
 import signal
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +55,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from notifier.collect import (
     ClusterCollector,
     ClusterLayout,
+    ClusterUnreachableError,
     ScanError,
     ScanResult,
     collector_security,
@@ -83,8 +89,9 @@ from notifier.types import GroupMember, GroupStatus, Transition
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_INTERVALS = 3
-"""Failed scans back off to at most this many scan intervals: enough to spare a struggling
-cluster, short enough that its recovery is noticed within a few intervals."""
+"""Scans that fail although the cluster answers back off to at most this many scan intervals:
+enough to spare a struggling cluster, short enough that its recovery is noticed within a few
+intervals. (A cluster that does not answer at all is tried at every tick.)"""
 
 
 class TransitionSink(Protocol):
@@ -298,6 +305,7 @@ class Coordinator:
         # The scheduler's tasks (asyncio.current_task in a scan job): their result is its own.
         self._scans_in_flight: set[asyncio.Task[Any]] = set()
         self._scanning = 0
+        self._scan_listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
         self._scan_task: dict[str, asyncio.Task[Any]] = {}
         """The scan under way for each cluster (a reload waits for it before it swaps the
         cluster's collector or forgets the cluster)."""
@@ -381,7 +389,7 @@ class Coordinator:
         except checkpoint.CheckpointError:  # logged; drop whatever was half loaded
             state.pipeline = ClusterPipeline(self.rules, state.config.scan_interval)
             restored = False
-        replayed = self._replay_history(state) if restored else 0
+        replayed = self._replay_history(state)
         held = self.sink.open_statuses(name)
         if held is not None:
             statuses = {(name, group): status for group, status in held.items()}
@@ -396,13 +404,16 @@ class Coordinator:
 
     def _replay_history(self, state: ClusterState) -> int:
         """Step the cluster's pipeline through the scans the history recorded after the
-        checkpoint (their transitions were handled before the crash: they are dropped)."""
+        checkpoint, or, without one (a ``kill -9`` before the first checkpoint, a damaged
+        one), through those of the span the windows remember (:func:`_remembered_span_ms`).
+        Their transitions were handled before the crash: they are dropped."""
         name = state.config.name
-        since = state.store.last_scan_ts.get(name)
-        if self.history is None or since is None:
+        if self.history is None:
             return 0
+        since = state.store.last_scan_ts.get(name)
+        start = since + 1 if since is not None else _now_ms() - _remembered_span_ms(state.store)
         try:
-            table = read_history(self.history.root, start=since + 1)
+            table = read_history(self.history.root, start=start)
         except (HistoryEmptyError, HistoryNotFoundError):
             return 0
         except Exception as exc:  # a damaged file costs the replay, never the start
@@ -721,7 +732,9 @@ class Coordinator:
             try:
                 result = await state.collector.scan()
             except ScanError as exc:
-                self._scan_failed(state, str(exc))
+                self._scan_failed(
+                    state, str(exc), answered=not isinstance(exc, ClusterUnreachableError)
+                )
                 return None, []
             return result, self.process(state, result)
         finally:
@@ -769,13 +782,17 @@ class Coordinator:
                             "shards": sorted(shards),
                             "in_s": round((at_ms - now_ms) / 1000, 1)})  # fmt: skip
 
-    def _scan_failed(self, state: ClusterState, error: str) -> None:
+    def _scan_failed(self, state: ClusterState, error: str, answered: bool = True) -> None:
+        """``answered``: whether a broker answered before the scan failed (see the module's
+        docstring: a cluster that answers backs off, one that does not is tried every tick)."""
         m = state.metrics
         m.failures += 1
         m.consecutive_failures += 1
         m.last_error = error
         interval = state.config.scan_interval
-        backoff = interval * min(MAX_BACKOFF_INTERVALS, 2 ** (m.consecutive_failures - 1))
+        backoff = interval
+        if answered:
+            backoff *= min(MAX_BACKOFF_INTERVALS, 2 ** (m.consecutive_failures - 1))
         state.retry_at = time.monotonic() + backoff - interval
         name = state.config.name
         log.warning(
@@ -836,12 +853,29 @@ class Coordinator:
             recorded = pa.concat_tables([samples, lost]) if lost.num_rows else samples
             if recorded.num_rows:
                 self.history.append(recorded)
+        self._tell_scan_listeners(name)
         log.debug(
             "scan", extra={"event": "scan", "cluster": name, "rows": result.samples.num_rows,
                            "duration_s": round(result.duration_s, 3),
                            "requests": result.total_requests, "transitions": len(transitions)},
         )  # fmt: skip
         return transitions
+
+    def add_scan_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(cluster)`` after each successful scan has been evaluated (the API
+        starts working out what it shows of the scan at once, rather than at the first request
+        after it). ``listener`` is a bound method, held weakly: an app that is dropped is no
+        longer told."""
+        self._scan_listeners.append(weakref.WeakMethod(listener))
+
+    def _tell_scan_listeners(self, cluster: str) -> None:
+        alive = []
+        for ref in self._scan_listeners:
+            listener = ref()
+            if listener is not None:
+                alive.append(ref)
+                listener(cluster)
+        self._scan_listeners = alive
 
     @staticmethod
     def _leo_reset(state: ClusterState, reset: LeoReset) -> None:
@@ -1041,6 +1075,15 @@ def _restamped(samples: pa.Table, ts: int) -> pa.Table:
     column = samples.schema.field(index)
     times = pa.repeat(pa.scalar(ts, column.type), samples.num_rows)
     return samples.set_column(index, column, times)
+
+
+def _remembered_span_ms(store: WindowStore) -> int:
+    """How far back the scans reach that a running service's windows are built from: a sample
+    window holds ``intervals`` scans, a LEO table ``lag_time_points`` (the commit rings keep
+    older changes too; replaying more than this would cost every start without a checkpoint
+    a read of up to ``retention_days`` of history)."""
+    settings = store.settings
+    return max(settings.intervals, settings.lag_time_points) * store.scan_interval_ms
 
 
 def _now_ms() -> int:

@@ -793,9 +793,13 @@ function notifierSilences() {
 
   async function refresh() {
     try {
-      const data = await getJson("/api/silences");
+      const all = [];
+      for (let page = await getJson("/api/silences"); ; page = await getJson(`/api/silences?after=${encodeURIComponent(page.next)}`)) {
+        all.push(...page.silences);
+        if (!page.next) break;
+      }
       const order = { active: 0, pending: 1, expired: 2 };
-      const silences = data.silences.sort((a, b) => order[a.state] - order[b.state] || a.ends_at - b.ends_at);
+      const silences = all.sort((a, b) => order[a.state] - order[b.state] || a.ends_at - b.ends_at);
       // Expired silences stay listed (as Alertmanager keeps them) until the retention.
       document.getElementById("none").hidden = silences.some((s) => s.state !== "expired");
       document.querySelector("#silences tbody").replaceChildren(...silences.map((s) => el("tr", { class: `silence ${s.state}`, "data-silence": s.id },
