@@ -17,7 +17,7 @@ from notifier.api.burrow import json_answer
 from notifier.api.context import Api
 from notifier.api.errors import INVALID, WRITE, errors
 from notifier.config import MAX_SILENCE_MATCHERS, ConfigError
-from notifier.notify import SilenceLimitError, silences_page
+from notifier.notify.silences import SilenceLimitError, silences_page
 
 router = APIRouter(tags=["notifier"])
 
