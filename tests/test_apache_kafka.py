@@ -951,9 +951,16 @@ async def test_a_share_groups_lag_is_read_with_describe_share_group_offsets(
     prefix = _name("share")
     topic = group = f"{prefix}-work"
     await _create_topic(bootstrap, topic, 1)
+    # A share group starts at the log end by default (share.auto.offset.reset=latest), fixed
+    # only when a member first fetches, which can come after "Stable": records produced in
+    # between would be skipped. From the earliest offset, the member reads all ten whenever
+    # it starts.
+    await asyncio.to_thread(
+        apache_kafka.tools.run, "configs", "--bootstrap-server", bootstrap, "--alter",
+        "--entity-type", "groups", "--entity-name", group,
+        "--add-config", "share.auto.offset.reset=earliest",
+    )  # fmt: skip
     with (tmp_path / "share.out").open("wb") as out, (tmp_path / "share.log").open("ab") as log:
-        # A share group starts at the log end (share.auto.offset.reset=latest): the member
-        # joins first, then the records it reads arrive.
         share_consumer = apache_kafka.tools.popen(
             "console-share-consumer", "--bootstrap-server", bootstrap,
             "--topic", topic, "--group", group, stdout=out, stderr=log,
