@@ -109,8 +109,11 @@ def test_the_wheel_runs_every_first_command_outside_the_source_tree():
 
 def _make_dry_run(target: str, venv: Path) -> list[str]:
     """The commands `make <target>` would run on a fresh clone (a virtualenv not yet made)."""
-    done = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, check=True)  # fmt: skip
+    # --no-print-directory: run under `make test`, a nested make would add "Entering/Leaving
+    # directory" lines of its own.
+    done = subprocess.run(["make", "--no-print-directory", "-n", target, f"VENV={venv}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=True)  # fmt: skip
     return done.stdout.splitlines()
 
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from notifier.api import create_app
-from notifier.config import load_service_config
+from notifier.notify import config as notify_config
+from notifier.notify.config import load_service_config
 from notifier.rules import load_rules
 from notifier.service import Coordinator
 from notifier.service.reload import Reloader
@@ -40,7 +41,7 @@ def reloading(tmp_path):
     rules = load_rules(tmp_path / "rules.yaml")
     coord = Coordinator(config, rules, tmp_path, RecordingSink(),
                         collector_factory=lambda _: ScriptedCollector([]))  # fmt: skip
-    app = create_app(coord, reloader=Reloader(path, coord, None, config))
+    app = create_app(coord, reloader=Reloader(path, coord, None, config, notify_config))
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://n")
     return path, http
 

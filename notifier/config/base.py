@@ -17,7 +17,6 @@ from pydantic import (
     Field,
     ValidationError,
 )
-from pydantic_core import ErrorDetails
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -162,9 +161,9 @@ def _format_loc(loc: Iterable[Any], data: Any, tags: Collection[str]) -> str:
     return out
 
 
-def _describe(error: ErrorDetails, tags: Collection[str]) -> str:
+def _describe(error: Mapping[str, Any], tags: Collection[str]) -> str:
     kind = error["type"]
-    msg = error["msg"]
+    msg = str(error["msg"])
     if kind == "extra_forbidden":
         return "unknown field"
     if kind == "union_tag_invalid":
