@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,34 @@ from notifier.embedded.apache_kafka import (
     kafka_jars,
 )
 from notifier.notify import Notifier
+
+# Under pytest-xdist (`make test` runs `pytest -n 2 --dist loadgroup`) each worker is a process
+# of its own with its own session fixtures: a test that needs one of these runs on the worker
+# that owns it, so each broker, Spark and the secured broker start once per run, not per worker.
+_SHARED_RESOURCES = {
+    "apache_kafka": "apache-kafka",
+    "apache_kafka_3": "apache-kafka",
+    "any_apache_kafka": "apache-kafka",
+    "secured_kafka": "kafka-logins",
+    "spark": "spark",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One xdist group per module: the shared resources its tests need, else the module itself,
+    so that its module-scoped fixtures (the story runs, the recordings) also start once."""
+    needs: dict[str, set[str]] = {}
+    for item in items:
+        wanted = needs.setdefault(item.nodeid.split("::", 1)[0], set())
+        wanted.update(
+            _SHARED_RESOURCES[n]
+            for n in getattr(item, "fixturenames", ())
+            if n in _SHARED_RESOURCES
+        )
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group("+".join(sorted(needs[module])) or module))
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +103,28 @@ def any_apache_kafka(request: pytest.FixtureRequest) -> ApacheKafkaBroker:
     name = "apache_kafka" if request.param == "4" else "apache_kafka_3"
     broker: ApacheKafkaBroker = request.getfixturevalue(name)
     return broker
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for the run (its JVM takes seconds to start): the backtest's
+    Spark engine in tests/test_backtest.py and tests/test_step_equivalence.py."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java")
+    from notifier.backtest.spark import spark_session
+
+    session, created = spark_session(
+        "local[2]",
+        {
+            "spark.sql.shuffle.partitions": "4",
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "1g",
+        },
+    )
+    yield session
+    if created:
+        session.stop()
 
 
 @pytest.fixture
