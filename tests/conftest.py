@@ -25,33 +25,13 @@ from notifier.embedded.apache_kafka import (
 )
 from notifier.notify import Notifier
 
-# Under pytest-xdist (`make test` runs `pytest -n 2 --dist loadgroup`) each worker is a process
-# of its own with its own session fixtures: a test that needs one of these runs on the worker
-# that owns it, so each broker, Spark and the secured broker start once per run, not per worker.
-_SHARED_RESOURCES = {
-    "apache_kafka": "apache-kafka",
-    "apache_kafka_3": "apache-kafka",
-    "any_apache_kafka": "apache-kafka",
-    "secured_kafka": "kafka-logins",
-    "spark": "spark",
-}
 
+def pytest_configure(config: pytest.Config) -> None:
+    # `make test` runs the tests in two processes: tests/xdist_groups.py says which share one.
+    if config.pluginmanager.hasplugin("xdist"):
+        from tests.xdist_groups import XdistGroups
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One xdist group per module: the shared resources its tests need, else the module itself,
-    so that its module-scoped fixtures (the story runs, the recordings) also start once."""
-    needs: dict[str, set[str]] = {}
-    for item in items:
-        wanted = needs.setdefault(item.nodeid.split("::", 1)[0], set())
-        wanted.update(
-            _SHARED_RESOURCES[n]
-            for n in getattr(item, "fixturenames", ())
-            if n in _SHARED_RESOURCES
-        )
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group("+".join(sorted(needs[module])) or module))
+        config.pluginmanager.register(XdistGroups(), "notifier-xdist-groups")
 
 
 @pytest.fixture(scope="session")
