@@ -9,9 +9,8 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 # The tests run in two processes (pytest-xdist): most of their time is spent waiting on brokers,
-# scans and subprocesses, not computing. tests/conftest.py keeps the tests of each shared broker,
-# of Spark and of each module on one process and hands the long modules out first
-# (tests/xdist_groups.py).
+# scans and subprocesses, not computing. tests/xdist_groups.py keeps the tests of each shared
+# broker, of Spark and of each module on one process, and hands the long modules out first.
 TEST_WORKERS ?= 2
 
 .PHONY: demo replay test system-deps lint wheel-check bench bench-full clean
