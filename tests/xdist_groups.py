@@ -16,6 +16,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ SHARED_RESOURCES = {
 LONG_MARKERS = ("kafka", "slow", "spark")
 """A module with a test marked so runs for a minute or more."""
 _GROUPS_FILE = "notifier_xdist_groups"
+_REPEAT = "\x00repeat-"
+"""Joins a repeated node id and its occurrence (a character no node id holds)."""
 
 
 def groups_of(items: list[pytest.Item]) -> dict[str, str]:
@@ -65,14 +69,27 @@ def _module(item: pytest.Item) -> str:
 
 class ResourceGroupScheduling(LoadGroupScheduling):
     """``--dist loadgroup`` with the groups the workers wrote (see the module's docstring);
-    the work units go out in collection order (``--no-loadscope-reorder``): long ones first."""
+    the work units go out in collection order (``--no-loadscope-reorder``): long ones first.
+
+    Tests that share a node id (schemathesis makes one per API operation of
+    tests/test_api.py's generated-request test) each keep a key of their own: xdist's scope
+    schedulers key work by node id and would run only the first of them."""
 
     def __init__(self, config: pytest.Config, groups_dir: Path, log: Any = None) -> None:
         super().__init__(config, log)
         self._groups_dir = groups_dir
         self._groups: dict[str, str] | None = None
 
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        seen: Counter[str] = Counter()
+        keys = []
+        for nodeid in collection:
+            seen[nodeid] += 1
+            keys.append(nodeid if seen[nodeid] == 1 else f"{nodeid}{_REPEAT}{seen[nodeid]}")
+        super().add_node_collection(node, keys)
+
     def _split_scope(self, nodeid: str) -> str:
+        nodeid = nodeid.split(_REPEAT, 1)[0]
         if self._groups is None:
             self._groups = {}
             for written in sorted(self._groups_dir.glob("*.json")):
