@@ -31,7 +31,7 @@ from notifier.notify import Notifier, jsonenc
 from notifier.notify.codec import result_to_dict
 from notifier.rules import with_parameters
 from notifier.service import Coordinator
-from notifier.service.coordinator import ClusterState, make_collector
+from notifier.service.cluster import ClusterState, make_collector
 from notifier.types import GroupStatus
 from tests.notify_helpers import config, webhook
 from tests.test_collect import _commit, _produce
