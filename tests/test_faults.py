@@ -20,7 +20,6 @@ import logging
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.embedded import EmbeddedBroker
 from notifier.history import HistoryWriter, read_history
+from notifier.netutil import free_port
 from notifier.notify import Notifier, NotifyStore, OutboxEntry
 from notifier.rules import parse_rules
 from notifier.service import Coordinator, LogSink
@@ -78,12 +78,6 @@ rules:
     threshold: 50
     severity: err
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _now_ms() -> int:
@@ -330,7 +324,7 @@ async def kill_soak(
     groups = Groups(bootstrap, topic, [*movers, steady])
     await groups.start()
 
-    port = _free_port()
+    port = free_port()
     config = _service_config(directory, bootstrap, prefix, port, http.url_for("/hook"))
     service = ServiceProcess(config, directory / "service.log")
     api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2)
@@ -764,7 +758,7 @@ async def test_a_damaged_notification_store_is_moved_aside_and_what_can_be_read_
     DAMAGE[damage](db)
 
     config = _service_config(
-        tmp_path, "127.0.0.1:1", "none-", _free_port(), http.url_for("/hook"),
+        tmp_path, "127.0.0.1:1", "none-", free_port(), http.url_for("/hook"),
         history={"enabled": False},
     )  # fmt: skip
     service = ServiceProcess(config, tmp_path / "service.log")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,6 +31,7 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest
 
 from notifier.demo import HttpReceiver
 from notifier.embedded import EmbeddedBroker
+from notifier.netutil import free_port
 from tests.fleet_process import FleetProcess
 from tests.test_collect import _produce
 from tests.test_faults import _delivery_report
@@ -71,12 +71,6 @@ rules:
     threshold: 50
     severity: err
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _now_ms() -> int:
@@ -192,7 +186,7 @@ class Fleet:
         started = []
         for _ in range(count):
             name = f"{self.prefix}-i{len(self.instances)}"
-            port = _free_port()
+            port = free_port()
             instance = FleetProcess(
                 name, self._config(name, port), self.tmp / f"{name}.log", port,
                 cluster=CLUSTER, api_timeout=5,

@@ -41,6 +41,7 @@ from aiokafka.protocol.api import RequestHeader_v1
 from aiokafka.protocol.metadata import MetadataRequest_v1, MetadataResponse_v1
 
 from notifier.embedded.broker import BrokerError
+from notifier.netutil import free_port
 
 __all__ = [
     "CLASSIC_KAFKA_VERSION",
@@ -312,12 +313,6 @@ class KafkaTools:
         return [f"-Dlog4j.configuration=file:{config}"]
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     chunks = bytearray()
     while len(chunks) < size:
@@ -541,9 +536,9 @@ class ApacheKafkaBroker:
         if not self._port:
             taken: set[int] = set()
             for name in ["PLAINTEXT", "CONTROLLER", *self._listeners]:
-                port = _free_port(self.host)
+                port = free_port(self.host)
                 while port in taken:
-                    port = _free_port(self.host)
+                    port = free_port(self.host)
                 taken.add(port)
                 if name == "PLAINTEXT":
                     self._port = port

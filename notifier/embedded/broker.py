@@ -33,6 +33,7 @@ from aiokafka.protocol.api import RequestHeader_v1
 from aiokafka.protocol.metadata import MetadataRequest_v0, MetadataResponse_v0
 
 from notifier.collect.readonly import ReadOnly
+from notifier.netutil import free_port
 
 __all__ = ["BrokerError", "EmbeddedBroker", "find_tansu_binary"]
 
@@ -77,12 +78,6 @@ def _ensure_executable(binary: Path) -> Path:
     if not os.access(binary, os.X_OK):
         raise BrokerError(f"Tansu binary at {binary} is not executable")
     return binary
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _kafka_metadata_probe(host: str, port: int, timeout: float) -> bool:
@@ -218,7 +213,7 @@ class EmbeddedBroker:
         last_error: BrokerError | None = None
         for _ in range(attempts):
             if not self._port:
-                self._port = _free_port(self._host)
+                self._port = free_port(self._host)
             try:
                 self._launch(binary)
                 return self
