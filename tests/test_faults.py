@@ -50,6 +50,7 @@ from tests.notify_helpers import config as notify_config
 from tests.notify_helpers import full_notification, webhook
 from tests.scripted import ScriptedCollector, drive, scan_result, service
 from tests.test_collect import _produce
+from tests.waiting import until_true
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = "crash"
@@ -876,7 +877,7 @@ async def test_a_history_that_cannot_be_written_is_loud_and_nothing_else_stops(
             await groups.set(group, "ERR")
             await groups.stop()
             state = coord.clusters[CLUSTER]
-            await _until(lambda: len(http.to("/hook")) >= 1 and state.metrics.scans >= 8, 20)
+            await until_true(lambda: len(http.to("/hook")) >= 1 and state.metrics.scans >= 8, 20)
 
             # Notifying and scanning went on; the failure was said once, counted, and shown.
             assert http.to("/hook")[0].json["alerts"][0]["event"] == "open"
@@ -899,7 +900,7 @@ async def test_a_history_that_cannot_be_written_is_loud_and_nothing_else_stops(
             repair()
             history_writer = coord.history
             assert history_writer is not None
-            await _until(lambda: not history_writer.failing, 15)
+            await until_true(lambda: not history_writer.failing, 15)
             recovered = [
                 r for r in caplog.records if getattr(r, "event", "") == "history_write_recovered"
             ]
@@ -916,13 +917,6 @@ async def test_a_history_that_cannot_be_written_is_loud_and_nothing_else_stops(
     finally:
         if history.is_mount():
             subprocess.run(["umount", "-l", str(history)], check=False)
-
-
-async def _until(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 def _metric(text: str, name: str) -> float:
