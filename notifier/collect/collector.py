@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.helpers import create_ssl_context
 
+from notifier.collect.batching import LearnedBatch
 from notifier.collect.commits import CommitReader
 from notifier.collect.groups import GroupReader
 from notifier.collect.grouptypes import SHARE, unevaluated_reason
@@ -166,17 +167,16 @@ class ClusterCollector:
             metadata_max_age_s=metadata_max_age_ms / 1000,
             requests=requests or KAFKA_REQUESTS,
         )
+        concurrency = offset_fetch_concurrency
         self._groups = GroupReader(
             self._session,
+            LearnedBatch(describe_batch_size, cluster=cluster, concurrency=concurrency),
             cluster=cluster,
-            batch_size=describe_batch_size,
-            concurrency=offset_fetch_concurrency,
         )
         self._commits = CommitReader(
             self._session,
+            LearnedBatch(offset_fetch_batch_size, cluster=cluster, concurrency=concurrency),
             cluster=cluster,
-            batch_size=offset_fetch_batch_size,
-            concurrency=offset_fetch_concurrency,
         )
         self._log_offsets = LogOffsetReader(
             self._session, cluster=cluster, metadata_max_age_s=metadata_max_age_ms / 1000

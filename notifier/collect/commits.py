@@ -47,13 +47,11 @@ class CommitReader:
     cluster answers "all partitions", which coordinators have no v8, the batch size that goes
     through (:attr:`batch`) and the topics each group committed to."""
 
-    def __init__(
-        self, session: ClusterSession, *, cluster: str, batch_size: int, concurrency: int
-    ) -> None:
+    def __init__(self, session: ClusterSession, batch: LearnedBatch, *, cluster: str) -> None:
         self._session = session
-        self._cluster = cluster
-        self.batch = LearnedBatch(batch_size, cluster=cluster, concurrency=concurrency)
+        self.batch = batch
         """Groups per OffsetFetch where the coordinator has v8."""
+        self._cluster = cluster
         self.fetch_all: bool | None = None
         """Whether the cluster answers "all partitions" OffsetFetch (None: not tried yet)."""
         self._one_group_fetch: set[int] = set()

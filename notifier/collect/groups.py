@@ -73,13 +73,11 @@ class GroupReader:
     """Lists and describes the groups of one cluster; remembers each group's listed type and
     the describe batch size it learned (:attr:`batch`)."""
 
-    def __init__(
-        self, session: ClusterSession, *, cluster: str, batch_size: int, concurrency: int
-    ) -> None:
+    def __init__(self, session: ClusterSession, batch: LearnedBatch, *, cluster: str) -> None:
         self._session = session
-        self._cluster = cluster
-        self.batch = LearnedBatch(batch_size, cluster=cluster, concurrency=concurrency)
+        self.batch = batch
         """The DescribeGroups and ConsumerGroupDescribe batch size in use."""
+        self._cluster = cluster
         self._group_types: dict[str, str | None] = {}
         self._told_unevaluated: set[str] = set()
         self._told_no_consumer_describe: set[int] = set()
