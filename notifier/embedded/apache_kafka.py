@@ -34,7 +34,8 @@ from typing import IO
 
 from aiokafka.protocol.metadata import MetadataRequest_v1, MetadataResponse_v1
 
-from notifier.embedded.process import BrokerError, BrokerProcess, LoopbackBroker, ask, free_port
+from notifier.embedded.process import BrokerError, BrokerProcess, LoopbackBroker, ask
+from notifier.netutil import free_port
 
 __all__ = [
     "CLASSIC_KAFKA_VERSION",

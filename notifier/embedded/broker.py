@@ -25,7 +25,8 @@ from pathlib import Path
 from aiokafka.protocol.metadata import MetadataRequest_v0, MetadataResponse_v0
 
 from notifier.collect.readonly import ReadOnly
-from notifier.embedded.process import BrokerError, BrokerProcess, LoopbackBroker, ask, free_port
+from notifier.embedded.process import BrokerError, BrokerProcess, LoopbackBroker, ask
+from notifier.netutil import free_port
 
 __all__ = ["BrokerError", "EmbeddedBroker", "find_tansu_binary"]
 

@@ -1,6 +1,6 @@
 """What every broker on loopback shares: its process (started with its output appended to a
 log, waited on until it serves, stopped with a signal and then SIGKILL, never left behind), a
-free port, a readiness request over a plain socket, and the sync and async context managers.
+readiness request over a plain socket, and the sync and async context managers.
 
 :class:`~notifier.embedded.broker.EmbeddedBroker` (Tansu) and
 :class:`~notifier.embedded.apache_kafka.ApacheKafkaBroker` differ in what they run and how they
@@ -30,7 +30,6 @@ __all__ = [
     "BrokerProcess",
     "LoopbackBroker",
     "ask",
-    "free_port",
 ]
 
 R = TypeVar("R", bound=Response)
@@ -38,13 +37,6 @@ R = TypeVar("R", bound=Response)
 
 class BrokerError(RuntimeError):
     """A broker could not be found, started or reached."""
-
-
-def free_port(host: str) -> int:
-    """A port nothing listens on at ``host`` now (the OS's pick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
