@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import json
 import logging
-import socket
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest  # noqa: E402
 
 from notifier.demo import HttpReceiver  # noqa: E402
 from notifier.embedded import EmbeddedBroker  # noqa: E402
+from notifier.netutil import free_port  # noqa: E402
 from tests.fleet_process import FleetProcess  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -115,7 +115,7 @@ class Bench:
         started = []
         for n in range(count):
             name = f"{fleet}-{n}"
-            port = _free_port()
+            port = free_port()
             directory = self.tmp / name
             directory.mkdir()
             config = {
@@ -308,12 +308,6 @@ class Bench:
         for instance in self.instances:
             await instance.close()
         await self.client.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def run(layout: Layout, cycles: int, interval: float, incidents: int) -> dict[str, Any]:

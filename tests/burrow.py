@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from notifier.demo import SCENARIOS, DemoReport, DemoSettings, run_demo
+from notifier.netutil import free_port
 from notifier.types import GroupStatus, Transition
 
 BURROW = "/usr/bin/Burrow"
@@ -46,12 +47,6 @@ def burrow_missing() -> str | None:
     if shutil.which("java") is None:
         return "java is not installed"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
@@ -106,8 +101,8 @@ class BurrowBeside:
         self.bootstrap = bootstrap
         self.directory = directory
         self.settings = settings or BurrowSettings()
-        self.zookeeper_port = _free_port()
-        self.http_port = _free_port()
+        self.zookeeper_port = free_port()
+        self.http_port = free_port()
         self._processes: list[subprocess.Popen[bytes]] = []
 
     @property

@@ -17,6 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from notifier.netutil import free_port
+
 from .kafka_gate import Login
 
 REALM = "NOTIFIER.TEST"
@@ -42,18 +44,12 @@ def _program(name: str) -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Kdc:
     """``with Kdc(directory) as kdc:`` then put ``kdc.environ`` in the environment."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.port = _free_port()
+        self.port = free_port()
         self.broker_keytab = directory / "broker.keytab"
         self.client_keytab = directory / "client.keytab"
         self.environ = {

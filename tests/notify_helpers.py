@@ -4,7 +4,6 @@ configs and dispatchers built from them, and the service tests' configs and wait
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +25,7 @@ from notifier.types import (
     Severity,
     Transition,
 )
+from tests.waiting import until_true
 
 OK, WARN, ERR, GONE = GroupStatus.OK, GroupStatus.WARN, GroupStatus.ERR, GroupStatus.NOTFOUND
 T0 = 1_714_560_000_000
@@ -132,11 +132,8 @@ def webhook(url: str, **kwargs: Any) -> dict[str, Any]:
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)
+    """The notify tests' wait: their steps are quick, so it polls often, 5 s at most."""
+    await until_true(predicate, timeout, every=0.005)
 
 
 def alerts_of(requests) -> list[tuple[str, str, str]]:

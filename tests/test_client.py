@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from notifier.cli import main
 from notifier.client import find_target
 from notifier.demo import HttpReceiver, SmtpReceiver
 from notifier.embedded import EmbeddedBroker
+from notifier.netutil import free_port
 from tests.test_collect import _commit, _produce
 
 pytestmark = pytest.mark.broker
@@ -43,12 +43,6 @@ rules:
   - {name: lag-warn, kind: lag, threshold: 5, severity: warn}
   - {name: lag-err, kind: lag, threshold: 15, severity: err}
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -124,7 +118,7 @@ def live(kafka_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory)
             await _commit(bootstrap, group, {(topic, 0): committed})
 
     asyncio.run(groups())
-    port = _free_port()
+    port = free_port()
     directory = tmp_path_factory.mktemp("client")
     process, config = _start_service(
         directory,
@@ -147,7 +141,7 @@ def live(kafka_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory)
 @pytest.fixture(scope="module")
 def unnotified(kafka_broker: EmbeddedBroker, live: Live, tmp_path_factory) -> Iterator[str]:
     """The same groups watched by a service without a notify: section; its URL."""
-    port = _free_port()
+    port = free_port()
     directory = tmp_path_factory.mktemp("unnotified")
     process, _ = _start_service(
         directory,
@@ -264,7 +258,7 @@ def test_a_service_that_notifies_nobody_is_called_out(unnotified, live):
 
 
 def test_a_service_that_is_not_running_is_one_line_naming_the_url():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     result = cli("status", "--url", url)
     assert result.exit_code == 2
     assert result.stdout == ""

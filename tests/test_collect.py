@@ -1,6 +1,6 @@
 """The collector against a real Kafka-protocol broker (Tansu), plus its pure helpers.
 
-Tansu quirks these tests work with (see notifier/collect/collector.py and broker.py):
+Tansu quirks these tests work with (see notifier/collect/ and notifier/embedded/broker.py):
 ListOffsets "latest" returns the last batch's base offset + 1, so records are produced one per
 batch; ListGroups lists a group only once it has committed; a group's first generation is 0,
 which keeps aiokafka from sending LeaveGroup, so the Empty test forces a rebalance first.

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import time
 
 from notifier.demo import SLACK_CHANNEL_ID, HttpReceiver, SmtpReceiver
+from notifier.netutil import free_port
 from notifier.notify import NotifyStore, OutboxEntry
 from notifier.service.logs import JsonFormatter
 from notifier.types import Event
@@ -95,12 +95,6 @@ async def test_a_receiver_answering_500_for_a_while_loses_nothing_and_keeps_orde
     assert metrics["sent"]["hook/webhook"] == 24
     assert "hook/webhook" not in metrics["failed"]
     await notifier.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ReceiverOnPort(HttpReceiver):

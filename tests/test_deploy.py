@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import notifier.api.server
 from notifier.api import ApiServer, create_app
 from notifier.api.metrics import BY_NAME
 from notifier.config import parse_service_config
+from notifier.netutil import free_port
 from notifier.rules import RulesConfig, parse_rules
 
 from .scripted import service
@@ -603,12 +603,6 @@ def test_the_image_healthcheck_needs_only_python_and_asks_healthz():
     assert docker["api"]["port"] == 8000
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 async def test_the_healthcheck_passes_on_a_serving_api_and_fails_without_one(tmp_path):
     command, _ = _healthcheck()
     coord, _ = service(tmp_path, [], RulesConfig())
@@ -617,7 +611,7 @@ async def test_the_healthcheck_passes_on_a_serving_api_and_fails_without_one(tmp
     try:
         url = f"http://127.0.0.1:{server.port}/healthz"
         ok = await _run([sys.executable, *command[1:]], url)
-        down = await _run([sys.executable, *command[1:]], f"http://127.0.0.1:{_free_port()}/")
+        down = await _run([sys.executable, *command[1:]], f"http://127.0.0.1:{free_port()}/")
         missing = await _run([sys.executable, *command[1:]], f"{url}/nope")
     finally:
         await server.stop()

@@ -36,7 +36,8 @@ from notifier.service import Coordinator, LogSink
 from tests.notify_helpers import ERR, OK, eventually, move, now_ms, webhook
 from tests.notify_helpers import config as notify_config
 from tests.test_collect import _produce
-from tests.test_faults import CLUSTER, RECORDS, Groups, _fill, _lag_rules, _now_ms, _until
+from tests.test_faults import CLUSTER, RECORDS, Groups, _fill, _lag_rules, _now_ms
+from tests.waiting import until_true
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,11 +116,11 @@ async def test_a_data_dir_that_refuses_writes_loses_no_notification(
     try:
         await groups.start()
         state = coord.clusters[CLUSTER]
-        await _until(lambda: state.metrics.scans >= 2, 20)
+        await until_true(lambda: state.metrics.scans >= 2, 20)
         repair = _break(kind, disk, data)
 
         await groups.set(group, "ERR")
-        await _until(lambda: len(http.to("/hook")) >= 1, 20)
+        await until_true(lambda: len(http.to("/hook")) >= 1, 20)
         assert http.to("/hook")[0].json["alerts"][0]["event"] == "open"
         # The open went out although the store could not take it; it is kept in memory.
         assert notifier.store.failing
@@ -136,12 +137,12 @@ async def test_a_data_dir_that_refuses_writes_loses_no_notification(
 
         # The group recovers while the disk still refuses: the resolve goes out too.
         await groups.set(group, "OK")
-        await _until(lambda: len(http.to("/hook")) >= 2, 20)
+        await until_true(lambda: len(http.to("/hook")) >= 2, 20)
         assert http.to("/hook")[1].json["alerts"][0]["event"] == "resolve"
         assert state.metrics.consecutive_failures == 0  # scanning never stopped
 
         repair()
-        await _until(lambda: not notifier.store.failing, 15)
+        await until_true(lambda: not notifier.store.failing, 15)
         assert [r for r in caplog.records if getattr(r, "event", "") == "state_write_recovered"]
         ready = (await api.get("/readyz")).json()["state"][0]
         assert ready["writing"] is True and ready["unwritten"] == 0

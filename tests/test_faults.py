@@ -20,7 +20,6 @@ import logging
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from notifier.config import parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.embedded import EmbeddedBroker
 from notifier.history import HistoryWriter, read_history
+from notifier.netutil import free_port
 from notifier.notify import Notifier, NotifyStore, OutboxEntry
 from notifier.rules import parse_rules
 from notifier.service import Coordinator, LogSink
@@ -50,6 +50,7 @@ from tests.notify_helpers import config as notify_config
 from tests.notify_helpers import full_notification, webhook
 from tests.scripted import ScriptedCollector, drive, scan_result, service
 from tests.test_collect import _produce
+from tests.waiting import until_true
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = "crash"
@@ -78,12 +79,6 @@ rules:
     threshold: 50
     severity: err
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _now_ms() -> int:
@@ -330,7 +325,7 @@ async def kill_soak(
     groups = Groups(bootstrap, topic, [*movers, steady])
     await groups.start()
 
-    port = _free_port()
+    port = free_port()
     config = _service_config(directory, bootstrap, prefix, port, http.url_for("/hook"))
     service = ServiceProcess(config, directory / "service.log")
     api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2)
@@ -764,7 +759,7 @@ async def test_a_damaged_notification_store_is_moved_aside_and_what_can_be_read_
     DAMAGE[damage](db)
 
     config = _service_config(
-        tmp_path, "127.0.0.1:1", "none-", _free_port(), http.url_for("/hook"),
+        tmp_path, "127.0.0.1:1", "none-", free_port(), http.url_for("/hook"),
         history={"enabled": False},
     )  # fmt: skip
     service = ServiceProcess(config, tmp_path / "service.log")
@@ -882,7 +877,7 @@ async def test_a_history_that_cannot_be_written_is_loud_and_nothing_else_stops(
             await groups.set(group, "ERR")
             await groups.stop()
             state = coord.clusters[CLUSTER]
-            await _until(lambda: len(http.to("/hook")) >= 1 and state.metrics.scans >= 8, 20)
+            await until_true(lambda: len(http.to("/hook")) >= 1 and state.metrics.scans >= 8, 20)
 
             # Notifying and scanning went on; the failure was said once, counted, and shown.
             assert http.to("/hook")[0].json["alerts"][0]["event"] == "open"
@@ -905,7 +900,7 @@ async def test_a_history_that_cannot_be_written_is_loud_and_nothing_else_stops(
             repair()
             history_writer = coord.history
             assert history_writer is not None
-            await _until(lambda: not history_writer.failing, 15)
+            await until_true(lambda: not history_writer.failing, 15)
             recovered = [
                 r for r in caplog.records if getattr(r, "event", "") == "history_write_recovered"
             ]
@@ -922,13 +917,6 @@ async def test_a_history_that_cannot_be_written_is_loud_and_nothing_else_stops(
     finally:
         if history.is_mount():
             subprocess.run(["umount", "-l", str(history)], check=False)
-
-
-async def _until(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 def _metric(text: str, name: str) -> float:

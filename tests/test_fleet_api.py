@@ -34,6 +34,7 @@ from tests.service_process import ServiceProcess
 from tests.test_collect import _commit, _produce
 from tests.test_fleet_coordination import Outage, populate
 from tests.test_fleet_view import ROOT, T0, FixedOwnership, commits
+from tests.waiting import until_value
 
 pytestmark = pytest.mark.broker
 
@@ -372,7 +373,7 @@ async def test_a_view_unreachable_at_start_up_is_joined_in_the_background(kafka_
             answer = await a.http.get("/api/fleet")
             return answer.json() if answer.status_code == 200 else None
 
-        fleet = await until_s("the view joined once its cluster answers", joined, 90)
+        fleet = await until_value(joined, 90, "the view joined once its cluster answers")
         assert [m["instance"] for m in fleet["instances"]] == ["a"]
         assert "fleet_view" not in (await a.http.get("/api/groups")).json()
     finally:
@@ -391,7 +392,7 @@ async def test_an_owner_that_does_not_answer_is_a_503_naming_it(kafka_broker, me
         answer = await a.http.get("/api/groups/c/billing")
         return answer.status_code == 200
 
-    await until_s("billing in a's view", billing_on_a, 60)
+    await until_value(billing_on_a, 60, "billing in a's view")
     for path in ("/v3/kafka/c/consumer/billing", "/api/groups/c/billing/history"):
         answer = await a.http.get(path)
         assert answer.status_code == 503, (path, answer.text)
@@ -404,13 +405,3 @@ async def test_an_owner_that_does_not_answer_is_a_503_naming_it(kafka_broker, me
         "/v3/kafka/c/consumer/billing", headers={"x-notifier-forwarded-by": "b"}
     )
     assert forwarded.status_code == 503 and "ask again" in forwarded.json()["message"]
-
-
-async def until_s(what: str, check: Callable[[], Awaitable[Any]], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"not within {timeout:g}s: {what}"
-        await asyncio.sleep(0.2)

@@ -26,7 +26,7 @@ from notifier.fleet.balance import (
 from notifier.fleet.membership import Membership
 from notifier.fleet.shards import shard_of
 from notifier.fleet.statetopic import ensure_topic
-from tests.test_fleet_coordination import eventually
+from tests.waiting import until_true
 
 TOPIC = "notifier-fleet.eu.state"
 
@@ -263,13 +263,13 @@ async def test_a_fleet_that_joined_blind_rebalances_once_the_leader_knows_the_wo
     try:
         for member in members:
             await member.start()
-        await eventually(lambda: sum(len(m.owned) for m in members) == 12, 60, "assigned")
+        await until_true(lambda: sum(len(m.owned) for m in members) == 12, 60, "assigned")
         (leader,) = [m for m in members if m.assignor.led is not None]
         dealt = {m.instance: sorted(m.owned) for m in members}
         # The scans find one instance's shards ten times the work of the others.
         heavy = set(dealt["i0"])
         known = {s: ShardWork(1, 1, 99 if s in heavy else 9) for s in range(12)}
-        await eventually(
+        await until_true(
             lambda: (
                 sum(len(m.owned) for m in members) == 12
                 and {m.instance: sorted(m.owned) for m in members} != dealt

@@ -39,6 +39,7 @@ from notifier.fleet.share import FleetShare
 from notifier.resources import rules_or_default
 from notifier.rules import load_rules
 from notifier.service import Coordinator, LogSink, make_collector
+from tests.waiting import until_true
 
 SCAN_S = 2.0
 SESSION_S = 6.0
@@ -259,14 +260,6 @@ async def stop_instance(instance: Instance) -> None:
     await instance.fleet.stop()
 
 
-async def eventually(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout:g}s: {what}"
-        await asyncio.sleep(0.2)
-
-
 def settled(instances: list[Instance], since: float) -> bool:
     """Every shard owned by exactly one instance, each instance has scanned since, and the
     leader is not about to ask for a rebalance of uneven work."""
@@ -376,11 +369,11 @@ async def test_three_instances_split_the_groups_and_a_fourth_takes_shards_withou
     instances = [await start_instance(service, tmp_path, f"i{n}") for n in range(3)]
     try:
         started = time.monotonic()
-        await eventually(lambda: settled(instances, started), 90, "three instances settled")
+        await until_true(lambda: settled(instances, started), 90, "three instances settled")
         # A scan that began before the last hand-over may still list a moved shard: judge the
         # next round, which began after it.
         settled_at = time.monotonic()
-        await eventually(
+        await until_true(
             lambda: all(i.scans_since(settled_at) for i in instances), 30, "a round of scans"
         )
         round_one = last_scans(instances)
@@ -391,13 +384,13 @@ async def test_three_instances_split_the_groups_and_a_fourth_takes_shards_withou
 
         joined = time.monotonic()
         instances.append(await start_instance(service, tmp_path, "i3"))
-        await eventually(
+        await until_true(
             lambda: settled(instances, joined) and len(instances[3].owned) > 0,
             90,
             "four instances settled",
         )
         settled_at = time.monotonic()
-        await eventually(
+        await until_true(
             lambda: all(i.scans_since(settled_at) for i in instances), 30, "a round of scans"
         )
         round_two = last_scans(instances)
@@ -443,19 +436,19 @@ async def test_an_unreachable_coordination_cluster_leaves_every_instance_its_sha
     instances = [await start_instance(service, tmp_path, f"i{n}") for n in range(3)]
     try:
         started = time.monotonic()
-        await eventually(lambda: settled(instances, started), 90, "three instances settled")
+        await until_true(lambda: settled(instances, started), 90, "three instances settled")
         owned = {i.name: i.owned for i in instances}
 
         outage.cut()
         down = time.monotonic()
-        await eventually(
+        await until_true(
             lambda: not any(i.fleet.membership.coordination_ok for i in instances),
             30,
             "every instance noticed the outage",
         )
         # Watching goes on: two more scans each, over the same groups as before, from a
         # session timeout after the outage began (when the broker would have expired them).
-        await eventually(
+        await until_true(
             lambda: all(len(i.scans_since(down + SESSION_S)) >= 2 for i in instances),
             60,
             "scans after the outage",
@@ -483,14 +476,14 @@ async def test_an_unreachable_coordination_cluster_leaves_every_instance_its_sha
         # once again, and every group is still scanned by exactly one instance.
         outage.restore()
         back = time.monotonic()
-        await eventually(
+        await until_true(
             lambda: all(i.fleet.membership.coordination_ok for i in instances),
             30,
             "every instance saw coordination come back",
         )
-        await eventually(lambda: settled(instances, back), 90, "settled after the outage")
+        await until_true(lambda: settled(instances, back), 90, "settled after the outage")
         again = time.monotonic()
-        await eventually(
+        await until_true(
             lambda: all(i.scans_since(again) for i in instances), 30, "a round of scans"
         )
         assert_each_group_scanned_once(last_scans(instances), groups)
@@ -539,9 +532,9 @@ async def test_an_instance_that_cannot_reach_the_coordination_cluster_at_start_u
 
         outage.restore()
         back = time.monotonic()
-        await eventually(lambda: settled([instance], back), 90, "joined and scanned")
+        await until_true(lambda: settled([instance], back), 90, "joined and scanned")
         again = time.monotonic()
-        await eventually(lambda: instance.scans_since(again), 30, "a scan with every shard")
+        await until_true(lambda: instance.scans_since(again), 30, "a scan with every shard")
         assert_each_group_scanned_once(last_scans([instance]), groups)
         ready, metrics = await readiness(instance)
         assert ready.json()["fleet"]["coordination"] == "ok"
@@ -602,7 +595,7 @@ async def test_shards_taken_over_are_scanned_soon_but_never_crowd_a_window(kafka
     state = coordinator.clusters["prod"]
     await coordinator.start()
     try:
-        await eventually(lambda: state.metrics.scans == 1, 30, "the first scheduled scan")
+        await until_true(lambda: state.metrics.scans == 1, 30, "the first scheduled scan")
         first_ts = state.store.last_scan_ts["prod"]
         job = coordinator.scheduler.get_job("scan:prod")
         tick = job.next_run_time
@@ -611,7 +604,7 @@ async def test_shards_taken_over_are_scanned_soon_but_never_crowd_a_window(kafka
         # not at the tick (most of an interval away) and not at once (a crowded pair).
         shares.owned = kept | new
         coordinator.shards_taken_over(new)
-        await eventually(lambda: state.metrics.scans == 2, interval, "the scan brought forward")
+        await until_true(lambda: state.metrics.scans == 2, interval, "the scan brought forward")
         gap_s = (state.store.last_scan_ts["prod"] - first_ts) / 1000
         assert interval / 4 - 0.1 <= gap_s < interval / 2, gap_s
         assert set(state.groups) == set(groups), "the new shards' groups were scanned"
@@ -621,7 +614,7 @@ async def test_shards_taken_over_are_scanned_soon_but_never_crowd_a_window(kafka
         await asyncio.sleep(interval / 4 + 0.5)
         taken_over = time.monotonic()
         coordinator.shards_taken_over(new)
-        await eventually(lambda: state.metrics.scans == 3, interval, "a scan at once")
+        await until_true(lambda: state.metrics.scans == 3, interval, "a scan at once")
         assert time.monotonic() - taken_over < interval / 4, "scanned at once"
     finally:
         await coordinator.stop()

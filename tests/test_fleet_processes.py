@@ -17,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -32,9 +31,11 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest
 
 from notifier.demo import HttpReceiver
 from notifier.embedded import EmbeddedBroker
+from notifier.netutil import free_port
 from tests.fleet_process import FleetProcess
 from tests.test_collect import _produce
 from tests.test_faults import _delivery_report
+from tests.waiting import until_value
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -73,26 +74,8 @@ rules:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-async def poll(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> Any:
-    """``check()`` until it returns something truthy; fails naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = await check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
-        await asyncio.sleep(0.25)
 
 
 class Offsets:
@@ -192,7 +175,7 @@ class Fleet:
         started = []
         for _ in range(count):
             name = f"{self.prefix}-i{len(self.instances)}"
-            port = _free_port()
+            port = free_port()
             instance = FleetProcess(
                 name, self._config(name, port), self.tmp / f"{name}.log", port,
                 cluster=CLUSTER, api_timeout=5,
@@ -268,7 +251,7 @@ async def test_a_coordinated_notifier_run_starts_and_alone_watches_every_group(
     fleet: Fleet,
 ) -> None:
     (alone,) = await fleet.start(1)
-    owners = await poll(fleet.settled, 60, "every group watched by the one instance")
+    owners = await until_value(fleet.settled, 60, "every group watched by the one instance")
     assert set(owners.values()) == {alone}
 
 
@@ -276,7 +259,7 @@ async def test_metrics_count_every_kafka_request_of_an_instance_by_client_and_ap
     fleet: Fleet,
 ) -> None:
     (alone,) = await fleet.start(1)
-    await poll(fleet.settled, 60, "every group watched by the one instance")
+    await until_value(fleet.settled, 60, "every group watched by the one instance")
     before = await alone.kafka_requests()
     # What an instance repeats while it runs: its scans, its membership's heartbeats and
     # reachability probe, its shard state published after each scan, its fleet view.
@@ -297,7 +280,7 @@ async def test_metrics_count_every_kafka_request_of_an_instance_by_client_and_ap
         return not still
 
     try:
-        await poll(all_rose, 60, "every client's requests counted")
+        await until_value(all_rose, 60, "every client's requests counted")
     except AssertionError:
         raise AssertionError(f"not counted: {sorted(still)}; counted: {before}") from None
     # Joining counted too, once: what the per-scan figure of notifier_scan_requests leaves out.
@@ -313,7 +296,9 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
     fleet: Fleet,
 ) -> None:
     await fleet.start(3)
-    owners = await poll(fleet.spread, 120, "every group owned by exactly one of three instances")
+    owners = await until_value(
+        fleet.spread, 120, "every group owned by exactly one of three instances"
+    )
     assert len({i.name for i in owners.values()}) == 3, "three instances share the groups"
 
     stalled = fleet.groups[7]
@@ -323,10 +308,12 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
     async def opened() -> list[str]:
         return fleet.alerts(stalled, "open")
 
-    (incident,) = set(await poll(opened, 60, f"an incident opened for {stalled}"))
+    (incident,) = set(await until_value(opened, 60, f"an incident opened for {stalled}"))
     opened_ms = _now_ms()
     # The owner's state after the open is published with its next scan: kill after that one.
-    await poll(lambda: _scanned_after(victim, stalled, opened_ms), 30, "a scan after the open")
+    await until_value(
+        lambda: _scanned_after(victim, stalled, opened_ms), 30, "a scan after the open"
+    )
 
     moved = {g for g, owner in owners.items() if owner is victim}
     killed_ms = await victim.kill()
@@ -342,12 +329,16 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
                     first_scan[group] = scanned
         return first_scan.keys() == moved
 
-    await poll(all_rescanned, 120, f"the {len(moved)} groups of the killed instance scanned again")
+    await until_value(
+        all_rescanned, 120, f"the {len(moved)} groups of the killed instance scanned again"
+    )
     handover_s = (max(first_scan.values()) - killed_ms) / 1000
     print(f"\nkill -9 of {victim.name}: {len(moved)} groups scanned again after {handover_s:.1f} s")
 
     # The group stays in ERR on its new owner: the open incident came along, nobody pages again.
-    new_owner = (await poll(fleet.settled, 60, "every group owned once after the kill"))[stalled]
+    new_owner = (await until_value(fleet.settled, 60, "every group owned once after the kill"))[
+        stalled
+    ]
     answer = (await new_owner.api.get(f"/api/groups/{CLUSTER}/{stalled}")).json()
     assert (answer["status"], answer["incident_id"]) == ("ERR", incident), answer
     await fleet.offsets.set(stalled, "OK")
@@ -355,9 +346,9 @@ async def test_kill_minus_9_moves_the_shards_within_the_session_timeout_without_
     async def resolved() -> list[str]:
         return fleet.alerts(stalled, "resolve")
 
-    await poll(resolved, 60, f"{stalled}'s incident resolved")
+    await until_value(resolved, 60, f"{stalled}'s incident resolved")
     recovered_ms = _now_ms()
-    await poll(
+    await until_value(
         lambda: _scanned_after(new_owner, stalled, recovered_ms + int(2 * SCAN_S * 1000)),
         30,
         "two more scans after the resolve",
@@ -381,12 +372,16 @@ async def test_sigterm_hands_over_with_no_scan_missing_from_the_moved_windows(
     fleet: Fleet,
 ) -> None:
     await fleet.start(3)
-    owners = await poll(fleet.spread, 120, "every group owned by exactly one of three instances")
+    owners = await until_value(
+        fleet.spread, 120, "every group owned by exactly one of three instances"
+    )
     leaving = owners[fleet.groups[0]]
     moved = {g for g, owner in owners.items() if owner is leaving}
     # A few scans of history on the old owner, so the windows reach across the hand-over.
     later = _now_ms() + int(2 * SCAN_S * 1000)
-    await poll(lambda: _scanned_after(leaving, fleet.groups[0], later), 30, "scans before it")
+    await until_value(
+        lambda: _scanned_after(leaving, fleet.groups[0], later), 30, "scans before it"
+    )
     stopped_ms = await leaving.terminate()
 
     windows: dict[str, list[int]] = {}
@@ -403,7 +398,7 @@ async def test_sigterm_hands_over_with_no_scan_missing_from_the_moved_windows(
                 windows[group] = window
         return windows.keys() == moved
 
-    await poll(moved_windows, 120, f"the {len(moved)} groups of the stopped instance moved")
+    await until_value(moved_windows, 120, f"the {len(moved)} groups of the stopped instance moved")
     gaps = {
         group: max(b - a for a, b in itertools.pairwise(window))
         for group, window in windows.items()
@@ -419,7 +414,7 @@ async def test_a_fourth_instance_takes_shards_and_no_group_is_unwatched_past_one
     fleet: Fleet,
 ) -> None:
     await fleet.start(3)
-    await poll(fleet.spread, 120, "every group owned by exactly one of three instances")
+    await until_value(fleet.spread, 120, "every group owned by exactly one of three instances")
     joined_ms = _now_ms()
     (fourth,) = await fleet.start(1)
 
@@ -430,7 +425,7 @@ async def test_a_fourth_instance_takes_shards_and_no_group_is_unwatched_past_one
         scanned = [await _scanned_after(o, g, joined_ms) for g, o in owners.items()]
         return owners if all(ts is not None for ts in scanned) else None
 
-    owners = await poll(fourth_owns_and_settled, 120, "the fourth instance owns shards")
+    owners = await until_value(fourth_owns_and_settled, 120, "the fourth instance owns shards")
     assert len({o.name for o in owners.values()}) == 4
 
     # One hand-over: the rebalance the join starts, heard at the next heartbeat, then the new

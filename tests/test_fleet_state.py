@@ -31,11 +31,12 @@ from notifier.notify import Notifier, jsonenc
 from notifier.notify.codec import result_to_dict
 from notifier.rules import with_parameters
 from notifier.service import Coordinator
-from notifier.service.coordinator import ClusterState, make_collector
+from notifier.service.cluster import ClusterState, make_collector
 from notifier.types import GroupStatus
 from tests.notify_helpers import config, webhook
 from tests.test_collect import _commit, _produce
 from tests.test_integration import _name, _rules, _service
+from tests.waiting import until_true
 
 SCAN_S = 0.5
 
@@ -182,7 +183,8 @@ async def test_a_reader_stops_quietly_when_its_broker_is_gone(broker_factory, ca
     assert await reader.read_partition(0) == []
     noticed = _lost_broker_logged(caplog)
     broker.stop()
-    await _wait(noticed, "the reader's client to find the broker gone")  # it retries meanwhile
+    # It retries meanwhile.
+    await until_true(noticed, 30, "the reader's client to find the broker gone")
     async with asyncio.timeout(10):  # no waiting out a retry or the read timeout
         await reader.stop()  # aiokafka's fetch in flight was cancelled: not the caller's problem
     assert _left_behind(tasks_before) == [], "the reader left tasks running"
@@ -207,7 +209,7 @@ async def test_a_reader_stops_quietly_when_its_broker_goes_mid_read(broker_facto
         await asyncio.sleep(0.001)
     noticed = _lost_broker_logged(caplog)
     broker.stop()
-    await _wait(lambda: noticed() or reading.done(), "the read to find the broker gone")
+    await until_true(lambda: noticed() or reading.done(), 30, "the read to find the broker gone")
     async with asyncio.timeout(10):
         await reader.stop()
     reading.cancel()
@@ -414,7 +416,7 @@ async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instanc
         await a.publish(groups)
         await _paced(SCAN_S)
     (opened,) = a.notifier.open_incidents().values()
-    await _wait(lambda: _events(http) == [("open", opened.id)], "the open to be delivered")
+    await until_true(lambda: _events(http) == [("open", opened.id)], 30, "the open to be delivered")
     # The open's notification log went out as it was planned, not with the next scan.
     await a.shard_state.flush()
     # A dies here (kill -9): no further scan, no snapshot, no revoke.
@@ -438,7 +440,9 @@ async def test_an_open_incident_continues_on_the_new_owner(kafka_broker, instanc
         await _paced(SCAN_S)
         await b.scan()
         await b.publish(groups)
-    await _wait(lambda: ("resolve", opened.id) in _events(http), "the resolve to be delivered")
+    await until_true(
+        lambda: ("resolve", opened.id) in _events(http), 30, "the resolve to be delivered"
+    )
     await b.notifier.wait_delivered(10)
     assert _events(http) == [("open", opened.id), ("resolve", opened.id)]
 
@@ -520,13 +524,6 @@ def _events(http: HttpReceiver) -> list[tuple[str, str]]:
         for request in http.to("/hook")
         for alert in request.json["alerts"]
     ]
-
-
-async def _wait(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_shards_loaded_together_or_one_by_one_install_the_same(kafka_broker, instances):

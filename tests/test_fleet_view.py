@@ -10,10 +10,8 @@ membership), so the test is exact about which instance owns what."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from notifier.types import Sample
 
 from .scripted import drive, scan_result, service
 from .test_metrics import BURROW_TOTAL, KAFKA_EXPORTER_SUMS, POLL_TIME_MS, _promtool
+from .waiting import until_value
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_714_560_000_000
@@ -81,17 +80,6 @@ class Instance:
         response = await self.http.get(path)
         assert response.status_code == 200, (path, response.status_code, response.text)
         return response.json()
-
-
-async def until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    """Poll the async ``check`` until it returns something truthy (robust under CPU load)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture
@@ -164,7 +152,7 @@ async def test_each_instance_answers_for_every_group_of_the_fleet(fleet):
         fresh = complete and not any(row["stale"] for body in bodies for row in body.values())
         return bodies if fresh else None
 
-    on_a, on_b = await until("both groups, fresh, on both instances", both_everywhere)
+    on_a, on_b = await until_value(both_everywhere, 30, "both groups, fresh, on both instances")
     for rows in (on_a, on_b):
         assert rows["orders"]["instance"] == "a" and rows["billing"]["instance"] == "b"
         assert rows["orders"]["status"] == rows["billing"]["status"] == "ERR"
@@ -228,7 +216,7 @@ async def test_a_silence_made_on_one_instance_mutes_the_other_instances_group(fl
     async def known_on_b():
         return silence_id in {s["id"] for s in (await b.get("/api/silences"))["silences"]}
 
-    await until("the silence on b", known_on_b)
+    await until_value(known_on_b, 30, "the silence on b")
     await scan("b", 10)  # billing stops reading: ERR, then an incident, silenced from the start
 
     [incident] = b.notifier.incidents()
@@ -238,7 +226,7 @@ async def test_a_silence_made_on_one_instance_mutes_the_other_instances_group(fl
         row = rows_by_group(await a.get("/api/groups")).get("billing")
         return row if row and row["incident"] and row["silenced"] else None
 
-    row = await until("billing silenced as a sees it", silenced_on_a)
+    row = await until_value(silenced_on_a, 30, "billing silenced as a sees it")
     assert row["silence_ids"] == [silence_id] and row["instance"] == "b"
 
     expired = await b.http.delete(f"/api/silences/{silence_id}")  # made on a, expired on b
@@ -248,14 +236,16 @@ async def test_a_silence_made_on_one_instance_mutes_the_other_instances_group(fl
         states = {s["id"]: s for s in (await a.get("/api/silences"))["silences"]}
         return states[silence_id] if states[silence_id]["state"] == "expired" else None
 
-    expired_row = await until("the expiry on a", expired_on_a)
+    expired_row = await until_value(expired_on_a, 30, "the expiry on a")
     assert not b.notifier.incidents()[0].silenced
 
     async def unsilenced_on_a():
         row = rows_by_group(await a.get("/api/groups")).get("billing")
         return row if row and not row["silenced"] else None
 
-    assert (await until("billing no longer silenced on a", unsilenced_on_a))["silence_ids"] == []
+    assert (await until_value(unsilenced_on_a, 30, "billing no longer silenced on a"))[
+        "silence_ids"
+    ] == []
     # Applying what the view says again changes nothing (each instance reads its own records).
     assert not a.notifier.apply_silence(Silence.from_dict(expired_row))
 
@@ -294,14 +284,14 @@ async def test_the_groups_of_an_instance_that_left_are_answered_as_stale(fleet):
         row = rows_by_group(await a.get("/api/groups")).get("billing")
         return row if row and not row["stale"] else None
 
-    await until("billing on a", fresh_on_a)
+    await until_value(fresh_on_a, 30, "billing on a")
     await b.view.stop()  # b leaves: its member record is withdrawn, its bulletins stay
 
     async def stale_on_a():
         row = rows_by_group(await a.get("/api/groups")).get("billing")
         return row if row and row["stale"] else None
 
-    row = await until("billing stale on a", stale_on_a)
+    row = await until_value(stale_on_a, 30, "billing stale on a")
     assert row["owner_gone"] and row["complete"] == 0.0 and row["partial"]
     detail = await a.get("/api/groups/c/billing")
     assert detail["stale"] and detail["partial"] and detail["instance"] == "b"
@@ -329,7 +319,7 @@ async def test_a_group_whose_verdict_holds_stays_fresh_between_the_refreshes_of_
             record = a.view.table.members.get("b")
             return record is not None and record.scanned.get("c") == last_scan
 
-        await until(f"b's member record after scan {step}", record_of_this_scan)
+        await until_value(record_of_this_scan, 30, f"b's member record after scan {step}")
         row = rows_by_group(await a.get("/api/groups"))["billing"]
         assert (row["status"], row["stale"]) == ("ERR", False), (step, row)
         assert row["data_age_seconds"] <= 6 * 10, row  # the figures are at most a refresh old
@@ -371,7 +361,7 @@ async def test_a_group_that_leaves_its_cluster_leaves_every_instances_answers(fl
     async def listed_on_a():
         return "retired" in (await a.get("/v3/kafka/c/consumer"))["consumers"]
 
-    await until("retired listed on a", listed_on_a)
+    await until_value(listed_on_a, 30, "retired listed on a")
     assert (await a.get("/api/groups/c/retired"))["instance"] == "b"
     await scan("b", 3)  # its owner's scans no longer list it
 
@@ -379,7 +369,7 @@ async def test_a_group_that_leaves_its_cluster_leaves_every_instances_answers(fl
         groups = rows_by_group(await a.get("/api/groups"))
         return "retired" not in groups and "billing" in groups
 
-    await until("retired gone from a", gone_from_a)
+    await until_value(gone_from_a, 30, "retired gone from a")
     assert "retired" not in (await a.get("/v3/kafka/c/consumer"))["consumers"]
     assert (await a.http.get("/api/groups/c/retired")).status_code == 404
     assert (await a.http.get("/v3/kafka/c/consumer/retired/lag")).status_code == 404

@@ -47,6 +47,7 @@ from notifier.rules import RulesConfig, with_parameters
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupStatus, Transition
 from tests.test_collect import _commit, _produce
+from tests.waiting import until_true
 
 pytestmark = pytest.mark.broker
 
@@ -220,13 +221,6 @@ def _rules() -> RulesConfig:
     return demo_rules(default_rules_path(), intervals=6, time_scale=0.1)
 
 
-async def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
 def _result(coordinator: Coordinator, group: str):
     evaluation = coordinator.clusters["it"].evaluation
     return None if evaluation is None else evaluation.result("it", group)
@@ -250,20 +244,20 @@ async def test_broker_outage_is_no_alert_and_not_ready_then_recovers(
             result = _result(coordinator, group)
             return result is not None and result.status is GroupStatus.OK and not result.partial
 
-        await _wait_for(judged, 15, "a complete, OK window")
+        await until_true(judged, 15, "a complete, OK window")
         assert coordinator.ready()
 
         await broker.astop()
-        await _wait_for(lambda: not coordinator.ready() and "down" in sink.events, 20, "down")
+        await until_true(lambda: not coordinator.ready() and "down" in sink.events, 20, "down")
         assert sink.transitions == []
         assert coordinator.clusters["it"].metrics.failures >= 1
 
         await broker.astart()  # same port; Tansu comes back empty
-        await _wait_for(lambda: coordinator.ready() and "up" in sink.events, 30, "recovery")
+        await until_true(lambda: coordinator.ready() and "up" in sink.events, 30, "recovery")
         scans = coordinator.clusters["it"].metrics.scans
         await _produce(bootstrap, topic, [3, 3])
         await _commit(bootstrap, group, {(topic, 0): 3, (topic, 1): 3})
-        await _wait_for(
+        await until_true(
             lambda: (r := _result(coordinator, group)) is not None and r.partition_count == 2,
             15,
             "the group scanned again",
@@ -300,15 +294,15 @@ async def test_a_cluster_answering_again_is_scanned_at_the_first_tick_after(
     try:
         assert coordinator.scheduler is not None
         coordinator.scheduler.add_listener(tick_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
-        await _wait_for(lambda: metrics.scans >= 1, 15, "a first scan")
+        await until_true(lambda: metrics.scans >= 1, 15, "a first scan")
         await broker.astop()
         down_from = len(ticks)
         # Four failures in a row: the back-off for a cluster that answers would be at its cap.
-        await _wait_for(lambda: metrics.consecutive_failures >= 4, 8 * interval_s, "failures")
+        await until_true(lambda: metrics.consecutive_failures >= 4, 8 * interval_s, "failures")
         await broker.astart()
         answered_at = time.time()
-        await _wait_for(lambda: any(due >= answered_at for due, *_ in ticks),
-                        3 * interval_s, "the first tick after the cluster answered")  # fmt: skip
+        await until_true(lambda: any(due >= answered_at for due, *_ in ticks),
+                         3 * interval_s, "the first tick after the cluster answered")  # fmt: skip
         recovered_at = time.time()
         assert "up" in sink.events, ticks
         assert sink.events == ["down", "up"]
@@ -335,7 +329,7 @@ async def test_service_restart_keeps_windows_and_open_alerts(
     first = Coordinator(service, rules, tmp_path, first_sink)
     await first.start()
     try:
-        await _wait_for(lambda: bool(first_sink.transitions), 20, "the alert to open")
+        await until_true(lambda: bool(first_sink.transitions), 20, "the alert to open")
     finally:
         await first.stop()  # checkpoints
     (opened,) = first_sink.transitions
@@ -347,11 +341,11 @@ async def test_service_restart_keeps_windows_and_open_alerts(
     try:
         state = second.clusters["it"]
         assert state.tracker.statuses == {("it", group): GroupStatus.ERR}
-        await _wait_for(lambda: state.metrics.scans >= 1, 10, "the first scan")
+        await until_true(lambda: state.metrics.scans >= 1, 10, "the first scan")
         result = _result(second, group)
         assert result is not None
         assert (result.status, result.partial, result.complete) == (GroupStatus.ERR, False, 1.0)
-        await _wait_for(lambda: state.metrics.scans >= 5, 15, "more scans")
+        await until_true(lambda: state.metrics.scans >= 5, 15, "more scans")
         assert second_sink.transitions == []  # still open, not re-fired
         assert _result(second, group).status is GroupStatus.ERR
     finally:
@@ -375,7 +369,7 @@ async def test_requests_per_scan_do_not_grow_with_partitions(
         await coordinator.start()
         try:
             state = coordinator.clusters["it"]
-            await _wait_for(lambda s=state: s.metrics.scans >= 3, 15, "three scans")
+            await until_true(lambda s=state: s.metrics.scans >= 3, 15, "three scans")
             assert _result(coordinator, group).partition_count == partitions
             requests[partitions] = state.metrics.last_requests
         finally:

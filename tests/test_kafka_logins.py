@@ -41,7 +41,7 @@ from notifier.collect import ScanError
 from notifier.config import load_service_config
 from notifier.embedded.apache_kafka import KAFKA_VERSION, ApacheKafkaBroker, KafkaUnavailable
 from notifier.embedded.apache_kafka import kafka_jars as resolve_kafka_jars
-from notifier.service.coordinator import make_collector
+from notifier.service import make_collector
 from notifier.types import table_to_samples
 
 from .kafka_gate import TokenEndpoint, jwks

@@ -42,7 +42,7 @@ from notifier.collect import (
 from notifier.config import Secret, parse_service_config
 from notifier.demo import HttpReceiver
 from notifier.embedded import EmbeddedBroker
-from notifier.service.coordinator import make_collector
+from notifier.service import make_collector
 from notifier.types import table_to_samples
 
 from .kafka_gate import JwtVerifier, KafkaGate, MskIamVerifier, TokenEndpoint

@@ -34,6 +34,7 @@ from notifier.embedded import EmbeddedBroker
 
 from .kafka_gate import JwtVerifier, KafkaGate, TokenEndpoint
 from .service_process import ServiceProcess
+from .waiting import until_true
 
 pytestmark = [
     pytest.mark.broker,
@@ -232,13 +233,6 @@ def webhook_events(http: HttpReceiver, group: str) -> list[str]:
     ]
 
 
-async def eventually(condition: Any, what: str, timeout: float = 90) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
-
-
 class Answers:
     """Every answer the API gave, kept whole (status line, headers, body) to be searched."""
 
@@ -341,15 +335,17 @@ async def test_no_secret_appears_in_logs_answers_metrics_or_files(
         await lagging_group(bootstrap, topic, group)
         async with ServiceProcess(config, log_path, env) as service:
             # Open: every channel gets it once its first, failing, attempt is retried.
-            await eventually(lambda: "open" in webhook_events(http, group), "the alert")
+            await until_true(lambda: "open" in webhook_events(http, group), 90, "the alert")
             await commit(bootstrap, group, topic, 6)  # caught up: the alert resolves
-            await eventually(lambda: "resolve" in webhook_events(http, group), "its resolve")
-            await eventually(lambda: min(events_at(http, smtp, env).values()) >= 2, "every channel")
+            await until_true(lambda: "resolve" in webhook_events(http, group), 90, "its resolve")
+            await until_true(
+                lambda: min(events_at(http, smtp, env).values()) >= 2, 90, "every channel"
+            )
             for failing in ("guarded", "mutual"):
                 await service.wait_for_log(scan_failed(failing))
             # Tokens live 2 s: several are issued and used while the alert goes round.
-            await eventually(lambda: len({login.expires_at for login in gate.accepted}) >= 3,
-                             "three tokens accepted by the broker")  # fmt: skip
+            await until_true(lambda: len({login.expires_at for login in gate.accepted}) >= 3,
+                             90, "three tokens accepted by the broker")  # fmt: skip
             async with httpx.AsyncClient(base_url=service.url) as client:
                 ask = Answers(client)
                 names = {"cluster": ["local", "guarded", "nope"], "group": [group, "nope"],

@@ -92,7 +92,7 @@ class StoreView(Protocol):
 
 
 class ScanMetricsView(Protocol):
-    """A cluster's scan counters (:class:`notifier.service.ScanMetrics`)."""
+    """A cluster's scan counters (:class:`notifier.service.cluster.ScanMetrics`)."""
 
     @property
     def scans(self) -> int: ...
@@ -123,7 +123,7 @@ class ScanMetricsView(Protocol):
 
 
 class ClusterView(Protocol):
-    """One cluster of the coordinator (:class:`notifier.service.ClusterState`)."""
+    """One cluster of the coordinator (:class:`notifier.service.cluster.ClusterState`)."""
 
     @property
     def config(self) -> ClusterConfig: ...

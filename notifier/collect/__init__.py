@@ -1,9 +1,16 @@
 """collect: the pipeline's first stage, a scan of a Kafka cluster turned into a table of samples.
 
-* ``collector``: :class:`ClusterCollector`, one scan with a fixed, batched request pattern.
+* ``collector``: :class:`ClusterCollector`, one scan with a fixed, batched request pattern,
+  assembled from one reader per kind of request:
+* ``session``: pooled connections, the cluster metadata, group coordinators, the requests sent;
+* ``groups``: ListGroups, DescribeGroups, ConsumerGroupDescribe and share groups' describes;
+* ``commits``: committed offsets (OffsetFetch, many groups per request where v8);
+* ``logoffsets``: log-end and log-start offsets (ListOffsets per leader);
+* ``batching``: many groups per request, batches split in halves when a broker drops one.
 * ``protocol``: API names, error codes, the DescribeGroups request, answer parsers and records.
 * ``grouptypes``: group types (KIP-848): ListGroups v5, ConsumerGroupDescribe, and what a
-  consumer-protocol group's state means to the rules; share and streams groups are not evaluated.
+  consumer-protocol group's state means to the rules; streams groups are not evaluated.
+* ``sharegroups``: share groups (KIP-932): ShareGroupDescribe, DescribeShareGroupOffsets.
 * ``samples``: the sample table of a scan, member fingerprints, group states.
 * ``results``: :class:`ScanResult`, :class:`ScanError` and :class:`ClusterUnreachableError`,
   what the coordinator receives.

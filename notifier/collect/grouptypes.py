@@ -42,9 +42,8 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-from notifier.collect.protocol import Group, group_member
+from notifier.collect.protocol import DescribedMember, Group, group_member, group_of_members
 from notifier.collect.results import TopicPartition
-from notifier.types import GroupMember
 
 CLASSIC = "classic"
 CONSUMER = "consumer"
@@ -155,7 +154,9 @@ def parse_list_groups(response: Any) -> list[tuple[str, str | None]]:
 # ConsumerGroupDescribe (API key 69)
 
 
-def _assignment() -> Schema:
+def assignment_schema() -> Schema:
+    """A member's assignment in a describe answer (ConsumerGroupDescribe, ShareGroupDescribe):
+    topics by id and name, each with its partitions."""
     return Schema(
         (
             "topic_partitions",
@@ -170,22 +171,9 @@ def _assignment() -> Schema:
     )
 
 
-def _describe_response_schema(with_member_type: bool) -> Schema:
-    member_fields: list[tuple[str, Any]] = [
-        ("member_id", CompactString("utf-8")),
-        ("instance_id", CompactString("utf-8")),
-        ("rack_id", CompactString("utf-8")),
-        ("member_epoch", Int32),
-        ("client_id", CompactString("utf-8")),
-        ("client_host", CompactString("utf-8")),
-        ("subscribed_topic_names", CompactArray(CompactString("utf-8"))),
-        ("subscribed_topic_regex", CompactString("utf-8")),
-        ("assignment", _assignment()),
-        ("target_assignment", _assignment()),
-    ]
-    if with_member_type:
-        member_fields.append(("member_type", Int8))
-    member_fields.append(("tags", TaggedFields))
+def describe_response_schema(member_fields: Sequence[tuple[str, Any]]) -> Schema:
+    """The answer of a KIP-848-style describe (ConsumerGroupDescribe, ShareGroupDescribe):
+    each group with its error, state, epochs and members of ``member_fields``."""
     return Schema(
         ("throttle_time_ms", Int32),
         (
@@ -207,17 +195,37 @@ def _describe_response_schema(with_member_type: bool) -> Schema:
     )
 
 
-_DESCRIBE_REQUEST_SCHEMA = Schema(
+def _consumer_member_fields(with_member_type: bool) -> list[tuple[str, Any]]:
+    member_fields: list[tuple[str, Any]] = [
+        ("member_id", CompactString("utf-8")),
+        ("instance_id", CompactString("utf-8")),
+        ("rack_id", CompactString("utf-8")),
+        ("member_epoch", Int32),
+        ("client_id", CompactString("utf-8")),
+        ("client_host", CompactString("utf-8")),
+        ("subscribed_topic_names", CompactArray(CompactString("utf-8"))),
+        ("subscribed_topic_regex", CompactString("utf-8")),
+        ("assignment", assignment_schema()),
+        ("target_assignment", assignment_schema()),
+    ]
+    if with_member_type:
+        member_fields.append(("member_type", Int8))
+    member_fields.append(("tags", TaggedFields))
+    return member_fields
+
+
+DESCRIBE_REQUEST_SCHEMA = Schema(
     ("group_ids", CompactArray(CompactString("utf-8"))),
     ("include_authorized_operations", Boolean),
     ("tags", TaggedFields),
 )
+"""The request of a KIP-848-style describe: the group ids, no authorized operations."""
 
 
 class ConsumerGroupDescribeResponse_v0(Response):
     API_KEY = 69
     API_VERSION = 0
-    SCHEMA = _describe_response_schema(with_member_type=False)
+    SCHEMA = describe_response_schema(_consumer_member_fields(with_member_type=False))
 
 
 class ConsumerGroupDescribeResponse_v1(Response):
@@ -225,7 +233,7 @@ class ConsumerGroupDescribeResponse_v1(Response):
 
     API_KEY = 69
     API_VERSION = 1
-    SCHEMA = _describe_response_schema(with_member_type=True)
+    SCHEMA = describe_response_schema(_consumer_member_fields(with_member_type=True))
 
 
 class ConsumerGroupDescribeRequest_v0(RequestStruct):
@@ -233,7 +241,7 @@ class ConsumerGroupDescribeRequest_v0(RequestStruct):
     API_VERSION = 0
     FLEXIBLE_VERSION = True
     RESPONSE_TYPE = ConsumerGroupDescribeResponse_v0
-    SCHEMA = _DESCRIBE_REQUEST_SCHEMA
+    SCHEMA = DESCRIBE_REQUEST_SCHEMA
 
 
 class ConsumerGroupDescribeRequest_v1(RequestStruct):
@@ -241,7 +249,7 @@ class ConsumerGroupDescribeRequest_v1(RequestStruct):
     API_VERSION = 1
     FLEXIBLE_VERSION = True
     RESPONSE_TYPE = ConsumerGroupDescribeResponse_v1
-    SCHEMA = _DESCRIBE_REQUEST_SCHEMA
+    SCHEMA = DESCRIBE_REQUEST_SCHEMA
 
 
 class ConsumerGroupDescribe(
@@ -256,7 +264,8 @@ class ConsumerGroupDescribe(
         return request_struct_class(self._groups, False, {})
 
 
-def _partitions(assignment: Sequence[Any]) -> set[TopicPartition]:
+def assigned_partitions(assignment: Sequence[Any]) -> set[TopicPartition]:
+    """The partitions of an assignment decoded with :func:`assignment_schema`."""
     topic_partitions = assignment[0] or []
     return {
         (topic_name, int(partition))
@@ -269,33 +278,28 @@ def parse_consumer_group(entry: Sequence[Any]) -> Group:
     """A ConsumerGroupDescribe answer's group (without error) as a :class:`Group`.
 
     Its partitions are those members own now and those the target assignment gives them (a
-    partition on its way from one member to another belongs to the group either way); its
-    state stays the broker's name, which :func:`rules_state` maps.
+    partition on its way from one member to another belongs to the group either way, and is
+    still owned by the member that has it now); its state stays the broker's name, which
+    :func:`rules_state` maps.
     """
     _error, _message, group_id, state, group_epoch, assignment_epoch = entry[:6]
-    members = entry[7] or []
-    member_ids: list[str] = []
-    assigned: set[TopicPartition] = set()
-    subscribed: set[str] = set()
-    owners: dict[TopicPartition, GroupMember] = {}
-    for member in members:
-        member_ids.append(member[0])
-        subscribed.update(member[6] or [])
-        owned = _partitions(member[8])
-        assigned |= owned | _partitions(member[9])
-        # A partition on its way to a member is still owned by the one that has it now.
-        owners.update(dict.fromkeys(owned, group_member(member[0], member[4], member[5])))
-    return Group(
+    members = [
+        DescribedMember(
+            group_member(member[0], member[4], member[5]),
+            member[6] or [],
+            owned=assigned_partitions(member[8]),
+            target=assigned_partitions(member[9]),
+        )
+        for member in entry[7] or []
+    ]
+    return group_of_members(
         group_id,
         state or "Unknown",
         CONSUMER,
-        member_ids,
-        assigned,
-        subscribed,
+        members,
         group_type=CONSUMER,
         group_epoch=int(group_epoch),
         assignment_epoch=int(assignment_epoch),
-        owners=owners,
     )
 
 

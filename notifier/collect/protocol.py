@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from io import BytesIO
 from itertools import repeat
@@ -311,27 +311,36 @@ class OffsetFetchResponse_v8(Response):
     )
 
 
+def groups_topics_partitions(
+    topic: str = "name", partitions: str = "partition_indexes"
+) -> tuple[str, CompactArray]:
+    """The ``groups`` field of a flexible request that names partitions per topic per group
+    (OffsetFetch v8, DescribeShareGroupOffsets): each group id with its topics, each topic's
+    name (``topic``) and partition numbers (``partitions``): the names are the schema's."""
+    return (
+        "groups",
+        CompactArray(
+            ("group_id", CompactString("utf-8")),
+            (
+                "topics",
+                CompactArray(
+                    (topic, CompactString("utf-8")),
+                    (partitions, CompactArray(Int32)),
+                    ("tags", TaggedFields),
+                ),
+            ),
+            ("tags", TaggedFields),
+        ),
+    )
+
+
 class OffsetFetchRequest_v8(RequestStruct):
     API_KEY = 9
     API_VERSION = 8
     FLEXIBLE_VERSION = True
     RESPONSE_TYPE = OffsetFetchResponse_v8
     SCHEMA = Schema(
-        (
-            "groups",
-            CompactArray(
-                ("group_id", CompactString("utf-8")),
-                (
-                    "topics",
-                    CompactArray(
-                        ("name", CompactString("utf-8")),
-                        ("partition_indexes", CompactArray(Int32)),
-                        ("tags", TaggedFields),
-                    ),
-                ),
-                ("tags", TaggedFields),
-            ),
-        ),
+        groups_topics_partitions(),
         ("require_stable", Boolean),
         ("tags", TaggedFields),
     )
@@ -457,6 +466,77 @@ def decode_member(
         except Exception:
             subscribed = set()
     return assigned, subscribed
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    """One member as a describe answer names it: who it is, the topics it subscribes to, the
+    partitions it owns now and those it is on its way to (a consumer-protocol group's target
+    assignment)."""
+
+    member: GroupMember
+    subscribed: Iterable[str]
+    owned: set[TopicPartition]
+    target: set[TopicPartition] = field(default_factory=set)
+
+
+def group_of_members(
+    name: str,
+    state: str,
+    protocol_type: str,
+    members: Iterable[DescribedMember],
+    *,
+    group_type: str = "classic",
+    group_epoch: int | None = None,
+    assignment_epoch: int | None = None,
+    shared_partitions: bool = False,
+) -> Group:
+    """A :class:`Group` from its described members, as every describe answer builds one
+    (DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe).
+
+    Its partitions are those members own now and those they are on their way to (a partition
+    moving from one member to another belongs to the group either way); each owned partition's
+    owner is the member that has it now: the last one named, or the first where
+    ``shared_partitions`` (a share group hands one partition to several members).
+    """
+    member_ids: list[str] = []
+    assigned: set[TopicPartition] = set()
+    subscribed: set[str] = set()
+    owners: dict[TopicPartition, GroupMember] = {}
+    for described in members:
+        member_ids.append(described.member.member_id)
+        subscribed.update(described.subscribed)
+        assigned |= described.owned | described.target
+        if shared_partitions:
+            for tp in described.owned:
+                owners.setdefault(tp, described.member)
+        else:
+            owners.update(dict.fromkeys(described.owned, described.member))
+    return Group(
+        name,
+        state,
+        protocol_type,
+        member_ids,
+        assigned,
+        subscribed,
+        group_type=group_type,
+        group_epoch=group_epoch,
+        assignment_epoch=assignment_epoch,
+        owners=owners,
+    )
+
+
+def parse_classic_group(entry: Sequence[Any]) -> Group:
+    """A DescribeGroups answer's group (without error) as a :class:`Group`, its consumer
+    members' subscriptions and assignments decoded (:func:`decode_member`)."""
+    name, state, protocol_type, members = entry[1], entry[2], entry[3] or "", entry[5]
+
+    def described(member: Sequence[Any]) -> DescribedMember:
+        member_id, client_id, host, metadata, assignment = member[:5]
+        parts, topics = decode_member(protocol_type, metadata, assignment)
+        return DescribedMember(group_member(member_id, client_id, host), topics, parts)
+
+    return group_of_members(name, state or "Unknown", protocol_type, map(described, members))
 
 
 def group_member(member_id: str, client_id: str | None, client_host: str | None) -> GroupMember:

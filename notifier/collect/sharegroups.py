@@ -29,7 +29,6 @@ from typing import Any
 
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
-    Boolean,
     CompactArray,
     CompactString,
     Int16,
@@ -39,10 +38,22 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-from notifier.collect.grouptypes import SHARE, Uuid
-from notifier.collect.protocol import Group, group_member
+from notifier.collect.grouptypes import (
+    DESCRIBE_REQUEST_SCHEMA,
+    SHARE,
+    Uuid,
+    assigned_partitions,
+    assignment_schema,
+    describe_response_schema,
+)
+from notifier.collect.protocol import (
+    DescribedMember,
+    Group,
+    group_member,
+    group_of_members,
+    groups_topics_partitions,
+)
 from notifier.collect.results import TopicPartition
-from notifier.types import GroupMember
 
 SHARE_STATES = ("Empty", "Stable", "Dead")
 """A share group's states (``ShareGroup.ShareGroupState``), which are classic names."""
@@ -51,54 +62,24 @@ SHARE_STATES = ("Empty", "Stable", "Dead")
 # ShareGroupDescribe (API key 77), v1
 
 
+_SHARE_MEMBER_FIELDS: list[tuple[str, Any]] = [
+    ("member_id", CompactString("utf-8")),
+    ("rack_id", CompactString("utf-8")),
+    ("member_epoch", Int32),
+    ("client_id", CompactString("utf-8")),
+    ("client_host", CompactString("utf-8")),
+    ("subscribed_topic_names", CompactArray(CompactString("utf-8"))),
+    ("assignment", assignment_schema()),
+    ("tags", TaggedFields),
+]
+"""A share group's member: a consumer-protocol member without instance id, regex and target
+assignment."""
+
+
 class ShareGroupDescribeResponse_v1(Response):
     API_KEY = 77
     API_VERSION = 1
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
-        (
-            "groups",
-            CompactArray(
-                ("error_code", Int16),
-                ("error_message", CompactString("utf-8")),
-                ("group_id", CompactString("utf-8")),
-                ("group_state", CompactString("utf-8")),
-                ("group_epoch", Int32),
-                ("assignment_epoch", Int32),
-                ("assignor_name", CompactString("utf-8")),
-                (
-                    "members",
-                    CompactArray(
-                        ("member_id", CompactString("utf-8")),
-                        ("rack_id", CompactString("utf-8")),
-                        ("member_epoch", Int32),
-                        ("client_id", CompactString("utf-8")),
-                        ("client_host", CompactString("utf-8")),
-                        ("subscribed_topic_names", CompactArray(CompactString("utf-8"))),
-                        (
-                            "assignment",
-                            Schema(
-                                (
-                                    "topic_partitions",
-                                    CompactArray(
-                                        ("topic_id", Uuid),
-                                        ("topic_name", CompactString("utf-8")),
-                                        ("partitions", CompactArray(Int32)),
-                                        ("tags", TaggedFields),
-                                    ),
-                                ),
-                                ("tags", TaggedFields),
-                            ),
-                        ),
-                        ("tags", TaggedFields),
-                    ),
-                ),
-                ("authorized_operations", Int32),
-                ("tags", TaggedFields),
-            ),
-        ),
-        ("tags", TaggedFields),
-    )
+    SCHEMA = describe_response_schema(_SHARE_MEMBER_FIELDS)
 
 
 class ShareGroupDescribeRequest_v1(RequestStruct):
@@ -106,11 +87,7 @@ class ShareGroupDescribeRequest_v1(RequestStruct):
     API_VERSION = 1
     FLEXIBLE_VERSION = True
     RESPONSE_TYPE = ShareGroupDescribeResponse_v1
-    SCHEMA = Schema(
-        ("group_ids", CompactArray(CompactString("utf-8"))),
-        ("include_authorized_operations", Boolean),
-        ("tags", TaggedFields),
-    )
+    SCHEMA = DESCRIBE_REQUEST_SCHEMA
 
 
 class ShareGroupDescribe(Request[ShareGroupDescribeRequest_v1]):
@@ -125,36 +102,26 @@ class ShareGroupDescribe(Request[ShareGroupDescribeRequest_v1]):
 
 def parse_share_group(entry: Sequence[Any]) -> Group:
     """A ShareGroupDescribe answer's group (without error) as a :class:`Group`: its members,
-    the partitions assigned to them and who has each."""
+    the partitions assigned to them and who has each (share groups hand one partition to
+    several members: the first one named keeps it)."""
     group_id, state, group_epoch, assignment_epoch = entry[2], entry[3], entry[4], entry[5]
-    member_ids: list[str] = []
-    assigned: set[TopicPartition] = set()
-    subscribed: set[str] = set()
-    owners: dict[TopicPartition, GroupMember] = {}
-    for member in entry[7] or []:
-        member_id, _rack, _epoch, client_id, client_host, topics, assignment = member[:7]
-        member_ids.append(member_id)
-        subscribed.update(topics or [])
-        owned = {
-            (topic, int(partition))
-            for _id, topic, partitions, _tags in assignment[0] or []
-            for partition in partitions or []
-        }
-        assigned |= owned
-        # Share groups hand one partition to several members: the first one named keeps it.
-        for tp in owned:
-            owners.setdefault(tp, group_member(member_id, client_id, client_host))
-    return Group(
+    members = [
+        DescribedMember(
+            group_member(member[0], member[3], member[4]),
+            member[5] or [],
+            owned=assigned_partitions(member[6]),
+        )
+        for member in entry[7] or []
+    ]
+    return group_of_members(
         group_id,
         state if state in SHARE_STATES else "Unknown",
         SHARE,
-        member_ids,
-        assigned,
-        subscribed,
+        members,
         group_type=SHARE,
         group_epoch=int(group_epoch),
         assignment_epoch=int(assignment_epoch),
-        owners=owners,
+        shared_partitions=True,
     )
 
 
@@ -200,21 +167,7 @@ def _offsets_response(with_lag: bool) -> Schema:
 
 
 _OFFSETS_REQUEST = Schema(
-    (
-        "groups",
-        CompactArray(
-            ("group_id", CompactString("utf-8")),
-            (
-                "topics",
-                CompactArray(
-                    ("topic_name", CompactString("utf-8")),
-                    ("partitions", CompactArray(Int32)),
-                    ("tags", TaggedFields),
-                ),
-            ),
-            ("tags", TaggedFields),
-        ),
-    ),
+    groups_topics_partitions(topic="topic_name", partitions="partitions"),
     ("tags", TaggedFields),
 )
 

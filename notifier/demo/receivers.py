@@ -28,16 +28,17 @@ import email
 import email.policy
 import itertools
 import json
-import socket
 import ssl
 import time
 from dataclasses import dataclass, field
 from email.message import EmailMessage
-from typing import Any, cast
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
+
+from notifier.netutil import free_port
 
 SLACK_CHANNEL_ID = "C0NOTIFY"
 
@@ -245,13 +246,6 @@ class HttpReceiver:
 # SMTP
 
 
-def _free_port() -> int:
-    # aiosmtpd's Controller probes its own port after starting, so it needs a concrete one.
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return cast(int, sock.getsockname()[1])  # (host, port)
-
-
 class _RecordingHandler:
     def __init__(self, receiver: SmtpReceiver) -> None:
         self.receiver = receiver
@@ -292,7 +286,8 @@ class SmtpReceiver:
         self.refuse_rcpt: str | None = None
         self.refuse_data: str | None = None
         self.login = login
-        self.port = _free_port()
+        # aiosmtpd's Controller probes its own port after starting, so it needs a concrete one.
+        self.port = free_port()
         kwargs: dict[str, Any] = {}
         if login is not None:
             kwargs.update(

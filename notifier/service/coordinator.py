@@ -3,28 +3,23 @@
     scan → window store → evaluate → transitions → sink (the notifier, or structured logs)
 
 Each cluster has its own store, evaluator and transition tracker (clusters may scan at
-different intervals), its own collector and its own checkpoint. Every successful scan goes
-through :mod:`notifier.rules.step`, the one step that replays and backtests run too (it also
-runs Burrow's expire-group once a minute of scan time). APScheduler runs one scan job per
-cluster (never two at once for the same cluster), a checkpoint job and a history-retention job,
-all in the service's event loop.
+different intervals), its own collector and its own checkpoint
+(:class:`~notifier.service.cluster.ClusterState`). Every successful scan goes through
+:mod:`notifier.rules.step`, the one step that replays and backtests run too (it also runs
+Burrow's expire-group once a minute of scan time). APScheduler runs one scan job per cluster
+(never two at once for the same cluster), a checkpoint job and a history-retention job, all in
+the service's event loop.
 
-A scan that fails is a gap: nothing is ingested, nothing is evaluated, so it can never become
-an alert. It is logged and counted. A cluster no broker of which answers is tried again at every
-tick: such a scan stops at its first connection attempts, as cheap as a probe, and the cluster
-is scanned within one interval of answering again. A cluster that answers but whose scans fail
-(a struggling one) is spared: the next tries back off exponentially, to at most
-:data:`MAX_BACKOFF_INTERVALS` scan intervals. After
-``down_after_failures`` failures in a row the cluster is reported down to the sink (which mutes
-its groups and raises one cluster alert) until a scan succeeds again.
+The coordinator is the schedule and the lifecycle; each concern it drives is a module of its
+own:
 
-After a crash (:meth:`Coordinator.start`): the checkpoint gives the windows as they were when
-it was saved; the scans the history recorded after it are replayed through the same step, so
-the windows resume where the last process stopped and the gap is the downtime, not the time
-since the last checkpoint (without a checkpoint yet, the scans of the span the windows hold are
-replayed); and the open statuses are taken from the sink (the notifier's
-incidents, committed with every transition), so a transition handled after the checkpoint is
-neither repeated (no incident opened twice) nor missed (no incident left open).
+- :mod:`~notifier.service.ingest`: what a scan's outcome does: a successful one through the
+  step to the sink and the history, a failed one counted, backed off, reported down;
+- :mod:`~notifier.service.restore`: the windows restored when a cluster is first watched
+  (checkpoint, then the history's scans after it, then the sink's open statuses);
+- :mod:`~notifier.service.groupstate`: a group forgotten on request, or handed over in a fleet;
+- :mod:`~notifier.service.reconfigure`: a reloaded config and rules taken while running;
+- :mod:`~notifier.service.sink`: the :class:`TransitionSink` protocol and the log sink.
 
 Each scan's time, the ``now`` of everything the rules judge, comes from the cluster's
 :class:`~notifier.service.scanclock.ScanClock`: the wall clock's, except that a step of the
@@ -36,80 +31,29 @@ history gets the same times as the windows.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import os
 import signal
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from notifier.collect import (
-    ClusterCollector,
-    ClusterLayout,
-    ClusterUnreachableError,
-    ScanError,
-    ScanResult,
-    collector_security,
-)
+from notifier.collect import ClusterUnreachableError, ScanError, ScanResult
 from notifier.config import ClusterConfig, ServiceConfig
 from notifier.diskfaults import WriteHealth, is_disk_error
-from notifier.history import (
-    HistoryEmptyError,
-    HistoryError,
-    HistoryNotFoundError,
-    HistoryWriter,
-    read_history,
-)
-from notifier.rules import (
-    ClusterPipeline,
-    Evaluation,
-    Evaluator,
-    LeoReset,
-    RulesConfig,
-    ScanColumns,
-    TransitionTracker,
-    WindowStore,
-    scans,
-    unavailable_samples,
-)
-from notifier.service import checkpoint
-from notifier.service.scanclock import ScanClock
-from notifier.service.sharing import STALE_AFTER_INTERVALS, GroupHandover, Share
-from notifier.types import GroupMember, GroupStatus, Transition
+from notifier.history import HistoryError, HistoryWriter
+from notifier.rules import ClusterPipeline, RulesConfig, ScanColumns, WindowStore
+from notifier.service import checkpoint, groupstate, ingest, reconfigure
+from notifier.service.cluster import ClusterState, make_collector, utc_datetime, wall_clock_ms
+from notifier.service.restore import restore
+from notifier.service.sharing import GroupHandover, Share
+from notifier.service.sink import TransitionSink
+from notifier.types import GroupStatus, Transition
 
 log = logging.getLogger(__name__)
-
-MAX_BACKOFF_INTERVALS = 3
-"""Scans that fail although the cluster answers back off to at most this many scan intervals:
-enough to spare a struggling cluster, short enough that its recovery is noticed within a few
-intervals. (A cluster that does not answer at all is tried at every tick.)"""
-
-
-class TransitionSink(Protocol):
-    """The narrow interface between the coordinator and the notification pipeline."""
-
-    def handle(self, transitions: list[Transition], now: int) -> None: ...
-
-    def cluster_down(self, cluster: str, now: int, reason: str) -> None: ...
-
-    def cluster_up(self, cluster: str, now: int) -> None: ...
-
-    def cluster_removed(self, cluster: str, now: int) -> None:
-        """The cluster left the config (a reload): its own down alert, if any, ends."""
-
-    def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
-        """The status of each group of ``cluster`` the sink holds open (None: it keeps no
-        state, trust the checkpoint). Read once at start, to resume where the sink is."""
-
 
 EARLY_SCAN_SPACING = 0.25
 """A scan brought forward for shards taken over comes no sooner than this many scan intervals
@@ -118,158 +62,6 @@ after the cluster's latest sample (see :meth:`Coordinator.shards_taken_over`).""
 PUBLISH_TIMEOUT_S = 10.0
 """How long a scan waits at most (and never more than a scan interval) for its changes to reach
 the state topic: a coordination cluster that does not answer must not stop the watching."""
-
-
-class LogSink:
-    """Transitions as structured log lines, and optionally as JSON lines in a file."""
-
-    def __init__(self, path: Path | None = None):
-        self.path = path
-        self.count = 0
-        self.health = WriteHealth("transitions file", path or Path())
-        self._unwritten: list[str] = []
-        """Lines the disk refused: written, in order, before the next one."""
-
-    def _write(self, record: dict[str, Any]) -> None:
-        self.count += 1
-        log.info("transition", extra={"event": "transition", **record})
-        if self.path is None:
-            return
-        self._unwritten.append(json.dumps(record, default=str) + "\n")
-        end = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("ab") as handle:
-                end = handle.tell()
-                handle.write("".join(self._unwritten).encode())
-        except OSError as exc:
-            # A full or read-only disk must not fail the scan that handed the transition over:
-            # the lines wait for the next write, and what part of them got in is cut off.
-            if end is not None:
-                with contextlib.suppress(OSError):
-                    os.truncate(self.path, end)
-            self.health.failed(exc, len(self._unwritten))
-            return
-        written, self._unwritten = len(self._unwritten), []
-        self.health.succeeded(written if self.health.failing else 0)
-
-    def warn_nobody_notified(self, config: str) -> None:
-        """Say loudly, once, that the service runs without receivers (``notifier run`` with
-        no ``notify:`` section): a service that alerts nobody looks healthy otherwise."""
-        where = f"only logged and written to {self.path}" if self.path else "only logged"
-        log.warning(
-            f"NO RECEIVER CONFIGURED: nobody will be notified of any incident; transitions are "
-            f"{where}. Add a notify: section to {config} (README, 'Notifications') and try it "
-            f"with `notifier notify test --config {config}`",
-            extra={"event": "no_receivers"},
-        )
-
-    def handle(self, transitions: list[Transition], now: int) -> None:
-        for t in transitions:
-            self._write(transition_record(t))
-
-    def cluster_down(self, cluster: str, now: int, reason: str) -> None:
-        self._write({"kind": "cluster_down", "cluster": cluster, "at": now, "reason": reason})
-
-    def cluster_up(self, cluster: str, now: int) -> None:
-        self._write({"kind": "cluster_up", "cluster": cluster, "at": now})
-
-    def cluster_removed(self, cluster: str, now: int) -> None:
-        self._write({"kind": "cluster_removed", "cluster": cluster, "at": now})
-
-    def open_statuses(self, cluster: str) -> dict[str, GroupStatus] | None:
-        return None  # a log remembers nothing: the checkpoint's statuses stand
-
-
-def transition_record(t: Transition) -> dict[str, Any]:
-    """A transition as a flat JSON-able record (logs, the demo's JSON-lines file)."""
-    result = t.result
-    return {
-        "kind": "transition",
-        "cluster": t.cluster,
-        "group": t.group,
-        "previous": t.previous.value,
-        "current": t.current.value,
-        "gone": t.gone,
-        "reason": t.reason,
-        "at": t.at,
-        "total_lag": result.total_lag if result else None,
-        "max_lag_seconds": result.max_lag_seconds if result else None,
-        "findings": [
-            {
-                "rule": f.rule,
-                "status": f.status,
-                "severity": f.severity.value,
-                "topic": f.topic,
-                "partition": f.partition,
-                "message": f.message,
-            }
-            for f in (result.findings if result else [])
-        ],
-    }
-
-
-@dataclass
-class ScanMetrics:
-    scans: int = 0
-    failures: int = 0
-    consecutive_failures: int = 0
-    last_success_ms: int | None = None
-    """When the last scan succeeded, by the wall clock."""
-    last_error: str | None = None
-    last_duration_s: float = 0.0
-    last_requests: dict[str, int] = field(default_factory=dict)
-    last_evaluate_s: float = 0.0
-    down: bool = False
-
-
-@dataclass
-class ClusterState:
-    """Everything the coordinator keeps for one cluster."""
-
-    config: ClusterConfig
-    pipeline: ClusterPipeline
-    collector: Any
-    metrics: ScanMetrics = field(default_factory=ScanMetrics)
-    evaluation: Evaluation | None = None
-    groups: dict[str, str] = field(default_factory=dict)
-    """Every group the last scan listed, with its state (groups without partitions too)."""
-    not_evaluated: dict[str, str] = field(default_factory=dict)
-    """Groups the last scan listed but left out, and why (not authorized to describe them; a
-    share or streams group, which the rules do not know)."""
-    leo_resets: dict[tuple[str, int], LeoReset] = field(default_factory=dict)
-    """The latest log-end offset reset of each (topic, partition) since the service started."""
-    group_members: Mapping[str, int] = field(default_factory=dict)
-    """Each group's number of members in the last scan."""
-    owners: Mapping[str, Mapping[tuple[str, int], GroupMember]] = field(default_factory=dict)
-    layout: ClusterLayout | None = None
-    """The brokers and topics of the last scan's metadata."""
-    """Per group, the member that owns each assigned partition as of the last scan."""
-    retry_at: float = 0.0
-    clock: ScanClock = field(init=False)
-    """Stamps each scan with its time on the cluster's one timeline (see scanclock)."""
-
-    def __post_init__(self) -> None:
-        self.clock = ScanClock(self.config.name, round(self.config.scan_interval * 1000))
-
-    @property
-    def store(self) -> WindowStore:
-        return self.pipeline.store
-
-    def stale(self, now_ms: int) -> bool:
-        """No successful scan within the last :data:`STALE_AFTER_INTERVALS` intervals."""
-        last = self.metrics.last_success_ms
-        return (
-            last is None or now_ms - last > STALE_AFTER_INTERVALS * self.config.scan_interval * 1000
-        )
-
-    @property
-    def evaluator(self) -> Evaluator:
-        return self.pipeline.evaluator
-
-    @property
-    def tracker(self) -> TransitionTracker:
-        return self.pipeline.tracker
 
 
 class Coordinator:
@@ -352,7 +144,13 @@ class Coordinator:
     def _begin_watching(self, state: ClusterState) -> None:
         """Restore the cluster's windows and open its collector (at start, or when a reload
         adds it)."""
-        restored, replayed = (False, 0) if self.fleet is not None else self._restore(state)
+        restored, replayed = (
+            (False, 0)
+            if self.fleet is not None
+            else restore(
+                state, self.checkpoint_path(state.config.name), self.rules, self.history, self.sink
+            )
+        )
         # Not "ready" yet: that is said once a scan has succeeded (see process).
         log.info("watching cluster", extra={"event": "cluster_starting",
                                             "cluster": state.config.name,
@@ -375,57 +173,8 @@ class Coordinator:
         self.scheduler.add_job(
             self._scan_job, "interval", seconds=self.clusters[name].config.scan_interval,
             args=[name], id=f"scan:{name}", max_instances=1, coalesce=True,
-            next_run_time=_now_datetime(), misfire_grace_time=None,
+            next_run_time=utc_datetime(wall_clock_ms()), misfire_grace_time=None,
         )  # fmt: skip
-
-    def _restore(self, state: ClusterState) -> tuple[bool, int]:
-        """Checkpoint, then the scans the history holds after it, then the sink's open
-        statuses; returns whether a checkpoint was loaded and how many scans were replayed."""
-        name = state.config.name
-        try:
-            restored = checkpoint.load(
-                self.checkpoint_path(name), state.store, state.evaluator, state.tracker
-            )
-        except checkpoint.CheckpointError:  # logged; drop whatever was half loaded
-            state.pipeline = ClusterPipeline(self.rules, state.config.scan_interval)
-            restored = False
-        replayed = self._replay_history(state)
-        held = self.sink.open_statuses(name)
-        if held is not None:
-            statuses = {(name, group): status for group, status in held.items()}
-            if statuses != state.tracker.statuses:
-                log.info(
-                    "open statuses taken from the notifier (the checkpoint was older)",
-                    extra={"event": "statuses_from_sink", "cluster": name,
-                           "checkpoint": len(state.tracker.statuses), "open": len(statuses)},
-                )  # fmt: skip
-            state.tracker.statuses = statuses
-        return restored, replayed
-
-    def _replay_history(self, state: ClusterState) -> int:
-        """Step the cluster's pipeline through the scans the history recorded after the
-        checkpoint, or, without one (a ``kill -9`` before the first checkpoint, a damaged
-        one), through those of the span the windows remember (:func:`_remembered_span_ms`).
-        Their transitions were handled before the crash: they are dropped."""
-        name = state.config.name
-        if self.history is None:
-            return 0
-        since = state.store.last_scan_ts.get(name)
-        start = since + 1 if since is not None else _now_ms() - _remembered_span_ms(state.store)
-        try:
-            table = read_history(self.history.root, start=start)
-        except (HistoryEmptyError, HistoryNotFoundError):
-            return 0
-        except Exception as exc:  # a damaged file costs the replay, never the start
-            log.warning("history after the checkpoint cannot be read; windows keep a gap",
-                        extra={"event": "history_replay_failed", "cluster": name,
-                               "error": str(exc)})  # fmt: skip
-            return 0
-        replayed = 0
-        for scan in scans(table.filter(pc.equal(table.column("cluster"), name))):
-            state.evaluation, _ = state.pipeline.step(scan)
-            replayed += 1
-        return replayed
 
     async def stop(self) -> None:
         """Finish or cancel the scans under way, flush history, checkpoint, close."""
@@ -489,52 +238,21 @@ class Coordinator:
             for companion in reversed(started):
                 await companion.stop()
 
+    # ---------------------------------------------------------------- reloading
+    # (the work is :mod:`notifier.service.reconfigure`'s)
+
     def reload_rules(self) -> bool:
         """Re-read the rules file (SIGHUP). A bad file is reported and the running rules stay:
         a typo never takes the service down."""
-        from notifier.config import ConfigError
-        from notifier.rules import load_rules
-
         if self.rules_path is None:
             return False  # nothing to re-read: the rules were given, not loaded from a file
-        try:
-            rules = load_rules(self.rules_path)
-            for state in self.clusters.values():
-                state.evaluator.reconfigure(rules)
-        except (ConfigError, ValueError) as exc:
-            log.error("rules not reloaded; keeping the running rules",
-                      extra={"event": "rules_reload_failed", "error": str(exc)})  # fmt: skip
-            return False
-        self.rules = rules
-        log.info("rules reloaded", extra={"event": "rules_reloaded", "path": str(self.rules_path)})
-        return True
+        return reconfigure.reload_rules(self, self.rules_path)
 
     def check_reload(self, config: ServiceConfig, rules: RulesConfig) -> list[tuple[str, str]]:
         """``(field, problem)`` for each change a running coordinator cannot take (the
         window settings size every stored window: they change on restart; so does the fleet
         this instance belongs to)."""
-        if config.coordination != self.config.coordination:
-            return [
-                (
-                    "coordination",
-                    "changed: the fleet an instance belongs to (and whether it belongs to one) "
-                    "changes on restart only; put the running section back to reload the rest",
-                )
-            ]
-        if rules.window != self.rules.window:
-            changed = sorted(
-                name
-                for name in type(rules.window).model_fields
-                if getattr(rules.window, name) != getattr(self.rules.window, name)
-            )
-            return [
-                (
-                    "window",
-                    f"{', '.join(changed)} changed: window settings size every stored window "
-                    "and apply on restart only; put the running values back to reload the rest",
-                )
-            ]
-        return []
+        return reconfigure.reload_problems(self.config, self.rules, config, rules)
 
     async def apply(self, config: ServiceConfig, rules: RulesConfig) -> list[str]:
         """Take a reloaded config and rules (checked with :meth:`check_reload` first): new
@@ -544,49 +262,7 @@ class Coordinator:
         stays keeps its windows, statuses and scan history, with a new collector when its
         connection settings changed and a new schedule when its interval did. Returns what
         changed, in words."""
-        problems = self.check_reload(config, rules)
-        if problems:
-            raise ValueError("; ".join(f"{where}: {problem}" for where, problem in problems))
-        changes: list[str] = []
-        if rules != self.rules:
-            changes.append("rules")
-        self.rules = rules
-        new = {cluster.name: cluster for cluster in config.clusters}
-        for name in [n for n in self.clusters if n not in new]:
-            await self._forget_cluster(name)
-            changes.append(f"cluster {name} removed")
-        for name, cluster in new.items():
-            state = self.clusters.get(name)
-            if state is None:
-                self._add_cluster(cluster)
-                changes.append(f"cluster {name} added")
-                continue
-            state.evaluator.reconfigure(rules)
-            if cluster != state.config:
-                await self._change_cluster(state, cluster)
-                changes.append(f"cluster {name} changed")
-        if (
-            config.checkpoint_interval != self.config.checkpoint_interval
-            and self.scheduler
-            and self.scheduler.get_job("checkpoint")
-        ):
-            self.scheduler.reschedule_job(
-                "checkpoint", trigger="interval", seconds=config.checkpoint_interval
-            )
-            changes.append("checkpoint_interval")
-        self.config = config
-        return changes
-
-    def _add_cluster(self, cluster: ClusterConfig) -> None:
-        state = ClusterState(
-            config=cluster,
-            pipeline=ClusterPipeline(self.rules, cluster.scan_interval),
-            collector=None,
-        )
-        self.clusters[cluster.name] = state
-        if self.scheduler is not None:
-            self._begin_watching(state)
-            self._schedule_scans(cluster.name)
+        return await reconfigure.apply(self, config, rules)
 
     async def _quiet(self, name: str) -> None:
         """Wait for the cluster's scan under way, if any (it cannot take long: every scan
@@ -594,67 +270,6 @@ class Coordinator:
         task = self._scan_task.get(name)
         if task is not None and task is not asyncio.current_task():
             await asyncio.wait([task])
-
-    async def _forget_cluster(self, name: str) -> None:
-        state = self.clusters[name]
-        if self.scheduler is not None and self.scheduler.get_job(f"scan:{name}"):
-            self.scheduler.remove_job(f"scan:{name}")
-        await self._quiet(name)
-        del self.clusters[name]
-        now = _now_ms()
-        try:
-            if self.fleet is None:
-                checkpoint.save(
-                    self.checkpoint_path(name), state.store, state.evaluator, state.tracker
-                )
-        except Exception:
-            log.exception("checkpoint failed", extra={"event": "checkpoint_failed",
-                                                      "cluster": name})  # fmt: skip
-        gone = state.tracker.gone(sorted(state.tracker.statuses), now)
-        if gone:
-            self.sink.handle(gone, now)
-        if state.metrics.down:
-            self.sink.cluster_removed(name, now)
-        if state.collector is not None:
-            await state.collector.close()
-            state.collector = None
-        log.info("cluster removed from the config: no longer watched",
-                 extra={"event": "cluster_removed", "cluster": name,
-                        "alerts_resolved": len(gone)})  # fmt: skip
-
-    async def _change_cluster(self, state: ClusterState, cluster: ClusterConfig) -> None:
-        old = state.config
-        name = cluster.name
-        same_timing = {"scan_interval", "down_after_failures"}
-        connection_changed = (
-            old.model_copy(update={k: getattr(cluster, k) for k in same_timing}) != cluster
-        )
-        if connection_changed and self.scheduler is not None:
-            await self._quiet(name)
-            if state.collector is not None:
-                await state.collector.close()
-            state.collector = self._make_collector(cluster)
-            self._share(state)
-            state.retry_at = 0.0
-        state.config = cluster
-        if cluster.scan_interval != old.scan_interval:
-            interval_ms = round(cluster.scan_interval * 1000)
-            # The store judges gaps by the interval; the scan clock resumes by it.
-            state.store.scan_interval_ms = interval_ms
-            state.store.max_gap_ms = int(state.store.settings.max_gap_factor * interval_ms)
-            state.clock.resume_gap_ms = interval_ms
-            if self.scheduler is not None:
-                self.scheduler.reschedule_job(
-                    f"scan:{name}", trigger="interval", seconds=cluster.scan_interval
-                )
-        log.info(
-            "cluster settings changed",
-            extra={
-                "event": "cluster_changed",
-                "cluster": name,
-                "new_collector": connection_changed,
-            },
-        )
 
     def save_checkpoints(self) -> None:
         if self.fleet is not None:
@@ -732,8 +347,11 @@ class Coordinator:
             try:
                 result = await state.collector.scan()
             except ScanError as exc:
-                self._scan_failed(
-                    state, str(exc), answered=not isinstance(exc, ClusterUnreachableError)
+                ingest.scan_failed(
+                    state,
+                    str(exc),
+                    self.sink,
+                    answered=not isinstance(exc, ClusterUnreachableError),
                 )
                 return None, []
             return result, self.process(state, result)
@@ -763,96 +381,29 @@ class Coordinator:
         takes the new shards), and while the cluster backs off after failures."""
         if self.scheduler is None or not shards:
             return
-        now_ms = _now_ms()
+        now = wall_clock_ms()
         for name, state in self.clusters.items():
             if name in self._scan_task or time.monotonic() < state.retry_at:
                 continue
             latest = state.store.last_scan_ts.get(name)
             spacing_ms = state.config.scan_interval * 1000 * EARLY_SCAN_SPACING
-            at_ms = now_ms if latest is None else max(now_ms, latest + spacing_ms)
+            at_ms = now if latest is None else max(now, latest + spacing_ms)
             job = self.scheduler.get_job(f"scan:{name}")
             if job is None or job.next_run_time is None:
                 continue  # paused: stopping
-            at = _datetime(at_ms)
+            at = utc_datetime(at_ms)
             if job.next_run_time <= at:
                 continue  # due by then anyway
             job.modify(next_run_time=at)
             log.info("scan brought forward for the shards taken over",
                      extra={"event": "fleet_scan_brought_forward", "cluster": name,
                             "shards": sorted(shards),
-                            "in_s": round((at_ms - now_ms) / 1000, 1)})  # fmt: skip
-
-    def _scan_failed(self, state: ClusterState, error: str, answered: bool = True) -> None:
-        """``answered``: whether a broker answered before the scan failed (see the module's
-        docstring: a cluster that answers backs off, one that does not is tried every tick)."""
-        m = state.metrics
-        m.failures += 1
-        m.consecutive_failures += 1
-        m.last_error = error
-        interval = state.config.scan_interval
-        backoff = interval
-        if answered:
-            backoff *= min(MAX_BACKOFF_INTERVALS, 2 ** (m.consecutive_failures - 1))
-        state.retry_at = time.monotonic() + backoff - interval
-        name = state.config.name
-        log.warning(
-            "scan failed", extra={"event": "scan_failed", "cluster": name, "error": error,
-                                  "consecutive_failures": m.consecutive_failures,
-                                  "next_try_s": round(backoff, 1)},
-        )  # fmt: skip
-        if not m.down and m.consecutive_failures >= state.config.down_after_failures:
-            m.down = True
-            self.sink.cluster_down(name, _now_ms(), error)
+                            "in_s": round((at_ms - now) / 1000, 1)})  # fmt: skip
 
     def process(self, state: ClusterState, result: ScanResult) -> list[Transition]:
         """Ingest a successful scan, evaluate, and hand transitions to the sink."""
+        transitions = ingest.ingest(state, result, self.sink, self.history)
         name = state.config.name
-        m = state.metrics
-        m.scans += 1
-        if m.scans == 1:
-            log.info(
-                "cluster ready: first scan succeeded",
-                extra={"event": "cluster_ready", "cluster": name,
-                       "groups": len(result.group_states), "rows": result.samples.num_rows,
-                       "duration_s": round(result.duration_s, 3)},
-            )  # fmt: skip
-        m.consecutive_failures = 0
-        m.last_success_ms = result.ts
-        m.last_duration_s = result.duration_s
-        m.last_requests = dict(result.requests)
-        state.retry_at = 0.0
-        if m.down:
-            m.down = False
-            self.sink.cluster_up(name, result.ts)
-
-        started = time.perf_counter()
-        ts = state.clock.stamp(result.ts, result.elapsed_at, state.store.last_scan_ts.get(name))
-        samples = result.samples if ts == result.ts else _restamped(result.samples, ts)
-        scan = ScanColumns.from_table(samples, name, ts)
-        state.evaluation, transitions = state.pipeline.step(
-            scan, result.group_states, result.unavailable_partitions
-        )
-        m.last_evaluate_s = time.perf_counter() - started
-        state.groups = dict(result.group_states)
-        state.not_evaluated = dict(result.skipped_groups)
-        state.group_members, state.owners = result.group_members, result.owners
-        state.layout = result.layout
-        for transition in transitions:
-            owners = result.owners.get(transition.group)
-            if transition.result is not None and owners:
-                transition.result.attach_owners(owners)
-        for reset in state.store.leo_resets:
-            self._leo_reset(state, reset)
-        if transitions:
-            # The sink schedules on the wall clock; the transitions carry their scan time.
-            self.sink.handle(transitions, result.ts)
-        if self.history is not None:
-            # The windows the step kept for partitions the scan could not read go in too, so
-            # that a replay of the history keeps them as well.
-            lost = unavailable_samples(state.store, name, ts, result.unavailable_partitions)
-            recorded = pa.concat_tables([samples, lost]) if lost.num_rows else samples
-            if recorded.num_rows:
-                self.history.append(recorded)
         self._tell_scan_listeners(name)
         log.debug(
             "scan", extra={"event": "scan", "cluster": name, "rows": result.samples.num_rows,
@@ -877,17 +428,6 @@ class Coordinator:
                 listener(cluster)
         self._scan_listeners = alive
 
-    @staticmethod
-    def _leo_reset(state: ClusterState, reset: LeoReset) -> None:
-        state.leo_resets[(reset.topic, reset.partition)] = reset
-        log.warning(
-            "log-end offset went backwards: the partition's log started over (topic recreated "
-            "or cluster rebuilt); lag in seconds starts again from this scan",
-            extra={"event": "log_end_offset_reset", "cluster": reset.cluster,
-                   "topic": reset.topic, "partition": reset.partition,
-                   "previous_log_end_offset": reset.previous, "log_end_offset": reset.current},
-        )  # fmt: skip
-
     # ---------------------------------------------------------------- forgetting a group
 
     def forget_group(self, cluster: str, group: str, topic: str | None = None) -> bool:
@@ -904,65 +444,11 @@ class Coordinator:
         Returns False when neither the windows nor the last scan know the group (nothing
         changes). Raises KeyError for a cluster that is not configured."""
         state = self.clusters[cluster]
-        key = (cluster, group)
-        if state.store.group_id(cluster, group) is None and group not in state.groups:
+        if not groupstate.forget_group(state, group, topic, self.sink):
             return False
-        evaluation = state.evaluation
-        now = evaluation.now if evaluation is not None else _now_ms()
-        if topic is not None and self._forget_group_topic(state, key, topic, now):
-            return True
-        state.store.remove_groups([key])
-        # The API reads these: they are replaced, never changed in place.
-        state.groups = {g: s for g, s in state.groups.items() if g != group}
-        state.owners = {g: o for g, o in state.owners.items() if g != group}
-        state.group_members = {g: n for g, n in state.group_members.items() if g != group}
-        # Evaluated again at the same time over the same windows, every other group's verdict
-        # (and its for/keep_firing state) comes out as it was; the forgotten one is absent.
-        state.evaluation = state.evaluator.evaluate(now) if state.store.alive_rows().size else None
-        transitions = state.tracker.gone([key], now)
-        for transition in transitions:
-            transition.reason = "removed"
-        log.warning(
-            "consumer group forgotten on request; it comes back as a new group if the cluster "
-            "still lists it", extra={"event": "group_removed", "cluster": cluster, "group": group,
-                                     "resolved": len(transitions)},
-        )  # fmt: skip
-        if transitions:
-            self.sink.handle(transitions, _now_ms())
         if self.fleet is None:
             checkpoint.save(
                 self.checkpoint_path(cluster), state.store, state.evaluator, state.tracker
-            )
-        return True
-
-    def _forget_group_topic(
-        self, state: ClusterState, key: tuple[str, str], topic: str, now: int
-    ) -> bool:
-        """Forget the group's partitions of ``topic``; False (nothing done) when that would
-        leave the group without partitions, which forgets it whole."""
-        store = state.store
-        gid = store.group_id(*key)
-        rows = store.alive_rows()
-        if gid is None:
-            return False
-        mine = [store.row_key_of(r) for r in rows[store.row_group[rows] == gid].tolist()]
-        if all(t == topic for (_c, _g, t, _p) in mine):
-            return False
-        forgotten = store.remove_group_topic(key, topic)
-        group = key[1]
-        state.owners = {
-            g: ({tp: m for tp, m in owned.items() if tp[0] != topic} if g == group else owned)
-            for g, owned in state.owners.items()
-        }
-        state.evaluation = state.evaluator.evaluate(now)
-        log.warning(
-            "a consumer group's topic forgotten on request; it comes back if the group still "
-            "commits to it", extra={"event": "group_topic_removed", "cluster": key[0],
-                                    "group": group, "topic": topic, "partitions": forgotten},
-        )  # fmt: skip
-        if self.fleet is None:
-            checkpoint.save(
-                self.checkpoint_path(key[0]), state.store, state.evaluator, state.tracker
             )
         return True
 
@@ -970,7 +456,7 @@ class Coordinator:
 
     def ready(self, now_ms: int | None = None) -> bool:
         """Every cluster scanned successfully within the last three intervals (none stale)."""
-        now_ms = _now_ms() if now_ms is None else now_ms
+        now_ms = wall_clock_ms() if now_ms is None else now_ms
         return not any(s.stale(now_ms) for s in self.clusters.values())
 
     # ---------------------------------------------------------------- groups changing hands
@@ -984,27 +470,16 @@ class Coordinator:
         return None if state is None else state.store
 
     def group_verdict(self, cluster: str, group: str) -> tuple[dict[str, list[int]], GroupStatus]:
-        state = self.clusters[cluster]
-        gid = state.store.group_id(cluster, group)
-        rule_state = {} if gid is None else state.evaluator.export_group(gid)
-        return rule_state, state.tracker.statuses.get((cluster, group), GroupStatus.OK)
+        return groupstate.group_verdict(self.clusters[cluster], group)
 
     def export_group(self, cluster: str, group: str) -> GroupHandover | None:
         """What the next owner of a group needs of this coordinator's state (None: nothing
         kept): its windows and LEO tables, its rules' ``for`` state, its tracker status."""
-        state = self.clusters[cluster]
-        rows = state.store.export_group(cluster, group)
-        gid = state.store.group_id(cluster, group)
-        if rows is None or gid is None:
-            return None
-        status = state.tracker.statuses.get((cluster, group), GroupStatus.OK)
-        return GroupHandover(rows, state.evaluator.export_group(gid), status)
+        return groupstate.export_group(self.clusters[cluster], group)
 
     def import_group(self, handover: GroupHandover) -> None:
         """Take over a group another instance exported, in place of what was kept of it."""
-        state = self.clusters[handover.rows.cluster]
-        gid = state.store.import_group(handover.rows)
-        self._adopt(state, handover.rows.group, gid, handover.rule_state, handover.status)
+        groupstate.import_group(self.clusters[handover.rows.cluster], handover)
 
     def replay_group_scan(
         self,
@@ -1014,27 +489,7 @@ class Coordinator:
     ) -> None:
         """Ingest a scan another instance made of groups taken over (no evaluation: their
         rules' state and status after that scan are given, by group)."""
-        state = self.clusters[scan.cluster]
-        state.store.replay_scan(scan)
-        for group, status in statuses.items():
-            gid = state.store.group_id(scan.cluster, group)
-            if gid is not None:
-                self._adopt(state, group, gid, rule_state.get(group, {}), status)
-
-    @staticmethod
-    def _adopt(
-        state: ClusterState,
-        group: str,
-        gid: int,
-        rule_state: Mapping[str, Sequence[int]],
-        status: GroupStatus,
-    ) -> None:
-        state.evaluator.import_group(gid, rule_state)
-        key = (state.config.name, group)
-        if status in (GroupStatus.OK, GroupStatus.NOTFOUND):
-            state.tracker.statuses.pop(key, None)
-        else:
-            state.tracker.statuses[key] = status
+        groupstate.replay_group_scan(self.clusters[scan.cluster], scan, rule_state, statuses)
 
     def drop_groups(self, cluster: str, groups: Collection[str]) -> None:
         """Forget groups handed to another instance: no transition (they did not change,
@@ -1042,59 +497,4 @@ class Coordinator:
         state = self.clusters.get(cluster)
         if state is None or not groups:
             return
-        state.store.remove_groups((cluster, group) for group in groups)
-        for group in groups:
-            state.tracker.statuses.pop((cluster, group), None)
-        # The API reads these: they are replaced, never changed in place.
-        state.groups = {g: s for g, s in state.groups.items() if g not in groups}
-        state.owners = {g: o for g, o in state.owners.items() if g not in groups}
-        state.group_members = {g: n for g, n in state.group_members.items() if g not in groups}
-
-
-def make_collector(cluster: ClusterConfig) -> ClusterCollector:
-    return ClusterCollector(
-        cluster.bootstrap_servers,
-        cluster=cluster.name,
-        client_id=cluster.client_id,
-        request_timeout_ms=int(cluster.request_timeout * 1000),
-        scan_timeout_ms=int(cluster.scan_timeout * 1000),
-        metadata_max_age_ms=int(cluster.metadata_max_age * 1000),
-        group_allow=cluster.group_allow or None,
-        group_deny=cluster.group_deny or None,
-        describe_batch_size=cluster.describe_batch_size,
-        offset_fetch_concurrency=cluster.offset_fetch_concurrency,
-        offset_fetch_batch_size=cluster.offset_fetch_batch_size,
-        **collector_security(cluster.security),
-    )
-
-
-def _restamped(samples: pa.Table, ts: int) -> pa.Table:
-    """The scan's rows with their time replaced by its scan time, so that the history replays
-    exactly what the windows saw."""
-    index = samples.schema.get_field_index("ts")
-    column = samples.schema.field(index)
-    times = pa.repeat(pa.scalar(ts, column.type), samples.num_rows)
-    return samples.set_column(index, column, times)
-
-
-def _remembered_span_ms(store: WindowStore) -> int:
-    """How far back the scans reach that a running service's windows are built from: a sample
-    window holds ``intervals`` scans, a LEO table ``lag_time_points`` (the commit rings keep
-    older changes too; replaying more than this would cost every start without a checkpoint
-    a read of up to ``retention_days`` of history)."""
-    settings = store.settings
-    return max(settings.intervals, settings.lag_time_points) * store.scan_interval_ms
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _now_datetime():
-    return _datetime(_now_ms())
-
-
-def _datetime(epoch_ms: float):
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(epoch_ms / 1000, UTC)
+        groupstate.drop_groups(state, groups)
