@@ -8,6 +8,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
+# The tests run in two processes (pytest-xdist): most of their time is spent waiting on brokers,
+# scans and subprocesses, not computing. tests/xdist_groups.py keeps the tests of each shared
+# broker, of Spark and of each module on one process, and hands the long modules out first.
+TEST_WORKERS ?= 2
 
 .PHONY: demo replay test system-deps lint wheel-check bench bench-full clean
 
@@ -39,7 +43,7 @@ test: system-deps $(TEST_STAMP)
 	$(BIN)/mypy
 	$(BIN)/notifier check rules.yaml
 	$(BIN)/notifier test-rules examples/*.test.yaml
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check notifier tests benchmarks examples

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,14 @@ from notifier.embedded.apache_kafka import (
     kafka_jars,
 )
 from notifier.notify import Notifier
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `make test` runs the tests in two processes: tests/xdist_groups.py says which share one.
+    if config.pluginmanager.hasplugin("xdist"):
+        from tests.xdist_groups import XdistGroups
+
+        config.pluginmanager.register(XdistGroups(), "notifier-xdist-groups")
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +83,28 @@ def any_apache_kafka(request: pytest.FixtureRequest) -> ApacheKafkaBroker:
     name = "apache_kafka" if request.param == "4" else "apache_kafka_3"
     broker: ApacheKafkaBroker = request.getfixturevalue(name)
     return broker
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for the run (its JVM takes seconds to start): the backtest's
+    Spark engine in tests/test_backtest.py and tests/test_step_equivalence.py."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java")
+    from notifier.backtest.spark import spark_session
+
+    session, created = spark_session(
+        "local[2]",
+        {
+            "spark.sql.shuffle.partitions": "4",
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "1g",
+        },
+    )
+    yield session
+    if created:
+        session.stop()
 
 
 @pytest.fixture

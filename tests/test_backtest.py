@@ -7,9 +7,7 @@ three minutes.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,7 +42,6 @@ from notifier.backtest import (
     run_backtest,
     spark_replay,
     spark_scans,
-    spark_session,
     summarize,
 )
 from notifier.backtest.__main__ import build_parser
@@ -210,24 +207,6 @@ def quiet(_: str) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Spark
-
-
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java")
-    session, created = spark_session(
-        "local[2]",
-        {
-            "spark.sql.shuffle.partitions": "4",
-            "spark.ui.enabled": "false",
-            "spark.driver.memory": "1g",
-        },
-    )
-    yield session
-    if created:
-        session.stop()
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,8 +14,6 @@ keeps it that way.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -338,23 +336,6 @@ async def test_a_partition_unavailable_for_a_while_is_replayed_as_the_service_sa
     live = comparable(await live_transitions(tmp_path / "live", recording, rules))
     assert comparable(replay_transitions(recording.table, rules)) == live
     assert comparable(backtest_transitions(recording.table, rules)) == live
-
-
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java")
-    from notifier.backtest.spark import spark_session
-
-    session, created = spark_session(
-        "local[2]",
-        {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-         "spark.driver.memory": "1g"},
-    )  # fmt: skip
-    yield session
-    if created:
-        session.stop()
 
 
 @pytest.mark.spark
