@@ -346,7 +346,7 @@ async def test_no_secret_appears_in_logs_answers_metrics_or_files(
             # Tokens live 2 s: several are issued and used while the alert goes round.
             await until_true(lambda: len({login.expires_at for login in gate.accepted}) >= 3,
                              90, "three tokens accepted by the broker")  # fmt: skip
-            async with httpx.AsyncClient(base_url=service.url) as client:
+            async with httpx.AsyncClient(base_url=service.url, timeout=30) as client:
                 ask = Answers(client)
                 names = {"cluster": ["local", "guarded", "nope"], "group": [group, "nope"],
                          "topic": [topic, "nope"]}  # fmt: skip
