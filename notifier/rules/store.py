@@ -90,15 +90,6 @@ class Column:
         raise AttributeError(f"column {self.name!r} is not allocated")
 
 
-def _evidence(name: str) -> Column:
-    """The declaration of an evidence column, whose type and initial value
-    :data:`notifier.rules.evidence.COLUMNS` gives."""
-    for column, dtype, fill in evidence.COLUMNS:
-        if column == name:
-            return Column("row", dtype, fill)
-    raise ValueError(f"{name!r} is not in notifier.rules.evidence.COLUMNS")
-
-
 @dataclass(slots=True)
 class GroupRows:
     """One group's windows as a store exports them for another store: its partitions, the
@@ -233,34 +224,9 @@ class WindowStore:
     row_partition = Column("row", np.int32, NULL, reset=False, portable=False)
     row_alive = Column("row", np.bool_, False, portable=False)
     row_epoch = Column("row", np.int64, 0, reset=False, portable=False)
-    # Evidence that outlives the window (notifier.rules.evidence.COLUMNS).
-    e_wait_since = _evidence("e_wait_since")
-    e_wait_leo = _evidence("e_wait_leo")
-    e_wait_disturbed = _evidence("e_wait_disturbed")
-    e_usual_wait_ms = _evidence("e_usual_wait_ms")
-    e_usual_wait_ts = _evidence("e_usual_wait_ts")
-    e_waits_learned = _evidence("e_waits_learned")
-    e_memberless_since = _evidence("e_memberless_since")
-    e_memberless_leo = _evidence("e_memberless_leo")
-    e_usual_memberless_ms = _evidence("e_usual_memberless_ms")
-    e_churn_since = _evidence("e_churn_since")
-    e_churn_changes = _evidence("e_churn_changes")
-    e_last_change_ts = _evidence("e_last_change_ts")
-    e_rewind_from = _evidence("e_rewind_from")
-    e_normal_rate = _evidence("e_normal_rate")
-    e_rate_samples = _evidence("e_rate_samples")
-    e_consume_rate = _evidence("e_consume_rate")
-    e_produce_rate = _evidence("e_produce_rate")
-    e_move_ts = _evidence("e_move_ts")
-    e_move_leo = _evidence("e_move_leo")
-    e_move_disturbed = _evidence("e_move_disturbed")
-    e_move_measured = _evidence("e_move_measured")
-    e_wait_base = _evidence("e_wait_base")
-    e_memberless_abrupt = _evidence("e_memberless_abrupt")
-    e_standalone = _evidence("e_standalone")
-    e_behind_since = _evidence("e_behind_since")
-    e_behind_leo = _evidence("e_behind_leo")
-    e_behind_committed = _evidence("e_behind_committed")
+    # Evidence that outlives the window is not declared here: each store allocates the columns
+    # that notifier.rules.habits and the registered kinds declare (notifier.rules.evidence), in
+    # `evidence`, by name.
     # LEO tables for lag in seconds, one per (cluster, topic, partition).
     t_leo = Column("points", np.int64, 0)
     t_time = Column("points", np.int64, 0)
@@ -291,6 +257,22 @@ class WindowStore:
         self._epoch = 0
         self.group_epoch = np.zeros(1024, dtype=np.int64)
 
+        self.evidence_kinds = evidence.keeping_kinds()
+        """The kinds whose own evidence this store keeps: those registered when it was built."""
+        self.evidence: dict[str, np.ndarray] = {}
+        """The evidence columns by name (what kinds read, e.g. ``store.evidence["e_rewind_from"]``),
+        one value per row."""
+        evidence_columns = tuple(
+            Column("row", dtype, fill, name=name)
+            for name, dtype, fill in evidence.columns(self.evidence_kinds)
+        )
+        self.row_columns: tuple[Column, ...] = DECLARED_ROW_COLUMNS + evidence_columns
+        """Every per-row column of this store: the declared ones, then the evidence."""
+        self.row_column_names = tuple(c.name for c in self.row_columns)
+        """What a checkpoint saves of each row."""
+        self.portable_row_columns = tuple(c.name for c in self.row_columns if c.portable)
+        """The per-row columns that mean the same in another process's store."""
+
         self.capacity = 0
         self.table_capacity = 0
         self._alloc_rows(_INITIAL_ROWS)
@@ -300,7 +282,7 @@ class WindowStore:
     # ---------------------------------------------------------------- allocation
 
     def _alloc_rows(self, capacity: int) -> None:
-        self._alloc(ROW_COLUMNS, self.capacity, capacity)
+        self._alloc(self.row_columns, self.capacity, capacity)
         self.capacity = capacity
 
     def _alloc_tables(self, capacity: int) -> None:
@@ -314,8 +296,21 @@ class WindowStore:
             shape = (capacity,) if width is None else (capacity, width)
             new: np.ndarray = np.full(shape, column.fill, dtype=column.dtype)
             if kept:
-                new[:kept] = getattr(self, column.name)[:kept]
-            setattr(self, column.name, new)
+                new[:kept] = self.column(column.name)[:kept]
+            if _declared(column.name):
+                setattr(self, column.name, new)
+            else:
+                self.evidence[column.name] = new
+
+    def column(self, name: str) -> np.ndarray:
+        """A column by name, declared or evidence (checkpoints and hand-overs go by name)."""
+        found = self.evidence.get(name)
+        if found is not None:
+            return found
+        if not _declared(name):
+            raise KeyError(f"the window store has no column {name!r}")
+        array: np.ndarray = getattr(self, name)
+        return array
 
     def _reserve_rows(self, wanted: int) -> None:
         """Room for ``wanted`` rows in use, grown by an eighth more than asked: a scan that
@@ -379,14 +374,14 @@ class WindowStore:
         return row
 
     def _reset_rows(self, rows: np.ndarray) -> None:
-        for column in ROW_COLUMNS:
+        for column in self.row_columns:
             if column.reset:
-                getattr(self, column.name)[rows] = column.fill
+                self.column(column.name)[rows] = column.fill
 
     def array_bytes(self) -> int:
         """What the store's arrays take, as allocated (spare capacity included)."""
-        columns = (*ROW_COLUMNS, *TABLE_COLUMNS)
-        return int(sum(getattr(self, c.name).nbytes for c in columns)) + self.group_epoch.nbytes
+        columns = (*self.row_columns, *TABLE_COLUMNS)
+        return int(sum(self.column(c.name).nbytes for c in columns)) + self.group_epoch.nbytes
 
     # ---------------------------------------------------------------- lookups
 
@@ -511,7 +506,8 @@ class WindowStore:
         self.last_hash[index] = scan.member_hash
         self.s_count[index] = np.minimum(self.s_count[index] + 1, self.width)
         evidence.update(
-            self.evidence_columns,
+            self.evidence,
+            self.evidence_kinds,
             index,
             evidence.ScanView(
                 ts=scan.ts,
@@ -538,8 +534,8 @@ class WindowStore:
         A commit cadence is the consumer's habit, not a partition's: it is pooled over the rows
         of each group within ``rows`` (the longest wait any of its partitions needed), so a
         partition that happened to see only short waits lately is not judged by them alone."""
-        learned = self.e_usual_wait_ms[rows]
-        count = self.e_waits_learned[rows].astype(np.float64)
+        learned = self.evidence["e_usual_wait_ms"][rows]
+        count = self.evidence["e_waits_learned"][rows].astype(np.float64)
         gids = self.row_group[rows].astype(np.int64)
         if rows.size:
             _, slot = np.unique(gids, return_inverse=True)
@@ -552,11 +548,6 @@ class WindowStore:
         assumed = self.settings.assumed_commit_interval * 1000.0
         trusted = count >= evidence.WAITS_TO_LEARN
         return np.where(trusted, learned, np.maximum(learned, assumed)), count
-
-    @property
-    def evidence_columns(self) -> dict[str, np.ndarray]:
-        """The evidence columns (:mod:`notifier.rules.evidence`) by name."""
-        return {name: getattr(self, name) for name, _, _ in evidence.COLUMNS}
 
     def _record_commits(self, rows: np.ndarray, scan: ScanColumns) -> None:
         committed = scan.committed
@@ -849,7 +840,7 @@ class WindowStore:
             cluster=cluster,
             group=group,
             partitions=[(key[2], key[3]) for key in map(self.row_key_of, rows.tolist())],
-            columns={name: getattr(self, name)[rows] for name in PORTABLE_ROW_COLUMNS},
+            columns={name: self.column(name)[rows] for name in self.portable_row_columns},
             tables={name: getattr(self, name)[tables] for name in TABLE_COLUMN_NAMES},
         )
 
@@ -863,7 +854,10 @@ class WindowStore:
             [self._new_row((cluster, group, t, p)) for t, p in exported.partitions], np.int64
         )
         for name, values in exported.columns.items():
-            getattr(self, name)[rows] = values
+            # A column the exporting process has and this one lacks (a kind registered there
+            # only) is left out; one it lacks keeps its initial value here.
+            if name in self.portable_row_columns:
+                self.column(name)[rows] = values
         tables = self.row_table[rows]
         theirs = exported.tables
         newer = (self.t_count[tables] == 0) | (theirs["t_time"][:, -1] > self.t_time[tables, -1])
@@ -890,33 +884,16 @@ def _declared_columns(shapes: tuple[str, ...]) -> tuple[Column, ...]:
     )
 
 
-ROW_COLUMNS = _declared_columns(("row", "window", "ring"))
-"""Every per-row column of :class:`WindowStore`, in declaration order."""
+DECLARED_ROW_COLUMNS = _declared_columns(("row", "window", "ring"))
+"""The per-row columns :class:`WindowStore` declares, in declaration order (a store adds its
+evidence columns: ``WindowStore.row_columns``)."""
 TABLE_COLUMNS = _declared_columns(("table", "points"))
 """Every per-LEO-table column of :class:`WindowStore`."""
-ROW_COLUMN_NAMES = tuple(c.name for c in ROW_COLUMNS)
-"""The names of the per-row columns: what a checkpoint saves of each row."""
-PORTABLE_ROW_COLUMNS = tuple(c.name for c in ROW_COLUMNS if c.portable)
-"""The per-row columns that mean the same in another process's store (not ids into it)."""
 TABLE_COLUMN_NAMES = tuple(c.name for c in TABLE_COLUMNS)
 
 
-def _check_evidence_declared() -> None:
-    declared = {c.name: c for c in ROW_COLUMNS}
-    for name, dtype, fill in evidence.COLUMNS:
-        column = declared.get(name)
-        if column is None or column.dtype is not dtype or not _same(column.fill, fill):
-            raise TypeError(
-                f"WindowStore must declare evidence column {name!r} as _evidence({name!r}) "
-                "(notifier.rules.evidence.COLUMNS gives its type and initial value)"
-            )
-
-
-def _same(a: float, b: float) -> bool:
-    return a == b or (a != a and b != b)  # NaN fills are the same fill
-
-
-_check_evidence_declared()
+def _declared(name: str) -> bool:
+    return isinstance(vars(WindowStore).get(name), Column)
 
 
 def as_index(rows: np.ndarray) -> slice | np.ndarray:

@@ -24,14 +24,13 @@ import numpy as np
 from notifier.damaged import last_written, move_aside
 from notifier.diskfaults import DataDirError, error_text, is_disk_error
 from notifier.packed import array_blob, blob_array, digest
-from notifier.rules import ROW_COLUMN_NAMES, Evaluator, TransitionTracker, WindowStore
+from notifier.rules import Evaluator, TransitionTracker, WindowStore
 from notifier.rules.store import TABLE_COLUMN_NAMES
 from notifier.types import GroupStatus
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-_ROW_ARRAYS = ROW_COLUMN_NAMES
 _TABLE_ARRAYS = TABLE_COLUMN_NAMES
 
 
@@ -72,7 +71,7 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
         "rule_state": sorted(evaluator.state),
         "saved_at": int(time.time() * 1000),
     }
-    arrays = {name: getattr(store, name)[:rows] for name in _ROW_ARRAYS}
+    arrays = {name: store.column(name)[:rows] for name in store.row_column_names}
     arrays |= {name: getattr(store, name)[:tables] for name in _TABLE_ARRAYS}
     arrays["group_epoch"] = store.group_epoch[: len(store.group_key)]
     groups = len(store.group_key)
@@ -151,9 +150,9 @@ def _load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transit
         store._alloc_rows(store.capacity * 2)
     while store.table_capacity < tables:
         store._alloc_tables(store.table_capacity * 2)
-    for name in _ROW_ARRAYS:
+    for name in store.row_column_names:
         if name in arrays:  # a checkpoint from before a column existed keeps its initial value
-            getattr(store, name)[:rows] = arrays[name]
+            store.column(name)[:rows] = arrays[name]
     for name in _TABLE_ARRAYS:
         getattr(store, name)[:tables] = arrays[name]
     store.row_key = [tuple(k) if k is not None else None for k in meta["row_key"]]
