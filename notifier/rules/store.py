@@ -21,9 +21,8 @@ column, ``count`` valid entries at the end):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any, cast, overload
 
 import numpy as np
@@ -137,8 +136,8 @@ class ScanColumns:
         scan = cls(
             cluster=cluster,
             ts=ts,
-            group=table.column("group").to_pylist(),
-            topic=table.column("topic").to_pylist(),
+            group=_shared_strings(table.column("group")),
+            topic=_shared_strings(table.column("topic")),
             partition=table.column("partition").to_numpy().astype(np.int32),
             committed=_int_column(table, "committed_offset"),
             log_end=_int_column(table, "log_end_offset"),
@@ -179,6 +178,14 @@ class ScanColumns:
         )
         scan.unavailable = unavailable
         return scan
+
+
+def _shared_strings(column: pa.ChunkedArray) -> list[str]:
+    """A string column as a list whose equal values are one string object (a group's or a
+    topic's name repeats on every row; ``to_pylist`` makes a new object per row)."""
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    names = encoded.dictionary.to_pylist()
+    return list(map(names.__getitem__, encoded.indices.to_numpy(zero_copy_only=False).tolist()))
 
 
 def _int_column(table: pa.Table, name: str) -> NDArray[np.int64]:
@@ -242,13 +249,22 @@ class WindowStore:
         self.min_distance_ms = round(self.settings.min_distance * 1000)
         self.churn_gap_ms = round(self.settings.churn_gap * 1000)
 
-        self._row_of: dict[tuple[str, str, str, int], int] = {}
-        self.row_key: list[tuple[str, str, str, int] | None] = []
+        # Which row holds a group-partition is in numpy, not in a dict of Python tuples (a
+        # million windows took about 350 B each that way): a row's group id and LEO table are
+        # columns, and (group id, table) pairs sorted are the index (rebuilt when rows come or
+        # go). Names are held once per group and per LEO table.
+        self._rows_used = 0
         self._free_rows: list[int] = []
+        self._index_keys = np.zeros(0, dtype=np.int64)
+        self._index_rows = np.zeros(0, dtype=np.int64)
+        self._index_stale = False
+        self.row_key = RowKeys(self)
+        """``row_key[row]``: (cluster, group, topic, partition) of a row, None when free."""
         self._group_of: dict[tuple[str, str], int] = {}
         self.group_key: list[tuple[str, str] | None] = []
         self._free_groups: list[int] = []
         self._table_of: dict[tuple[str, str, int], int] = {}
+        self.table_key: list[tuple[str, str, int]] = []
         self._names: dict[str, str] = {}
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
@@ -314,14 +330,16 @@ class WindowStore:
 
     def _reserve_rows(self, wanted: int) -> None:
         """Room for ``wanted`` rows in use, grown by an eighth more than asked: a scan that
-        brings many new rows grows the columns once, and a store is never twice its rows."""
+        brings many new rows grows the columns once, and a store is never twice its rows. The
+        first scan's rows are what most stores keep for good: an empty store grows to exactly
+        what it is asked for (a million windows would otherwise carry 125,000 spare rows)."""
         if wanted > self.capacity:
-            self._alloc_rows(wanted + wanted // 8)
+            self._alloc_rows(wanted if self._rows_used == 0 else wanted + wanted // 8)
 
     def _reserve_tables(self, wanted: int) -> None:
         """Room for ``wanted`` LEO tables, as :meth:`_reserve_rows` for rows."""
         if wanted > self.table_capacity:
-            self._alloc_tables(wanted + wanted // 8)
+            self._alloc_tables(wanted if not self._table_of else wanted + wanted // 8)
 
     def _new_group(self, key: tuple[str, str]) -> int:
         if self._free_groups:
@@ -346,32 +364,90 @@ class WindowStore:
         gid = self._group_of.get((cluster, group))
         if gid is None:
             gid = self._new_group((cluster, group))
-        # The group's and the topic's names are kept once, not once per row: a scan's table
-        # hands over a string object per row.
-        cluster, group = self.group_key_of(gid)
-        topic = self._names.setdefault(topic, topic)
-        key = (cluster, group, topic, partition)
-        if self._free_rows:
-            row = self._free_rows.pop()
-            self.row_key[row] = key
-        else:
-            row = len(self.row_key)
-            self._reserve_rows(row + 1)
-            self.row_key.append(key)
-        self._row_of[key] = row
-        table_key = (cluster, topic, partition)
-        table = self._table_of.get(table_key)
-        if table is None:
-            table = len(self._table_of)
-            self._reserve_tables(table + 1)
-            self._table_of[table_key] = table
-        self.row_group[row] = gid
-        self.row_table[row] = table
-        self.row_partition[row] = partition
-        self.row_alive[row] = True
-        self._epoch += 1
-        self.row_epoch[row] = self._epoch
-        return row
+        [table] = self._tables_for(cluster, [(topic, partition)])
+        [row] = self._add_rows(np.asarray([gid]), np.asarray([table]))
+        return int(row)
+
+    def _tables_for(self, cluster: str, pairs: list[tuple[str, int]]) -> list[int]:
+        """The LEO table of each ``(topic, partition)`` of ``cluster``, new ones made in order."""
+        new = sum((cluster, topic, partition) not in self._table_of for topic, partition in pairs)
+        self._reserve_tables(len(self._table_of) + new)
+        out = []
+        for topic, partition in pairs:
+            table_key = (cluster, topic, partition)
+            table = self._table_of.get(table_key)
+            if table is None:
+                table = len(self._table_of)
+                # The topic's name is kept once, not once per partition and scan.
+                table_key = (cluster, self._names.setdefault(topic, topic), partition)
+                self._table_of[table_key] = table
+                self.table_key.append(table_key)
+            out.append(table)
+        return out
+
+    def _add_rows(self, gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
+        """New rows for (group id, table) pairs not in the store, freed rows first (most
+        recently freed first), then fresh ones."""
+        count = gids.size
+        reused = [self._free_rows.pop() for _ in range(min(count, len(self._free_rows)))]
+        fresh = count - len(reused)
+        self._reserve_rows(self._rows_used + fresh)
+        rows = np.concatenate(
+            [np.asarray(reused, dtype=np.int64), np.arange(fresh, dtype=np.int64) + self._rows_used]
+        )
+        self._rows_used += fresh
+        self.row_group[rows] = gids
+        self.row_table[rows] = tables
+        partition_of = {t: self.table_key[t][2] for t in set(tables.tolist())}
+        self.row_partition[rows] = np.fromiter(
+            map(partition_of.__getitem__, tables.tolist()), np.int32, count
+        )
+        self.row_alive[rows] = True
+        self.row_epoch[rows] = self._epoch + 1 + np.arange(count)
+        self._epoch += count
+        self._index_stale = True
+        return rows
+
+    def restore_keys(
+        self,
+        rows_in_use: int,
+        group_key: list[tuple[str, str] | None],
+        table_key: list[tuple[str, str, int]],
+        free_rows: list[int],
+        free_groups: list[int],
+        epoch: int,
+    ) -> None:
+        """After a checkpoint filled the columns: what names the rows, groups and tables."""
+        self._rows_used = rows_in_use
+        self.group_key = group_key
+        self._group_of = {k: i for i, k in enumerate(group_key) if k is not None}
+        self._names = {}
+        self.table_key = [(c, self._names.setdefault(t, t), p) for c, t, p in table_key]
+        self._table_of = {k: i for i, k in enumerate(self.table_key)}
+        self._free_rows = list(free_rows)
+        self._free_groups = list(free_groups)
+        self._epoch = epoch
+        self._last_scan.clear()
+        self._index_stale = True
+
+    def _row_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows in use, sorted by their (group id, table) key, and those keys."""
+        if self._index_stale:
+            alive = self.alive_rows()
+            keys = _pair_key(self.row_group[alive], self.row_table[alive])
+            order = np.argsort(keys, kind="stable")
+            self._index_keys, self._index_rows = keys[order], alive[order]
+            self._index_stale = False
+        return self._index_keys, self._index_rows
+
+    def _find_rows(self, gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
+        """The row of each (group id, table) pair; -1 where the store has none."""
+        keys, rows = self._row_index()
+        if keys.size == 0:
+            return np.full(gids.size, -1, dtype=np.int64)
+        wanted = _pair_key(gids, tables)
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        return np.where((keys[at] == wanted) & (gids >= 0) & (tables >= 0), rows[at], -1)
 
     def _reset_rows(self, rows: np.ndarray) -> None:
         for column in self.row_columns:
@@ -387,14 +463,16 @@ class WindowStore:
 
     @property
     def rows_in_use(self) -> int:
-        return len(self.row_key)
+        """Rows handed out so far (freed ones included: they are reused first)."""
+        return self._rows_used
 
     def row_key_of(self, row: int) -> tuple[str, str, str, int]:
         """(cluster, group, topic, partition) of a row in use."""
-        key = self.row_key[row]
-        if key is None:
+        if not 0 <= row < self._rows_used or not self.row_alive[row]:
             raise KeyError(f"row {row} is not in use")
-        return key
+        cluster, group = self.group_key_of(int(self.row_group[row]))
+        _, topic, partition = self.table_key[int(self.row_table[row])]
+        return cluster, group, topic, partition
 
     def group_key_of(self, gid: int) -> tuple[str, str]:
         """(cluster, group) of a group id in use."""
@@ -404,7 +482,12 @@ class WindowStore:
         return key
 
     def row(self, cluster: str, group: str, topic: str, partition: int) -> int | None:
-        return self._row_of.get((cluster, group, topic, partition))
+        gid = self._group_of.get((cluster, group))
+        table = self._table_of.get((cluster, topic, partition))
+        if gid is None or table is None:
+            return None
+        [row] = self._find_rows(np.asarray([gid]), np.asarray([table])).tolist()
+        return None if row < 0 else int(row)
 
     def group_id(self, cluster: str, group: str) -> int | None:
         return self._group_of.get((cluster, group))
@@ -457,25 +540,53 @@ class WindowStore:
         ):
             return previous[3]
         cluster = scan.cluster
-        keys = list(zip(repeat(cluster), scan.group, scan.topic, scan.partition.tolist()))
-        found = list(map(self._row_of.get, keys))
-        missing = [i for i, row in enumerate(found) if row is None]
-        if len({keys[i] for i in missing}) != len(missing):
+        n = len(scan)
+        # One dict look-up per distinct name, not per row.
+        group_code = {name: code for code, name in enumerate(dict.fromkeys(scan.group))}
+        topic_code = {name: code for code, name in enumerate(dict.fromkeys(scan.topic))}
+        groups = np.fromiter(map(group_code.__getitem__, scan.group), np.int64, n)
+        topics = np.fromiter(map(topic_code.__getitem__, scan.topic), np.int64, n)
+        partitions = scan.partition.astype(np.int64)
+        # The scan's distinct (topic, partition) pairs in the order they first appear (the
+        # order new LEO tables are made in).
+        pairs, first, inverse = np.unique(
+            topics << 32 | partitions, return_index=True, return_inverse=True
+        )
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        pairs, pair_of_row = pairs[order], rank[inverse.reshape(-1)]
+        if np.unique(_pair_key(groups, pair_of_row)).size != n:
             raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
-        self._reserve_rows(len(self.row_key) + len(missing) - len(self._free_rows))
-        new_tables = {(keys[i][0], keys[i][2], keys[i][3]) for i in missing}
-        new_tables -= self._table_of.keys()
-        self._reserve_tables(len(self._table_of) + len(new_tables))
-        for i in missing:
-            found[i] = self._new_row(keys[i])
-        rows = np.asarray(found, dtype=np.int64)
-        if np.unique(rows).size != rows.size:
-            raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
+        group_names = list(group_code)
+        known = [self._group_of.get((cluster, name)) for name in group_names]
+        topic_names = list(topic_code)
+        table_of = np.asarray(
+            self._tables_for(
+                cluster, [(topic_names[p >> 32], p & 0xFFFFFFFF) for p in pairs.tolist()]
+            ),
+            dtype=np.int64,
+        )
+        gid_of = [
+            self._new_group((cluster, name)) if gid is None else gid
+            for name, gid in zip(group_names, known, strict=True)
+        ]
+        gids = np.asarray(gid_of, dtype=np.int64)[groups]
+        tables = table_of[pair_of_row]
+        rows = self._find_rows(gids, tables)
+        missing = rows < 0
+        if missing.any():
+            rows[missing] = self._add_rows(gids[missing], tables[missing])
         # Kept to recognize the next scan's layout, with the rows' own names: the scan's lists
         # hold a string object per row.
-        keys_of = [self.row_key_of(r) for r in rows.tolist()]
-        groups, topics = [key[1] for key in keys_of], [key[2] for key in keys_of]
-        self._last_scan[cluster] = (groups, topics, scan.partition, rows)
+        own_groups = [self.group_key_of(g)[1] for g in gid_of]
+        own_topics = [self.table_key[int(t)][1] for t in table_of.tolist()]
+        self._last_scan[cluster] = (
+            list(map(own_groups.__getitem__, groups.tolist())),
+            list(map(own_topics.__getitem__, pair_of_row.tolist())),
+            scan.partition,
+            rows,
+        )
         return rows
 
     def _append_samples(self, rows: np.ndarray, scan: ScanColumns) -> None:
@@ -716,20 +827,20 @@ class WindowStore:
 
     # ---------------------------------------------------------------- forgetting
 
-    def remove_rows(self, rows: Iterable[int]) -> None:
-        rows = np.asarray(sorted(set(int(r) for r in rows)), dtype=np.int64)
+    def remove_rows(self, rows_to_forget: Iterable[int]) -> None:
+        asked = np.unique(np.fromiter(rows_to_forget, np.int64))
+        in_use = asked[(asked >= 0) & (asked < self._rows_used)]
+        rows = in_use[self.row_alive[in_use]]
         if rows.size == 0:
             return
         gids = set(int(g) for g in self.row_group[rows])
-        for row in rows.tolist():
-            key = self.row_key[row]
-            if key is None:
-                continue
-            del self._row_of[key]
-            self.row_key[row] = None
-            self._free_rows.append(row)
-            self._last_scan.pop(key[0], None)
+        for gid in gids:
+            key = self.group_key[gid]
+            if key is not None:
+                self._last_scan.pop(key[0], None)
+        self._free_rows.extend(rows.tolist())
         self._reset_rows(rows)
+        self._index_stale = True
         alive = self.alive_rows()
         still_used = set(np.unique(self.row_group[alive]).tolist())
         for gid in gids - still_used:
@@ -890,6 +1001,33 @@ evidence columns: ``WindowStore.row_columns``)."""
 TABLE_COLUMNS = _declared_columns(("table", "points"))
 """Every per-LEO-table column of :class:`WindowStore`."""
 TABLE_COLUMN_NAMES = tuple(c.name for c in TABLE_COLUMNS)
+
+
+class RowKeys:
+    """``store.row_key[row]``: (cluster, group, topic, partition) of a row, None when free;
+    read from the store's columns, nothing held per row."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: WindowStore) -> None:
+        self._store = store
+
+    def __len__(self) -> int:
+        return self._store.rows_in_use
+
+    def __getitem__(self, row: int) -> tuple[str, str, str, int] | None:
+        store = self._store
+        if not 0 <= row < store.rows_in_use or not store.row_alive[row]:
+            return None
+        return store.row_key_of(row)
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, int] | None]:
+        return (self[row] for row in range(len(self)))
+
+
+def _pair_key(gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """One int64 per (group id, table) pair, ordered as the pairs are."""
+    return gids.astype(np.int64) << 32 | tables.astype(np.int64)
 
 
 def _declared(name: str) -> bool:

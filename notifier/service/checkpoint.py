@@ -59,7 +59,6 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
         "points": store.points,
         "rows": rows,
         "tables": tables,
-        "row_key": store.row_key,
         "group_key": store.group_key,
         "table_keys": [[*k, v] for k, v in store._table_of.items()],
         "free_rows": store._free_rows,
@@ -155,16 +154,21 @@ def _load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transit
             store.column(name)[:rows] = arrays[name]
     for name in _TABLE_ARRAYS:
         getattr(store, name)[:tables] = arrays[name]
-    store.row_key = [tuple(k) if k is not None else None for k in meta["row_key"]]
-    store._row_of = {k: i for i, k in enumerate(store.row_key) if k is not None}
-    store.group_key = [tuple(k) if k is not None else None for k in meta["group_key"]]
-    store._group_of = {k: i for i, k in enumerate(store.group_key) if k is not None}
-    store._table_of = {(c, t, p): i for c, t, p, i in meta["table_keys"]}
-    store._free_rows = list(meta["free_rows"])
-    store._free_groups = list(meta["free_groups"])
-    store._epoch = meta["epoch"]
+    # Which row is which group-partition is in the columns restored above (row_group,
+    # row_table, row_alive); checkpoints before 2026-11 also listed every row's key in the
+    # meta, which is not needed.
+    table_key: list[tuple[str, str, int]] = [("", "", 0)] * tables
+    for c, t, p, i in meta["table_keys"]:
+        table_key[i] = (c, t, p)
+    store.restore_keys(
+        rows_in_use=rows,
+        group_key=[(k[0], k[1]) if k is not None else None for k in meta["group_key"]],
+        table_key=table_key,
+        free_rows=meta["free_rows"],
+        free_groups=meta["free_groups"],
+        epoch=meta["epoch"],
+    )
     store.last_scan_ts = dict(meta["last_scan_ts"])
-    store._last_scan.clear()
 
     groups = len(store.group_key)
     store.group_epoch = np.zeros(max(1024, 2 * groups), dtype=np.int64)
@@ -180,7 +184,7 @@ def _load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transit
     tracker.statuses = {(c, g): GroupStatus(s) for c, g, s in meta["statuses"]}
     log.info(
         "restored checkpoint %s: %d windows, %d groups, %d open statuses, saved %.0f s ago",
-        path, len(store._row_of), len(store._group_of), len(tracker.statuses),
+        path, store.alive_rows().size, len(store._group_of), len(tracker.statuses),
         (time.time() * 1000 - meta["saved_at"]) / 1000,
     )  # fmt: skip
     return True
