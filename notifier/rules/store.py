@@ -263,9 +263,16 @@ class WindowStore:
         self._group_of: dict[tuple[str, str], int] = {}
         self.group_key: list[tuple[str, str] | None] = []
         self._free_groups: list[int] = []
-        self._table_of: dict[tuple[str, str, int], int] = {}
-        self.table_key: list[tuple[str, str, int]] = []
-        self._names: dict[str, str] = {}
+        # LEO tables likewise: a table's topic id and partition are arrays, its topic's name
+        # is held once per (cluster, topic), and (topic id, partition) pairs sorted are the index.
+        self.topic_key: list[tuple[str, str]] = []
+        self._topic_of: dict[tuple[str, str], int] = {}
+        self._tables_used = 0
+        self.table_topic = np.zeros(0, dtype=np.int32)
+        self.table_partition = np.zeros(0, dtype=np.int32)
+        self._table_index_keys = np.zeros(0, dtype=np.int64)
+        self._table_index_ids = np.zeros(0, dtype=np.int64)
+        self._table_index_stale = False
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
         self.leo_resets: list[lagtime.LeoReset] = []
@@ -303,6 +310,11 @@ class WindowStore:
 
     def _alloc_tables(self, capacity: int) -> None:
         self._alloc(TABLE_COLUMNS, self.table_capacity, capacity)
+        for name in ("table_topic", "table_partition"):
+            grown = np.full(capacity, NULL, dtype=np.int32)
+            kept = getattr(self, name)[: self.table_capacity]
+            grown[: kept.size] = kept
+            setattr(self, name, grown)
         self.table_capacity = capacity
 
     def _alloc(self, columns: tuple[Column, ...], kept: int, capacity: int) -> None:
@@ -339,7 +351,7 @@ class WindowStore:
     def _reserve_tables(self, wanted: int) -> None:
         """Room for ``wanted`` LEO tables, as :meth:`_reserve_rows` for rows."""
         if wanted > self.table_capacity:
-            self._alloc_tables(wanted if not self._table_of else wanted + wanted // 8)
+            self._alloc_tables(wanted if not self._tables_used else wanted + wanted // 8)
 
     def _new_group(self, key: tuple[str, str]) -> int:
         if self._free_groups:
@@ -364,26 +376,82 @@ class WindowStore:
         gid = self._group_of.get((cluster, group))
         if gid is None:
             gid = self._new_group((cluster, group))
-        [table] = self._tables_for(cluster, [(topic, partition)])
+        [table] = self._tables_for(cluster, [topic], np.zeros(1, np.int64), np.asarray([partition]))
         [row] = self._add_rows(np.asarray([gid]), np.asarray([table]))
         return int(row)
 
-    def _tables_for(self, cluster: str, pairs: list[tuple[str, int]]) -> list[int]:
-        """The LEO table of each ``(topic, partition)`` of ``cluster``, new ones made in order."""
-        new = sum((cluster, topic, partition) not in self._table_of for topic, partition in pairs)
-        self._reserve_tables(len(self._table_of) + new)
-        out = []
-        for topic, partition in pairs:
-            table_key = (cluster, topic, partition)
-            table = self._table_of.get(table_key)
-            if table is None:
-                table = len(self._table_of)
-                # The topic's name is kept once, not once per partition and scan.
-                table_key = (cluster, self._names.setdefault(topic, topic), partition)
-                self._table_of[table_key] = table
-                self.table_key.append(table_key)
-            out.append(table)
-        return out
+    def _topic_id(self, cluster: str, topic: str) -> int:
+        key = (cluster, topic)
+        tid = self._topic_of.get(key)
+        if tid is None:
+            tid = self._topic_of[key] = len(self.topic_key)
+            self.topic_key.append(key)
+        return tid
+
+    def _tables_for(
+        self, cluster: str, topics: list[str], topic_codes: np.ndarray, partitions: np.ndarray
+    ) -> np.ndarray:
+        """The LEO table of each ``(topics[topic_codes[i]], partitions[i])`` of ``cluster``
+        (pairs distinct), new ones made in the order given."""
+        tids = np.asarray([self._topic_id(cluster, t) for t in topics], dtype=np.int64)
+        wanted_topics = tids[topic_codes]
+        found = self._find_tables(wanted_topics, partitions)
+        missing = found < 0
+        if missing.any():
+            count = int(missing.sum())
+            self._reserve_tables(self._tables_used + count)
+            new = np.arange(count, dtype=np.int64) + self._tables_used
+            self.table_topic[new] = wanted_topics[missing]
+            self.table_partition[new] = partitions[missing]
+            self._tables_used += count
+            self._table_index_stale = True
+            found[missing] = new
+        return found
+
+    def _find_tables(self, topics: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+        """The table of each (topic id, partition); -1 where the store has none."""
+        if self._table_index_stale:
+            used = self._tables_used
+            keys = _pair_key(self.table_topic[:used], self.table_partition[:used])
+            order = np.argsort(keys, kind="stable")
+            self._table_index_keys, self._table_index_ids = keys[order], order.astype(np.int64)
+            self._table_index_stale = False
+        keys, ids = self._table_index_keys, self._table_index_ids
+        if keys.size == 0:
+            return np.full(topics.size, -1, dtype=np.int64)
+        wanted = _pair_key(topics, partitions)
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        return np.where(keys[at] == wanted, ids[at], -1)
+
+    def table_key_of(self, table: int) -> tuple[str, str, int]:
+        """(cluster, topic, partition) of a LEO table."""
+        if not 0 <= table < self._tables_used:
+            raise KeyError(f"LEO table {table} is not in use")
+        cluster, topic = self.topic_key[int(self.table_topic[table])]
+        return cluster, topic, int(self.table_partition[table])
+
+    def topics(self, cluster: str) -> list[str]:
+        """The topics of ``cluster`` with a LEO table, sorted."""
+        return sorted(t for c, t in self._topic_of if c == cluster)
+
+    def topic_tables(self, cluster: str, topic: str) -> dict[int, int]:
+        """The LEO table of each partition of ``topic`` in ``cluster`` (empty: unknown)."""
+        tid = self._topic_of.get((cluster, topic))
+        if tid is None:
+            return {}
+        tables = np.flatnonzero(self.table_topic[: self._tables_used] == tid)
+        return dict(zip(self.table_partition[tables].tolist(), tables.tolist(), strict=True))
+
+    def table_keys(self) -> list[tuple[str, str, int]]:
+        """Every LEO table's (cluster, topic, partition), by table id."""
+        return [
+            (*self.topic_key[t], p)
+            for t, p in zip(
+                self.table_topic[: self._tables_used].tolist(),
+                self.table_partition[: self._tables_used].tolist(),
+                strict=True,
+            )
+        ]
 
     def _add_rows(self, gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
         """New rows for (group id, table) pairs not in the store, freed rows first (most
@@ -398,10 +466,7 @@ class WindowStore:
         self._rows_used += fresh
         self.row_group[rows] = gids
         self.row_table[rows] = tables
-        partition_of = {t: self.table_key[t][2] for t in set(tables.tolist())}
-        self.row_partition[rows] = np.fromiter(
-            map(partition_of.__getitem__, tables.tolist()), np.int32, count
-        )
+        self.row_partition[rows] = self.table_partition[tables]
         self.row_alive[rows] = True
         self.row_epoch[rows] = self._epoch + 1 + np.arange(count)
         self._epoch += count
@@ -421,9 +486,14 @@ class WindowStore:
         self._rows_used = rows_in_use
         self.group_key = group_key
         self._group_of = {k: i for i, k in enumerate(group_key) if k is not None}
-        self._names = {}
-        self.table_key = [(c, self._names.setdefault(t, t), p) for c, t, p in table_key]
-        self._table_of = {k: i for i, k in enumerate(self.table_key)}
+        self.topic_key, self._topic_of = [], {}
+        self._tables_used = 0
+        self._reserve_tables(len(table_key))
+        if table_key:
+            self.table_topic[: len(table_key)] = [self._topic_id(c, t) for c, t, _ in table_key]
+            self.table_partition[: len(table_key)] = [p for _, _, p in table_key]
+        self._tables_used = len(table_key)
+        self._table_index_stale = True
         self._free_rows = list(free_rows)
         self._free_groups = list(free_groups)
         self._epoch = epoch
@@ -471,7 +541,7 @@ class WindowStore:
         if not 0 <= row < self._rows_used or not self.row_alive[row]:
             raise KeyError(f"row {row} is not in use")
         cluster, group = self.group_key_of(int(self.row_group[row]))
-        _, topic, partition = self.table_key[int(self.row_table[row])]
+        _, topic, partition = self.table_key_of(int(self.row_table[row]))
         return cluster, group, topic, partition
 
     def group_key_of(self, gid: int) -> tuple[str, str]:
@@ -483,8 +553,11 @@ class WindowStore:
 
     def row(self, cluster: str, group: str, topic: str, partition: int) -> int | None:
         gid = self._group_of.get((cluster, group))
-        table = self._table_of.get((cluster, topic, partition))
-        if gid is None or table is None:
+        tid = self._topic_of.get((cluster, topic))
+        if gid is None or tid is None:
+            return None
+        [table] = self._find_tables(np.asarray([tid]), np.asarray([partition])).tolist()
+        if table < 0:
             return None
         [row] = self._find_rows(np.asarray([gid]), np.asarray([table])).tolist()
         return None if row < 0 else int(row)
@@ -560,13 +633,7 @@ class WindowStore:
             raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
         group_names = list(group_code)
         known = [self._group_of.get((cluster, name)) for name in group_names]
-        topic_names = list(topic_code)
-        table_of = np.asarray(
-            self._tables_for(
-                cluster, [(topic_names[p >> 32], p & 0xFFFFFFFF) for p in pairs.tolist()]
-            ),
-            dtype=np.int64,
-        )
+        table_of = self._tables_for(cluster, list(topic_code), pairs >> 32, pairs & 0xFFFFFFFF)
         gid_of = [
             self._new_group((cluster, name)) if gid is None else gid
             for name, gid in zip(group_names, known, strict=True)
@@ -580,7 +647,7 @@ class WindowStore:
         # Kept to recognize the next scan's layout, with the rows' own names: the scan's lists
         # hold a string object per row.
         own_groups = [self.group_key_of(g)[1] for g in gid_of]
-        own_topics = [self.table_key[int(t)][1] for t in table_of.tolist()]
+        own_topics = [self.topic_key[t][1] for t in self.table_topic[table_of].tolist()]
         self._last_scan[cluster] = (
             list(map(own_groups.__getitem__, groups.tolist())),
             list(map(own_topics.__getitem__, pair_of_row.tolist())),
@@ -602,9 +669,7 @@ class WindowStore:
             ("s_state", scan.state),
             ("s_members", scan.members),
         ):
-            array = getattr(self, name)
-            array[index, :-1] = array[index, 1:]
-            array[index, -1] = values
+            _push(getattr(self, name), index, values)
         self.latest_committed[index] = scan.committed
         self.latest_leo[index] = scan.log_end
         self.latest_log_start[index] = scan.log_start
@@ -612,8 +677,7 @@ class WindowStore:
         self.latest_members[index] = scan.members
         had_sample = self.s_count[index] > 0
         changed = had_sample & (self.last_hash[index] != scan.member_hash)
-        self.s_member_changed[index, :-1] = self.s_member_changed[index, 1:]
-        self.s_member_changed[index, -1] = changed
+        _push(self.s_member_changed, index, changed)
         self.last_hash[index] = scan.member_hash
         self.s_count[index] = np.minimum(self.s_count[index] + 1, self.width)
         evidence.update(
@@ -726,9 +790,7 @@ class WindowStore:
                 ("r_ts", timestamps[push]),
                 ("r_lag", lag[push]),
             ):
-                array = getattr(self, name)
-                array[target, :-1] = array[target, 1:]
-                array[target, -1] = values
+                _push(getattr(self, name), target, values)
             self.r_count[target] = np.minimum(self.r_count[target] + 1, self.ring_size)
 
     def _insert_commit(self, row: int, offset: int, order: int, timestamp: int) -> None:
@@ -867,7 +929,10 @@ class WindowStore:
         if gid is None:
             return 0
         cluster = key[0]
-        tables = [t for (c, name, _), t in self._table_of.items() if (c, name) == (cluster, topic)]
+        tid = self._topic_of.get((cluster, topic))
+        if tid is None:
+            return 0
+        tables = np.flatnonzero(self.table_topic[: self._tables_used] == tid)
         alive = self.alive_rows()
         rows = alive[(self.row_group[alive] == gid) & np.isin(self.row_table[alive], tables)]
         self.remove_rows(rows)
@@ -1023,6 +1088,21 @@ class RowKeys:
 
     def __iter__(self) -> Iterator[tuple[str, str, str, int] | None]:
         return (self[row] for row in range(len(self)))
+
+
+def _push(array: np.ndarray, index: slice | np.ndarray, newest: object) -> None:
+    """Drop the oldest entry of each row of a ``(rows, width)`` column at ``index`` and put
+    ``newest`` last. A run of rows is one block of memory: moved left by one entry as a whole
+    (each row's last slot takes the next row's first, then ``newest``), in place; shifting it
+    row-wise had numpy copy the block first (80 MB per column at a million rows)."""
+    if isinstance(index, slice) and array.flags.c_contiguous:
+        flat = array[index].view()
+        flat.shape = (-1,)  # raises rather than copy: the move must happen in the column
+        if flat.size:
+            flat[:-1] = flat[1:]
+    else:
+        array[index, :-1] = array[index, 1:]
+    array[index, -1] = newest
 
 
 def _pair_key(gids: np.ndarray, tables: np.ndarray) -> np.ndarray:

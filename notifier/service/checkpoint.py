@@ -52,7 +52,8 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
     """Write a checkpoint atomically (one transaction); returns the seconds it took."""
     started = time.perf_counter()
     rows = store.rows_in_use
-    tables = len(store._table_of)
+    table_keys = store.table_keys()
+    tables = len(table_keys)
     meta = {
         "version": FORMAT_VERSION,
         "width": store.width,
@@ -60,7 +61,7 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
         "rows": rows,
         "tables": tables,
         "group_key": store.group_key,
-        "table_keys": [[*k, v] for k, v in store._table_of.items()],
+        "table_keys": [[*k, i] for i, k in enumerate(table_keys)],
         "free_rows": store._free_rows,
         "free_groups": store._free_groups,
         "epoch": store._epoch,
