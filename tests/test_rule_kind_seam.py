@@ -158,6 +158,7 @@ def test_a_kinds_own_evidence_is_allocated_checkpointed_and_read_from_its_declar
         store = pipeline.store
         assert "e_fewest_members" in store.evidence and "e_rewind_from" in store.evidence
         assert "e_fewest_members" in store.row_column_names
+        assert {"e_rewind_from", "e_churn_since"} <= set(store.row_column_names)
         assert store.evidence["e_fewest_members"].dtype == np.int32
         for i, members in enumerate((3, 1, 2)):
             pipeline.step(ScanColumns.from_samples([
