@@ -17,16 +17,20 @@ from click.testing import CliRunner
 from notifier.cli import main
 from notifier.config import ConfigError
 from notifier.rules import (
-    ROW_COLUMN_NAMES,
+    Evaluator,
     RulesConfig,
+    ScanColumns,
+    WindowStore,
     load_rules,
     register,
     replay_table,
     with_parameters,
 )
-from notifier.rules.kinds import KindEvidence, kind_names, unregister
+from notifier.rules.kinds import kind_names, unregister
+from notifier.rules.step import ClusterPipeline
 from notifier.rules.testrules import RuleTest, series_samples
-from notifier.types import Transition, samples_to_table
+from notifier.service import checkpoint
+from notifier.types import Sample, Transition, samples_to_table
 
 from . import toy_rule_kind
 
@@ -140,21 +144,41 @@ def test_the_toy_kind_is_evaluated_and_reported(toy_kind, tmp_path):
     assert finding.message == "1 member, fewer than 2"
     assert finding.evidence["members"] == 1
     assert finding.evidence["partitions"] == ["orders/0"]
+    assert finding.evidence["fewest_members"] == 1
 
 
-def test_a_kind_that_keeps_evidence_must_come_before_the_store():
-    # The store allocates (and checkpoints) every kind's evidence columns once, when imported.
-    def no_update(*_args: object) -> None:
-        return None
+def test_a_kinds_own_evidence_is_allocated_checkpointed_and_read_from_its_declaration(tmp_path):
+    # The toy kind declares e_fewest_members in its own module; nothing under notifier/ names it.
+    store_before = WindowStore(RulesConfig().window)
+    assert "e_fewest_members" not in store_before.evidence
+    register(toy_rule_kind.KIND)
+    try:
+        config = load_rules(write_rules(tmp_path))
+        pipeline = ClusterPipeline(config, 10)
+        store = pipeline.store
+        assert "e_fewest_members" in store.evidence and "e_rewind_from" in store.evidence
+        assert "e_fewest_members" in store.row_column_names
+        assert {"e_rewind_from", "e_churn_since"} <= set(store.row_column_names)
+        assert store.evidence["e_fewest_members"].dtype == np.int32
+        for i, members in enumerate((3, 1, 2)):
+            pipeline.step(ScanColumns.from_samples([
+                Sample(ts=1_000_000 + i * 10_000, cluster="toy", group="billing", topic="orders",
+                       partition=0, committed_offset=i, log_end_offset=i + 5, members=members)
+            ]))  # fmt: skip
+        row = store.row("toy", "billing", "orders", 0)
+        assert row is not None and int(store.evidence["e_fewest_members"][row]) == 1
 
-    late = dataclasses.replace(
-        toy_rule_kind.KIND,
-        evidence=KindEvidence(columns=(("e_toy", np.int64, 0),), update=no_update),
-    )
-    with pytest.raises(ValueError, match=r"register it before notifier\.rules\.store is imported"):
-        register(late)
-    assert "few_members" not in kind_names()
-    assert "e_rewind_from" in ROW_COLUMN_NAMES and "e_churn_since" in ROW_COLUMN_NAMES
+        path = tmp_path / "toy.checkpoint"
+        checkpoint.save(path, store, pipeline.evaluator, pipeline.tracker)
+        restored = ClusterPipeline(config, 10)
+        assert checkpoint.load(path, restored.store, restored.evaluator, restored.tracker)
+        assert int(restored.store.evidence["e_fewest_members"][row]) == 1
+
+        # A store built before the kind was registered lacks its evidence: refused, clearly.
+        with pytest.raises(ValueError, match=r"e_fewest_members.*register the kind first"):
+            Evaluator(config, store_before)
+    finally:
+        unregister(toy_rule_kind.KIND.name)
 
 
 def test_a_kind_whose_model_names_another_kind_is_refused():

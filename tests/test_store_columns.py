@@ -9,14 +9,7 @@ from hypothesis import strategies as st
 from notifier.config import WindowSettings
 from notifier.rules import ScanColumns, WindowStore
 from notifier.rules import evidence as evidence
-from notifier.rules.store import (
-    PORTABLE_ROW_COLUMNS,
-    ROW_COLUMN_NAMES,
-    ROW_COLUMNS,
-    TABLE_COLUMN_NAMES,
-    TABLE_COLUMNS,
-    Column,
-)
+from notifier.rules.store import TABLE_COLUMN_NAMES, TABLE_COLUMNS, Column
 
 INTERVAL_MS = 10_000
 
@@ -24,15 +17,16 @@ INTERVAL_MS = 10_000
 def test_every_declared_column_is_allocated_with_its_type_and_shape():
     store = WindowStore(WindowSettings(intervals=7, lag_time_points=13))
     widths = {"window": 7, "ring": 7, "points": 13}
-    for column in (*ROW_COLUMNS, *TABLE_COLUMNS):
-        array = getattr(store, column.name)
+    for column in (*store.row_columns, *TABLE_COLUMNS):
+        array = store.column(column.name)
         rows = store.capacity if column.per_row else store.table_capacity
         width = widths.get(column.shape)
         assert array.shape == ((rows,) if width is None else (rows, width)), column.name
         assert array.dtype == np.dtype(column.dtype), column.name
     assert set(TABLE_COLUMN_NAMES) == {"t_leo", "t_time", "t_count"}
-    assert {name for name, _, _ in evidence.COLUMNS} <= set(ROW_COLUMN_NAMES)
-    assert not {"row_group", "row_table", "row_alive"} & set(PORTABLE_ROW_COLUMNS)
+    assert {name for name, _, _ in evidence.columns()} <= set(store.row_column_names)
+    assert set(store.evidence) == {name for name, _, _ in evidence.columns()}
+    assert not {"row_group", "row_table", "row_alive"} & set(store.portable_row_columns)
 
 
 def test_a_column_is_an_array_only_once_a_store_allocates_it():
@@ -100,9 +94,9 @@ def test_rows_keep_their_windows_while_the_store_grows_and_frees(new_rows, dropp
         window = store.samples(row)
         assert [(s["ts"], s["committed_offset"]) for s in window] == history[-4:]
     freed = store._free_rows
-    for column in ROW_COLUMNS:
+    for column in store.row_columns:
         if column.reset and freed:
-            values = getattr(store, column.name)[np.asarray(freed)]
+            values = store.column(column.name)[np.asarray(freed)]
             expected = np.full_like(values, column.fill)
             assert np.array_equal(values, expected, equal_nan=values.dtype.kind == "f")
 

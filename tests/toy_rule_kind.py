@@ -1,7 +1,8 @@
 """A rule kind that lives in the tests folder alone: ``few_members``, a group with fewer live
-members than it should have. It is written the way README, "How to add a rule kind", says, and
+members than it should have, keeping evidence of its own (the fewest members each partition's
+group has had). It is written the way README, "How to add a rule kind", says, and
 ``tests/test_rule_kind_seam.py`` registers it and runs it end to end, so the seam stays one
-module plus one registration."""
+module plus one registration: no edit of the window store, the checkpoint or the evaluator."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import numpy as np
 from pydantic import Field
 
 from notifier.config import KindRule, RuleBase
+from notifier.rules.habits import ScanTimes, ScanView
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds import (
     Description,
     GroupView,
+    KindEvidence,
     Rows,
     RuleKind,
     RuleRun,
@@ -47,11 +50,24 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     return Verdict(members_below(rows.members, rows.count, run.params["at_least"], run.severity))
 
 
+NEVER_SEEN = np.iinfo(np.int32).max
+
+
+def follow_fewest(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
+) -> None:
+    """The fewest members any scan has listed for the row's group."""
+    columns["e_fewest_members"][index] = np.minimum(
+        columns["e_fewest_members"][index], scan.members
+    )
+
+
 def describe_group(view: GroupView) -> Description:
     members = view.window[-1]["members"]
     at_least = view.rule.at_least
     evidence = view.group_evidence()
-    evidence.update(members=members, at_least=at_least)
+    fewest = int(view.store.evidence["e_fewest_members"][view.row])
+    evidence.update(members=members, at_least=at_least, fewest_members=fewest)
     message = f"{members} member{'' if members == 1 else 's'}, fewer than {at_least}"
     return Description(view.status, message, evidence)
 
@@ -63,4 +79,7 @@ KIND = RuleKind(
     evaluate=evaluate,
     describe_group=describe_group,
     group_level=every_group,
+    evidence=KindEvidence(
+        columns=(("e_fewest_members", np.int32, NEVER_SEEN),), update=follow_fewest
+    ),
 )

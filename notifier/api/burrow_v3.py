@@ -199,7 +199,7 @@ async def burrow_topics(cluster: str, request: Request, api: Api) -> JSONBytes:
     state = api.cluster(cluster)
 
     def topics() -> orjson.Fragment:
-        names = sorted({t for (c, t, _p) in state.store._table_of if c == cluster})
+        names = state.store.topics(cluster)
         return orjson.Fragment(encode(names))
 
     listed = api.scans.get(cluster, state, "topics", topics)
@@ -212,9 +212,7 @@ async def burrow_topic(cluster: str, topic: str, request: Request, api: Api) -> 
 
     def offsets() -> orjson.Fragment:
         store = state.store
-        partitions = {
-            p: i for (c, t, p), i in store._table_of.items() if c == cluster and t == topic
-        }
+        partitions = store.topic_tables(cluster, topic)
         if not partitions:
             raise HTTPException(404, "cluster or topic not found")
         leos = []

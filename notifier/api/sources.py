@@ -37,10 +37,11 @@ class StoreView(Protocol):
     def group_key(self) -> Sequence[tuple[str, str] | None]:
         """(cluster, group) of each group id handed out; None for a freed id."""
 
-    @property
-    def _table_of(self) -> Mapping[tuple[str, str, int], int]:
-        """The LEO table of each (cluster, topic, partition): the store has no public index of
-        the topics it knows, so Burrow's topic endpoints read this one."""
+    def topics(self, cluster: str) -> list[str]:
+        """The topics of ``cluster`` with a LEO table, sorted."""
+
+    def topic_tables(self, cluster: str, topic: str) -> dict[int, int]:
+        """The LEO table of each partition of ``topic`` in ``cluster`` (empty: unknown)."""
 
     @property
     def s_committed(self) -> np.ndarray:

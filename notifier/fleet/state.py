@@ -44,7 +44,7 @@ from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import StateReader, StateRecord, StateWriter
 from notifier.packed import PackedArrays, pack_arrays, unpack_arrays
 from notifier.rules import GroupRows, ScanColumns, WindowStore
-from notifier.rules.store import PORTABLE_ROW_COLUMNS, TABLE_COLUMN_NAMES
+from notifier.rules.store import TABLE_COLUMN_NAMES
 from notifier.service.sharing import GroupHandover, ShareHost
 from notifier.types import GroupStatus
 
@@ -550,7 +550,7 @@ class ShardState:
                     cluster=cluster,
                     group=group,
                     partitions=[(str(t), int(p)) for t, p in meta["partitions"]],
-                    columns={n: arrays[f"row:{n}"] for n in PORTABLE_ROW_COLUMNS},
+                    columns={n: arrays[f"row:{n}"] for n in store.portable_row_columns},
                     tables={n: arrays[f"table:{n}"] for n in TABLE_COLUMN_NAMES},
                 )
                 status = GroupStatus(meta["status"])

@@ -36,14 +36,13 @@ from notifier.rules.step import (
     evaluate_step,
     unavailable_samples,
 )
-from notifier.rules.store import NULL, ROW_COLUMN_NAMES, GroupRows, ScanColumns, WindowStore
+from notifier.rules.store import NULL, GroupRows, ScanColumns, WindowStore
 from notifier.rules.testrules import RuleTest, run_file, series_samples
 from notifier.rules.transitions import TransitionTracker
 
 __all__ = [
     "EXPIRE_EVERY_MS",
     "NULL",
-    "ROW_COLUMN_NAMES",
     "ClusterPipeline",
     "Evaluation",
     "Evaluator",

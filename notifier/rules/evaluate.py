@@ -38,6 +38,7 @@ class Evaluator:
         self.store = store
         self.bindings: list[RuleBinding] = [RuleBinding(config.burrow, "burrow", burrow.KIND)]
         self.bindings += [RuleBinding(rule, rule.name, kind_of(rule.kind)) for rule in config.rules]
+        _check_evidence_kept(self.bindings, store)
         self.state: dict[str, RuleState] = {b.name: RuleState.empty(1024) for b in self.bindings}
         self._group_epoch = np.zeros(0, dtype=np.int64)
 
@@ -50,6 +51,7 @@ class Evaluator:
         self.config = config
         self.bindings = [RuleBinding(config.burrow, "burrow", burrow.KIND)]
         self.bindings += [RuleBinding(rule, rule.name, kind_of(rule.kind)) for rule in config.rules]
+        _check_evidence_kept(self.bindings, self.store)
         self.state = {b.name: old_state.get(b.name) or RuleState.empty(1024) for b in self.bindings}
 
     def _reset_reused_groups(self, n_groups: int) -> None:
@@ -234,6 +236,19 @@ class Evaluator:
             usual_wait_ms=usual_wait,
             waits_learned=waits_learned,
         )
+
+
+def _check_evidence_kept(bindings: Sequence[RuleBinding], store: WindowStore) -> None:
+    """A rule whose kind keeps evidence needs a store built after the kind was registered."""
+    for binding in bindings:
+        own = binding.kind.evidence
+        missing = [] if own is None else [n for n, _, _ in own.columns if n not in store.evidence]
+        if missing:
+            raise ValueError(
+                f"rule {binding.name!r} of kind {binding.kind.name!r} reads evidence the window "
+                f"store does not keep ({', '.join(missing)}): the store was built before the "
+                "kind was registered; register the kind first"
+            )
 
 
 def _group_max_severity(gids: np.ndarray, severity: np.ndarray, n_groups: int) -> np.ndarray:

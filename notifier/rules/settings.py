@@ -61,7 +61,7 @@ class RuleBinding:
         self._ensure_capacity(store.capacity)
         stale = self._bound_epoch[rows] != store.row_epoch[rows]
         for row in rows[stale].tolist():
-            cluster, group, topic, _ = store.row_key[row]
+            cluster, group, topic, _ = store.row_key_of(row)
             key = (cluster, group, topic)
             values = self._cache.get(key)
             if values is None:

@@ -103,9 +103,8 @@ class StoreStep:
 
 
 def _topic_partition(store: WindowStore, row: int) -> tuple[str, int]:
-    key = store.row_key[row]
-    assert key is not None  # rows handed out by alive_rows() are in use
-    return key[2], key[3]
+    _, _, topic, partition = store.row_key_of(row)  # rows handed out by alive_rows() are in use
+    return topic, partition
 
 
 def _forgotten(store: WindowStore, before: list[GroupKey | None]) -> StoreChange:

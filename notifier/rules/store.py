@@ -21,9 +21,8 @@ column, ``count`` valid entries at the end):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any, cast, overload
 
 import numpy as np
@@ -90,15 +89,6 @@ class Column:
         raise AttributeError(f"column {self.name!r} is not allocated")
 
 
-def _evidence(name: str) -> Column:
-    """The declaration of an evidence column, whose type and initial value
-    :data:`notifier.rules.evidence.COLUMNS` gives."""
-    for column, dtype, fill in evidence.COLUMNS:
-        if column == name:
-            return Column("row", dtype, fill)
-    raise ValueError(f"{name!r} is not in notifier.rules.evidence.COLUMNS")
-
-
 @dataclass(slots=True)
 class GroupRows:
     """One group's windows as a store exports them for another store: its partitions, the
@@ -146,8 +136,8 @@ class ScanColumns:
         scan = cls(
             cluster=cluster,
             ts=ts,
-            group=table.column("group").to_pylist(),
-            topic=table.column("topic").to_pylist(),
+            group=_shared_strings(table.column("group")),
+            topic=_shared_strings(table.column("topic")),
             partition=table.column("partition").to_numpy().astype(np.int32),
             committed=_int_column(table, "committed_offset"),
             log_end=_int_column(table, "log_end_offset"),
@@ -188,6 +178,14 @@ class ScanColumns:
         )
         scan.unavailable = unavailable
         return scan
+
+
+def _shared_strings(column: pa.ChunkedArray) -> list[str]:
+    """A string column as a list whose equal values are one string object (a group's or a
+    topic's name repeats on every row; ``to_pylist`` makes a new object per row)."""
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    names = encoded.dictionary.to_pylist()
+    return list(map(names.__getitem__, encoded.indices.to_numpy(zero_copy_only=False).tolist()))
 
 
 def _int_column(table: pa.Table, name: str) -> NDArray[np.int64]:
@@ -233,34 +231,9 @@ class WindowStore:
     row_partition = Column("row", np.int32, NULL, reset=False, portable=False)
     row_alive = Column("row", np.bool_, False, portable=False)
     row_epoch = Column("row", np.int64, 0, reset=False, portable=False)
-    # Evidence that outlives the window (notifier.rules.evidence.COLUMNS).
-    e_wait_since = _evidence("e_wait_since")
-    e_wait_leo = _evidence("e_wait_leo")
-    e_wait_disturbed = _evidence("e_wait_disturbed")
-    e_usual_wait_ms = _evidence("e_usual_wait_ms")
-    e_usual_wait_ts = _evidence("e_usual_wait_ts")
-    e_waits_learned = _evidence("e_waits_learned")
-    e_memberless_since = _evidence("e_memberless_since")
-    e_memberless_leo = _evidence("e_memberless_leo")
-    e_usual_memberless_ms = _evidence("e_usual_memberless_ms")
-    e_churn_since = _evidence("e_churn_since")
-    e_churn_changes = _evidence("e_churn_changes")
-    e_last_change_ts = _evidence("e_last_change_ts")
-    e_rewind_from = _evidence("e_rewind_from")
-    e_normal_rate = _evidence("e_normal_rate")
-    e_rate_samples = _evidence("e_rate_samples")
-    e_consume_rate = _evidence("e_consume_rate")
-    e_produce_rate = _evidence("e_produce_rate")
-    e_move_ts = _evidence("e_move_ts")
-    e_move_leo = _evidence("e_move_leo")
-    e_move_disturbed = _evidence("e_move_disturbed")
-    e_move_measured = _evidence("e_move_measured")
-    e_wait_base = _evidence("e_wait_base")
-    e_memberless_abrupt = _evidence("e_memberless_abrupt")
-    e_standalone = _evidence("e_standalone")
-    e_behind_since = _evidence("e_behind_since")
-    e_behind_leo = _evidence("e_behind_leo")
-    e_behind_committed = _evidence("e_behind_committed")
+    # Evidence that outlives the window is not declared here: each store allocates the columns
+    # that notifier.rules.habits and the registered kinds declare (notifier.rules.evidence), in
+    # `evidence`, by name.
     # LEO tables for lag in seconds, one per (cluster, topic, partition).
     t_leo = Column("points", np.int64, 0)
     t_time = Column("points", np.int64, 0)
@@ -276,20 +249,52 @@ class WindowStore:
         self.min_distance_ms = round(self.settings.min_distance * 1000)
         self.churn_gap_ms = round(self.settings.churn_gap * 1000)
 
-        self._row_of: dict[tuple[str, str, str, int], int] = {}
-        self.row_key: list[tuple[str, str, str, int] | None] = []
+        # Which row holds a group-partition is in numpy, not in a dict of Python tuples (a
+        # million windows took about 350 B each that way): a row's group id and LEO table are
+        # columns, and (group id, table) pairs sorted are the index (rebuilt when rows come or
+        # go). Names are held once per group and per LEO table.
+        self._rows_used = 0
         self._free_rows: list[int] = []
+        self._index_keys = np.zeros(0, dtype=np.int64)
+        self._index_rows = np.zeros(0, dtype=np.int64)
+        self._index_stale = False
+        self.row_key = RowKeys(self)
+        """``row_key[row]``: (cluster, group, topic, partition) of a row, None when free."""
         self._group_of: dict[tuple[str, str], int] = {}
         self.group_key: list[tuple[str, str] | None] = []
         self._free_groups: list[int] = []
-        self._table_of: dict[tuple[str, str, int], int] = {}
-        self._names: dict[str, str] = {}
+        # LEO tables likewise: a table's topic id and partition are arrays, its topic's name
+        # is held once per (cluster, topic), and (topic id, partition) pairs sorted are the index.
+        self.topic_key: list[tuple[str, str]] = []
+        self._topic_of: dict[tuple[str, str], int] = {}
+        self._tables_used = 0
+        self.table_topic = np.zeros(0, dtype=np.int32)
+        self.table_partition = np.zeros(0, dtype=np.int32)
+        self._table_index_keys = np.zeros(0, dtype=np.int64)
+        self._table_index_ids = np.zeros(0, dtype=np.int64)
+        self._table_index_stale = False
         self._last_scan: dict[str, tuple[list[str], list[str], np.ndarray, np.ndarray]] = {}
         self.last_scan_ts: dict[str, int] = {}
         self.leo_resets: list[lagtime.LeoReset] = []
         """The partitions whose log-end offset went backwards in the latest scan ingested."""
         self._epoch = 0
         self.group_epoch = np.zeros(1024, dtype=np.int64)
+
+        self.evidence_kinds = evidence.keeping_kinds()
+        """The kinds whose own evidence this store keeps: those registered when it was built."""
+        self.evidence: dict[str, np.ndarray] = {}
+        """The evidence columns by name (what kinds read, e.g. ``store.evidence["e_rewind_from"]``),
+        one value per row."""
+        evidence_columns = tuple(
+            Column("row", dtype, fill, name=name)
+            for name, dtype, fill in evidence.columns(self.evidence_kinds)
+        )
+        self.row_columns: tuple[Column, ...] = DECLARED_ROW_COLUMNS + evidence_columns
+        """Every per-row column of this store: the declared ones, then the evidence."""
+        self.row_column_names = tuple(c.name for c in self.row_columns)
+        """What a checkpoint saves of each row."""
+        self.portable_row_columns = tuple(c.name for c in self.row_columns if c.portable)
+        """The per-row columns that mean the same in another process's store."""
 
         self.capacity = 0
         self.table_capacity = 0
@@ -300,11 +305,16 @@ class WindowStore:
     # ---------------------------------------------------------------- allocation
 
     def _alloc_rows(self, capacity: int) -> None:
-        self._alloc(ROW_COLUMNS, self.capacity, capacity)
+        self._alloc(self.row_columns, self.capacity, capacity)
         self.capacity = capacity
 
     def _alloc_tables(self, capacity: int) -> None:
         self._alloc(TABLE_COLUMNS, self.table_capacity, capacity)
+        for name in ("table_topic", "table_partition"):
+            grown = np.full(capacity, NULL, dtype=np.int32)
+            kept = getattr(self, name)[: self.table_capacity]
+            grown[: kept.size] = kept
+            setattr(self, name, grown)
         self.table_capacity = capacity
 
     def _alloc(self, columns: tuple[Column, ...], kept: int, capacity: int) -> None:
@@ -314,19 +324,34 @@ class WindowStore:
             shape = (capacity,) if width is None else (capacity, width)
             new: np.ndarray = np.full(shape, column.fill, dtype=column.dtype)
             if kept:
-                new[:kept] = getattr(self, column.name)[:kept]
-            setattr(self, column.name, new)
+                new[:kept] = self.column(column.name)[:kept]
+            if _declared(column.name):
+                setattr(self, column.name, new)
+            else:
+                self.evidence[column.name] = new
+
+    def column(self, name: str) -> np.ndarray:
+        """A column by name, declared or evidence (checkpoints and hand-overs go by name)."""
+        found = self.evidence.get(name)
+        if found is not None:
+            return found
+        if not _declared(name):
+            raise KeyError(f"the window store has no column {name!r}")
+        array: np.ndarray = getattr(self, name)
+        return array
 
     def _reserve_rows(self, wanted: int) -> None:
         """Room for ``wanted`` rows in use, grown by an eighth more than asked: a scan that
-        brings many new rows grows the columns once, and a store is never twice its rows."""
+        brings many new rows grows the columns once, and a store is never twice its rows. The
+        first scan's rows are what most stores keep for good: an empty store grows to exactly
+        what it is asked for (a million windows would otherwise carry 125,000 spare rows)."""
         if wanted > self.capacity:
-            self._alloc_rows(wanted + wanted // 8)
+            self._alloc_rows(wanted if self._rows_used == 0 else wanted + wanted // 8)
 
     def _reserve_tables(self, wanted: int) -> None:
         """Room for ``wanted`` LEO tables, as :meth:`_reserve_rows` for rows."""
         if wanted > self.table_capacity:
-            self._alloc_tables(wanted + wanted // 8)
+            self._alloc_tables(wanted if not self._tables_used else wanted + wanted // 8)
 
     def _new_group(self, key: tuple[str, str]) -> int:
         if self._free_groups:
@@ -351,55 +376,173 @@ class WindowStore:
         gid = self._group_of.get((cluster, group))
         if gid is None:
             gid = self._new_group((cluster, group))
-        # The group's and the topic's names are kept once, not once per row: a scan's table
-        # hands over a string object per row.
-        cluster, group = self.group_key_of(gid)
-        topic = self._names.setdefault(topic, topic)
-        key = (cluster, group, topic, partition)
-        if self._free_rows:
-            row = self._free_rows.pop()
-            self.row_key[row] = key
-        else:
-            row = len(self.row_key)
-            self._reserve_rows(row + 1)
-            self.row_key.append(key)
-        self._row_of[key] = row
-        table_key = (cluster, topic, partition)
-        table = self._table_of.get(table_key)
-        if table is None:
-            table = len(self._table_of)
-            self._reserve_tables(table + 1)
-            self._table_of[table_key] = table
-        self.row_group[row] = gid
-        self.row_table[row] = table
-        self.row_partition[row] = partition
-        self.row_alive[row] = True
-        self._epoch += 1
-        self.row_epoch[row] = self._epoch
-        return row
+        [table] = self._tables_for(cluster, [topic], np.zeros(1, np.int64), np.asarray([partition]))
+        [row] = self._add_rows(np.asarray([gid]), np.asarray([table]))
+        return int(row)
+
+    def _topic_id(self, cluster: str, topic: str) -> int:
+        key = (cluster, topic)
+        tid = self._topic_of.get(key)
+        if tid is None:
+            tid = self._topic_of[key] = len(self.topic_key)
+            self.topic_key.append(key)
+        return tid
+
+    def _tables_for(
+        self, cluster: str, topics: list[str], topic_codes: np.ndarray, partitions: np.ndarray
+    ) -> np.ndarray:
+        """The LEO table of each ``(topics[topic_codes[i]], partitions[i])`` of ``cluster``
+        (pairs distinct), new ones made in the order given."""
+        tids = np.asarray([self._topic_id(cluster, t) for t in topics], dtype=np.int64)
+        wanted_topics = tids[topic_codes]
+        found = self._find_tables(wanted_topics, partitions)
+        missing = found < 0
+        if missing.any():
+            count = int(missing.sum())
+            self._reserve_tables(self._tables_used + count)
+            new = np.arange(count, dtype=np.int64) + self._tables_used
+            self.table_topic[new] = wanted_topics[missing]
+            self.table_partition[new] = partitions[missing]
+            self._tables_used += count
+            self._table_index_stale = True
+            found[missing] = new
+        return found
+
+    def _find_tables(self, topics: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+        """The table of each (topic id, partition); -1 where the store has none."""
+        if self._table_index_stale:
+            used = self._tables_used
+            keys = _pair_key(self.table_topic[:used], self.table_partition[:used])
+            order = np.argsort(keys, kind="stable")
+            self._table_index_keys, self._table_index_ids = keys[order], order.astype(np.int64)
+            self._table_index_stale = False
+        keys, ids = self._table_index_keys, self._table_index_ids
+        if keys.size == 0:
+            return np.full(topics.size, -1, dtype=np.int64)
+        wanted = _pair_key(topics, partitions)
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        return np.where(keys[at] == wanted, ids[at], -1)
+
+    def table_key_of(self, table: int) -> tuple[str, str, int]:
+        """(cluster, topic, partition) of a LEO table."""
+        if not 0 <= table < self._tables_used:
+            raise KeyError(f"LEO table {table} is not in use")
+        cluster, topic = self.topic_key[int(self.table_topic[table])]
+        return cluster, topic, int(self.table_partition[table])
+
+    def topics(self, cluster: str) -> list[str]:
+        """The topics of ``cluster`` with a LEO table, sorted."""
+        return sorted(t for c, t in self._topic_of if c == cluster)
+
+    def topic_tables(self, cluster: str, topic: str) -> dict[int, int]:
+        """The LEO table of each partition of ``topic`` in ``cluster`` (empty: unknown)."""
+        tid = self._topic_of.get((cluster, topic))
+        if tid is None:
+            return {}
+        tables = np.flatnonzero(self.table_topic[: self._tables_used] == tid)
+        return dict(zip(self.table_partition[tables].tolist(), tables.tolist(), strict=True))
+
+    def table_keys(self) -> list[tuple[str, str, int]]:
+        """Every LEO table's (cluster, topic, partition), by table id."""
+        return [
+            (*self.topic_key[t], p)
+            for t, p in zip(
+                self.table_topic[: self._tables_used].tolist(),
+                self.table_partition[: self._tables_used].tolist(),
+                strict=True,
+            )
+        ]
+
+    def _add_rows(self, gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
+        """New rows for (group id, table) pairs not in the store, freed rows first (most
+        recently freed first), then fresh ones."""
+        count = gids.size
+        reused = [self._free_rows.pop() for _ in range(min(count, len(self._free_rows)))]
+        fresh = count - len(reused)
+        self._reserve_rows(self._rows_used + fresh)
+        rows = np.concatenate(
+            [np.asarray(reused, dtype=np.int64), np.arange(fresh, dtype=np.int64) + self._rows_used]
+        )
+        self._rows_used += fresh
+        self.row_group[rows] = gids
+        self.row_table[rows] = tables
+        self.row_partition[rows] = self.table_partition[tables]
+        self.row_alive[rows] = True
+        self.row_epoch[rows] = self._epoch + 1 + np.arange(count)
+        self._epoch += count
+        self._index_stale = True
+        return rows
+
+    def restore_keys(
+        self,
+        rows_in_use: int,
+        group_key: list[tuple[str, str] | None],
+        table_key: list[tuple[str, str, int]],
+        free_rows: list[int],
+        free_groups: list[int],
+        epoch: int,
+    ) -> None:
+        """After a checkpoint filled the columns: what names the rows, groups and tables."""
+        self._rows_used = rows_in_use
+        self.group_key = group_key
+        self._group_of = {k: i for i, k in enumerate(group_key) if k is not None}
+        self.topic_key, self._topic_of = [], {}
+        self._tables_used = 0
+        self._reserve_tables(len(table_key))
+        if table_key:
+            self.table_topic[: len(table_key)] = [self._topic_id(c, t) for c, t, _ in table_key]
+            self.table_partition[: len(table_key)] = [p for _, _, p in table_key]
+        self._tables_used = len(table_key)
+        self._table_index_stale = True
+        self._free_rows = list(free_rows)
+        self._free_groups = list(free_groups)
+        self._epoch = epoch
+        self._last_scan.clear()
+        self._index_stale = True
+
+    def _row_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows in use, sorted by their (group id, table) key, and those keys."""
+        if self._index_stale:
+            alive = self.alive_rows()
+            keys = _pair_key(self.row_group[alive], self.row_table[alive])
+            order = np.argsort(keys, kind="stable")
+            self._index_keys, self._index_rows = keys[order], alive[order]
+            self._index_stale = False
+        return self._index_keys, self._index_rows
+
+    def _find_rows(self, gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
+        """The row of each (group id, table) pair; -1 where the store has none."""
+        keys, rows = self._row_index()
+        if keys.size == 0:
+            return np.full(gids.size, -1, dtype=np.int64)
+        wanted = _pair_key(gids, tables)
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        return np.where((keys[at] == wanted) & (gids >= 0) & (tables >= 0), rows[at], -1)
 
     def _reset_rows(self, rows: np.ndarray) -> None:
-        for column in ROW_COLUMNS:
+        for column in self.row_columns:
             if column.reset:
-                getattr(self, column.name)[rows] = column.fill
+                self.column(column.name)[rows] = column.fill
 
     def array_bytes(self) -> int:
         """What the store's arrays take, as allocated (spare capacity included)."""
-        columns = (*ROW_COLUMNS, *TABLE_COLUMNS)
-        return int(sum(getattr(self, c.name).nbytes for c in columns)) + self.group_epoch.nbytes
+        columns = (*self.row_columns, *TABLE_COLUMNS)
+        return int(sum(self.column(c.name).nbytes for c in columns)) + self.group_epoch.nbytes
 
     # ---------------------------------------------------------------- lookups
 
     @property
     def rows_in_use(self) -> int:
-        return len(self.row_key)
+        """Rows handed out so far (freed ones included: they are reused first)."""
+        return self._rows_used
 
     def row_key_of(self, row: int) -> tuple[str, str, str, int]:
         """(cluster, group, topic, partition) of a row in use."""
-        key = self.row_key[row]
-        if key is None:
+        if not 0 <= row < self._rows_used or not self.row_alive[row]:
             raise KeyError(f"row {row} is not in use")
-        return key
+        cluster, group = self.group_key_of(int(self.row_group[row]))
+        _, topic, partition = self.table_key_of(int(self.row_table[row]))
+        return cluster, group, topic, partition
 
     def group_key_of(self, gid: int) -> tuple[str, str]:
         """(cluster, group) of a group id in use."""
@@ -409,7 +552,15 @@ class WindowStore:
         return key
 
     def row(self, cluster: str, group: str, topic: str, partition: int) -> int | None:
-        return self._row_of.get((cluster, group, topic, partition))
+        gid = self._group_of.get((cluster, group))
+        tid = self._topic_of.get((cluster, topic))
+        if gid is None or tid is None:
+            return None
+        [table] = self._find_tables(np.asarray([tid]), np.asarray([partition])).tolist()
+        if table < 0:
+            return None
+        [row] = self._find_rows(np.asarray([gid]), np.asarray([table])).tolist()
+        return None if row < 0 else int(row)
 
     def group_id(self, cluster: str, group: str) -> int | None:
         return self._group_of.get((cluster, group))
@@ -462,25 +613,47 @@ class WindowStore:
         ):
             return previous[3]
         cluster = scan.cluster
-        keys = list(zip(repeat(cluster), scan.group, scan.topic, scan.partition.tolist()))
-        found = list(map(self._row_of.get, keys))
-        missing = [i for i, row in enumerate(found) if row is None]
-        if len({keys[i] for i in missing}) != len(missing):
+        n = len(scan)
+        # One dict look-up per distinct name, not per row.
+        group_code = {name: code for code, name in enumerate(dict.fromkeys(scan.group))}
+        topic_code = {name: code for code, name in enumerate(dict.fromkeys(scan.topic))}
+        groups = np.fromiter(map(group_code.__getitem__, scan.group), np.int64, n)
+        topics = np.fromiter(map(topic_code.__getitem__, scan.topic), np.int64, n)
+        partitions = scan.partition.astype(np.int64)
+        # The scan's distinct (topic, partition) pairs in the order they first appear (the
+        # order new LEO tables are made in).
+        pairs, first, inverse = np.unique(
+            topics << 32 | partitions, return_index=True, return_inverse=True
+        )
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        pairs, pair_of_row = pairs[order], rank[inverse.reshape(-1)]
+        if np.unique(_pair_key(groups, pair_of_row)).size != n:
             raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
-        self._reserve_rows(len(self.row_key) + len(missing) - len(self._free_rows))
-        new_tables = {(keys[i][0], keys[i][2], keys[i][3]) for i in missing}
-        new_tables -= self._table_of.keys()
-        self._reserve_tables(len(self._table_of) + len(new_tables))
-        for i in missing:
-            found[i] = self._new_row(keys[i])
-        rows = np.asarray(found, dtype=np.int64)
-        if np.unique(rows).size != rows.size:
-            raise ValueError(f"scan of {cluster!r} at {scan.ts} lists a group-partition twice")
+        group_names = list(group_code)
+        known = [self._group_of.get((cluster, name)) for name in group_names]
+        table_of = self._tables_for(cluster, list(topic_code), pairs >> 32, pairs & 0xFFFFFFFF)
+        gid_of = [
+            self._new_group((cluster, name)) if gid is None else gid
+            for name, gid in zip(group_names, known, strict=True)
+        ]
+        gids = np.asarray(gid_of, dtype=np.int64)[groups]
+        tables = table_of[pair_of_row]
+        rows = self._find_rows(gids, tables)
+        missing = rows < 0
+        if missing.any():
+            rows[missing] = self._add_rows(gids[missing], tables[missing])
         # Kept to recognize the next scan's layout, with the rows' own names: the scan's lists
         # hold a string object per row.
-        keys_of = [self.row_key_of(r) for r in rows.tolist()]
-        groups, topics = [key[1] for key in keys_of], [key[2] for key in keys_of]
-        self._last_scan[cluster] = (groups, topics, scan.partition, rows)
+        own_groups = [self.group_key_of(g)[1] for g in gid_of]
+        own_topics = [self.topic_key[t][1] for t in self.table_topic[table_of].tolist()]
+        self._last_scan[cluster] = (
+            list(map(own_groups.__getitem__, groups.tolist())),
+            list(map(own_topics.__getitem__, pair_of_row.tolist())),
+            scan.partition,
+            rows,
+        )
         return rows
 
     def _append_samples(self, rows: np.ndarray, scan: ScanColumns) -> None:
@@ -496,9 +669,7 @@ class WindowStore:
             ("s_state", scan.state),
             ("s_members", scan.members),
         ):
-            array = getattr(self, name)
-            array[index, :-1] = array[index, 1:]
-            array[index, -1] = values
+            _push(getattr(self, name), index, values)
         self.latest_committed[index] = scan.committed
         self.latest_leo[index] = scan.log_end
         self.latest_log_start[index] = scan.log_start
@@ -506,12 +677,12 @@ class WindowStore:
         self.latest_members[index] = scan.members
         had_sample = self.s_count[index] > 0
         changed = had_sample & (self.last_hash[index] != scan.member_hash)
-        self.s_member_changed[index, :-1] = self.s_member_changed[index, 1:]
-        self.s_member_changed[index, -1] = changed
+        _push(self.s_member_changed, index, changed)
         self.last_hash[index] = scan.member_hash
         self.s_count[index] = np.minimum(self.s_count[index] + 1, self.width)
         evidence.update(
-            self.evidence_columns,
+            self.evidence,
+            self.evidence_kinds,
             index,
             evidence.ScanView(
                 ts=scan.ts,
@@ -538,8 +709,8 @@ class WindowStore:
         A commit cadence is the consumer's habit, not a partition's: it is pooled over the rows
         of each group within ``rows`` (the longest wait any of its partitions needed), so a
         partition that happened to see only short waits lately is not judged by them alone."""
-        learned = self.e_usual_wait_ms[rows]
-        count = self.e_waits_learned[rows].astype(np.float64)
+        learned = self.evidence["e_usual_wait_ms"][rows]
+        count = self.evidence["e_waits_learned"][rows].astype(np.float64)
         gids = self.row_group[rows].astype(np.int64)
         if rows.size:
             _, slot = np.unique(gids, return_inverse=True)
@@ -552,11 +723,6 @@ class WindowStore:
         assumed = self.settings.assumed_commit_interval * 1000.0
         trusted = count >= evidence.WAITS_TO_LEARN
         return np.where(trusted, learned, np.maximum(learned, assumed)), count
-
-    @property
-    def evidence_columns(self) -> dict[str, np.ndarray]:
-        """The evidence columns (:mod:`notifier.rules.evidence`) by name."""
-        return {name: getattr(self, name) for name, _, _ in evidence.COLUMNS}
 
     def _record_commits(self, rows: np.ndarray, scan: ScanColumns) -> None:
         committed = scan.committed
@@ -624,9 +790,7 @@ class WindowStore:
                 ("r_ts", timestamps[push]),
                 ("r_lag", lag[push]),
             ):
-                array = getattr(self, name)
-                array[target, :-1] = array[target, 1:]
-                array[target, -1] = values
+                _push(getattr(self, name), target, values)
             self.r_count[target] = np.minimum(self.r_count[target] + 1, self.ring_size)
 
     def _insert_commit(self, row: int, offset: int, order: int, timestamp: int) -> None:
@@ -725,20 +889,20 @@ class WindowStore:
 
     # ---------------------------------------------------------------- forgetting
 
-    def remove_rows(self, rows: Iterable[int]) -> None:
-        rows = np.asarray(sorted(set(int(r) for r in rows)), dtype=np.int64)
+    def remove_rows(self, rows_to_forget: Iterable[int]) -> None:
+        asked = np.unique(np.fromiter(rows_to_forget, np.int64))
+        in_use = asked[(asked >= 0) & (asked < self._rows_used)]
+        rows = in_use[self.row_alive[in_use]]
         if rows.size == 0:
             return
         gids = set(int(g) for g in self.row_group[rows])
-        for row in rows.tolist():
-            key = self.row_key[row]
-            if key is None:
-                continue
-            del self._row_of[key]
-            self.row_key[row] = None
-            self._free_rows.append(row)
-            self._last_scan.pop(key[0], None)
+        for gid in gids:
+            key = self.group_key[gid]
+            if key is not None:
+                self._last_scan.pop(key[0], None)
+        self._free_rows.extend(rows.tolist())
         self._reset_rows(rows)
+        self._index_stale = True
         alive = self.alive_rows()
         still_used = set(np.unique(self.row_group[alive]).tolist())
         for gid in gids - still_used:
@@ -765,7 +929,10 @@ class WindowStore:
         if gid is None:
             return 0
         cluster = key[0]
-        tables = [t for (c, name, _), t in self._table_of.items() if (c, name) == (cluster, topic)]
+        tid = self._topic_of.get((cluster, topic))
+        if tid is None:
+            return 0
+        tables = np.flatnonzero(self.table_topic[: self._tables_used] == tid)
         alive = self.alive_rows()
         rows = alive[(self.row_group[alive] == gid) & np.isin(self.row_table[alive], tables)]
         self.remove_rows(rows)
@@ -849,7 +1016,7 @@ class WindowStore:
             cluster=cluster,
             group=group,
             partitions=[(key[2], key[3]) for key in map(self.row_key_of, rows.tolist())],
-            columns={name: getattr(self, name)[rows] for name in PORTABLE_ROW_COLUMNS},
+            columns={name: self.column(name)[rows] for name in self.portable_row_columns},
             tables={name: getattr(self, name)[tables] for name in TABLE_COLUMN_NAMES},
         )
 
@@ -863,7 +1030,10 @@ class WindowStore:
             [self._new_row((cluster, group, t, p)) for t, p in exported.partitions], np.int64
         )
         for name, values in exported.columns.items():
-            getattr(self, name)[rows] = values
+            # A column the exporting process has and this one lacks (a kind registered there
+            # only) is left out; one it lacks keeps its initial value here.
+            if name in self.portable_row_columns:
+                self.column(name)[rows] = values
         tables = self.row_table[rows]
         theirs = exported.tables
         newer = (self.t_count[tables] == 0) | (theirs["t_time"][:, -1] > self.t_time[tables, -1])
@@ -890,33 +1060,58 @@ def _declared_columns(shapes: tuple[str, ...]) -> tuple[Column, ...]:
     )
 
 
-ROW_COLUMNS = _declared_columns(("row", "window", "ring"))
-"""Every per-row column of :class:`WindowStore`, in declaration order."""
+DECLARED_ROW_COLUMNS = _declared_columns(("row", "window", "ring"))
+"""The per-row columns :class:`WindowStore` declares, in declaration order (a store adds its
+evidence columns: ``WindowStore.row_columns``)."""
 TABLE_COLUMNS = _declared_columns(("table", "points"))
 """Every per-LEO-table column of :class:`WindowStore`."""
-ROW_COLUMN_NAMES = tuple(c.name for c in ROW_COLUMNS)
-"""The names of the per-row columns: what a checkpoint saves of each row."""
-PORTABLE_ROW_COLUMNS = tuple(c.name for c in ROW_COLUMNS if c.portable)
-"""The per-row columns that mean the same in another process's store (not ids into it)."""
 TABLE_COLUMN_NAMES = tuple(c.name for c in TABLE_COLUMNS)
 
 
-def _check_evidence_declared() -> None:
-    declared = {c.name: c for c in ROW_COLUMNS}
-    for name, dtype, fill in evidence.COLUMNS:
-        column = declared.get(name)
-        if column is None or column.dtype is not dtype or not _same(column.fill, fill):
-            raise TypeError(
-                f"WindowStore must declare evidence column {name!r} as _evidence({name!r}) "
-                "(notifier.rules.evidence.COLUMNS gives its type and initial value)"
-            )
+class RowKeys:
+    """``store.row_key[row]``: (cluster, group, topic, partition) of a row, None when free;
+    read from the store's columns, nothing held per row."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: WindowStore) -> None:
+        self._store = store
+
+    def __len__(self) -> int:
+        return self._store.rows_in_use
+
+    def __getitem__(self, row: int) -> tuple[str, str, str, int] | None:
+        store = self._store
+        if not 0 <= row < store.rows_in_use or not store.row_alive[row]:
+            return None
+        return store.row_key_of(row)
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, int] | None]:
+        return (self[row] for row in range(len(self)))
 
 
-def _same(a: float, b: float) -> bool:
-    return a == b or (a != a and b != b)  # NaN fills are the same fill
+def _push(array: np.ndarray, index: slice | np.ndarray, newest: object) -> None:
+    """Drop the oldest entry of each row of a ``(rows, width)`` column at ``index`` and put
+    ``newest`` last. A run of rows is one block of memory: moved left by one entry as a whole
+    (each row's last slot takes the next row's first, then ``newest``), in place; shifting it
+    row-wise had numpy copy the block first (80 MB per column at a million rows)."""
+    if isinstance(index, slice) and array.flags.c_contiguous:
+        flat = array[index].view()
+        flat.shape = (-1,)  # raises rather than copy: the move must happen in the column
+        if flat.size:
+            flat[:-1] = flat[1:]
+    else:
+        array[index, :-1] = array[index, 1:]
+    array[index, -1] = newest
 
 
-_check_evidence_declared()
+def _pair_key(gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """One int64 per (group id, table) pair, ordered as the pairs are."""
+    return gids.astype(np.int64) << 32 | tables.astype(np.int64)
+
+
+def _declared(name: str) -> bool:
+    return isinstance(vars(WindowStore).get(name), Column)
 
 
 def as_index(rows: np.ndarray) -> slice | np.ndarray:

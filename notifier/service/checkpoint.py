@@ -24,14 +24,13 @@ import numpy as np
 from notifier.damaged import last_written, move_aside
 from notifier.diskfaults import DataDirError, error_text, is_disk_error
 from notifier.packed import array_blob, blob_array, digest
-from notifier.rules import ROW_COLUMN_NAMES, Evaluator, TransitionTracker, WindowStore
+from notifier.rules import Evaluator, TransitionTracker, WindowStore
 from notifier.rules.store import TABLE_COLUMN_NAMES
 from notifier.types import GroupStatus
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-_ROW_ARRAYS = ROW_COLUMN_NAMES
 _TABLE_ARRAYS = TABLE_COLUMN_NAMES
 
 
@@ -53,16 +52,16 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
     """Write a checkpoint atomically (one transaction); returns the seconds it took."""
     started = time.perf_counter()
     rows = store.rows_in_use
-    tables = len(store._table_of)
+    table_keys = store.table_keys()
+    tables = len(table_keys)
     meta = {
         "version": FORMAT_VERSION,
         "width": store.width,
         "points": store.points,
         "rows": rows,
         "tables": tables,
-        "row_key": store.row_key,
         "group_key": store.group_key,
-        "table_keys": [[*k, v] for k, v in store._table_of.items()],
+        "table_keys": [[*k, i] for i, k in enumerate(table_keys)],
         "free_rows": store._free_rows,
         "free_groups": store._free_groups,
         "epoch": store._epoch,
@@ -72,7 +71,7 @@ def save(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transiti
         "rule_state": sorted(evaluator.state),
         "saved_at": int(time.time() * 1000),
     }
-    arrays = {name: getattr(store, name)[:rows] for name in _ROW_ARRAYS}
+    arrays = {name: store.column(name)[:rows] for name in store.row_column_names}
     arrays |= {name: getattr(store, name)[:tables] for name in _TABLE_ARRAYS}
     arrays["group_epoch"] = store.group_epoch[: len(store.group_key)]
     groups = len(store.group_key)
@@ -151,21 +150,26 @@ def _load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transit
         store._alloc_rows(store.capacity * 2)
     while store.table_capacity < tables:
         store._alloc_tables(store.table_capacity * 2)
-    for name in _ROW_ARRAYS:
+    for name in store.row_column_names:
         if name in arrays:  # a checkpoint from before a column existed keeps its initial value
-            getattr(store, name)[:rows] = arrays[name]
+            store.column(name)[:rows] = arrays[name]
     for name in _TABLE_ARRAYS:
         getattr(store, name)[:tables] = arrays[name]
-    store.row_key = [tuple(k) if k is not None else None for k in meta["row_key"]]
-    store._row_of = {k: i for i, k in enumerate(store.row_key) if k is not None}
-    store.group_key = [tuple(k) if k is not None else None for k in meta["group_key"]]
-    store._group_of = {k: i for i, k in enumerate(store.group_key) if k is not None}
-    store._table_of = {(c, t, p): i for c, t, p, i in meta["table_keys"]}
-    store._free_rows = list(meta["free_rows"])
-    store._free_groups = list(meta["free_groups"])
-    store._epoch = meta["epoch"]
+    # Which row is which group-partition is in the columns restored above (row_group,
+    # row_table, row_alive); checkpoints before 2026-11 also listed every row's key in the
+    # meta, which is not needed.
+    table_key: list[tuple[str, str, int]] = [("", "", 0)] * tables
+    for c, t, p, i in meta["table_keys"]:
+        table_key[i] = (c, t, p)
+    store.restore_keys(
+        rows_in_use=rows,
+        group_key=[(k[0], k[1]) if k is not None else None for k in meta["group_key"]],
+        table_key=table_key,
+        free_rows=meta["free_rows"],
+        free_groups=meta["free_groups"],
+        epoch=meta["epoch"],
+    )
     store.last_scan_ts = dict(meta["last_scan_ts"])
-    store._last_scan.clear()
 
     groups = len(store.group_key)
     store.group_epoch = np.zeros(max(1024, 2 * groups), dtype=np.int64)
@@ -181,7 +185,7 @@ def _load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transit
     tracker.statuses = {(c, g): GroupStatus(s) for c, g, s in meta["statuses"]}
     log.info(
         "restored checkpoint %s: %d windows, %d groups, %d open statuses, saved %.0f s ago",
-        path, len(store._row_of), len(store._group_of), len(tracker.statuses),
+        path, store.alive_rows().size, len(store._group_of), len(tracker.statuses),
         (time.time() * 1000 - meta["saved_at"]) / 1000,
     )  # fmt: skip
     return True

@@ -239,8 +239,8 @@ class RuleKind:
     group_level: Callable[[Any], bool] = field(default=_every_partition)
     """Whether a rule of this kind reports one finding per group (not per partition)."""
     evidence: KindEvidence | None = None
-    """Per-row state this kind keeps from scan to scan (the store allocates and checkpoints
-    it; built-in kinds only, since the store's columns are fixed when it is imported)."""
+    """Per-row state this kind keeps from scan to scan: a window store built after the kind is
+    registered allocates, checkpoints and hands over its columns (``store.evidence``)."""
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,6 @@ class KindEvidence:
 
 _KINDS: dict[str, RuleKind] = {}
 _LISTENERS: list[Callable[[], None]] = []
-_evidence_taken = False
 
 
 def register(kind: RuleKind) -> None:
@@ -272,20 +271,13 @@ def register(kind: RuleKind) -> None:
         )
     if kind.name == "burrow":
         raise ValueError("the kind name 'burrow' is Burrow's own section of the rules file")
-    if kind.evidence is not None and _evidence_taken:
-        raise ValueError(
-            f"rule kind {kind.name!r} keeps evidence, but the window store's columns are "
-            "already fixed: register it before notifier.rules.store is imported"
-        )
     _KINDS[kind.name] = kind
     _changed()
 
 
 def kinds_with_evidence() -> tuple[RuleKind, ...]:
-    """The kinds that keep evidence of their own; from now on no other may join (the store
-    allocates their columns once)."""
-    global _evidence_taken
-    _evidence_taken = True
+    """The kinds that keep evidence of their own (a window store allocates the columns of
+    those registered when it is built)."""
     return tuple(kind for kind in _KINDS.values() if kind.evidence is not None)
 
 

@@ -146,19 +146,19 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             rows.latest_committed,
             rows.lag_seconds,
             rows.usual_wait_ms,
-            store.e_move_ts[index],
-            store.e_move_leo[index],
-            store.e_move_measured[index],
-            store.e_consume_rate[index],
-            store.e_produce_rate[index],
-            store.e_normal_rate[index],
+            store.evidence["e_move_ts"][index],
+            store.evidence["e_move_leo"][index],
+            store.evidence["e_move_measured"][index],
+            store.evidence["e_consume_rate"][index],
+            store.evidence["e_produce_rate"][index],
+            store.evidence["e_normal_rate"][index],
             run.params["ratio"],
             run.params["min_lag_seconds"],
             run.severity,
-            store.evidence_columns["e_behind_since"][index],
+            store.evidence["e_behind_since"][index],
             run.params["grace"],
-            store.evidence_columns["e_behind_committed"][index],
-            store.evidence_columns["e_behind_leo"][index],
+            store.evidence["e_behind_committed"][index],
+            store.evidence["e_behind_leo"][index],
         )
     )
 
@@ -166,11 +166,11 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
 def describe(view: PartitionView) -> Description:
     store, row, ratio = view.store, view.row, view.rule.ratio
     evidence, behind = position_evidence(view)
-    consume = float(store.e_consume_rate[row])
-    normal = float(store.e_normal_rate[row])
+    consume = float(store.evidence["e_consume_rate"][row])
+    normal = float(store.evidence["e_normal_rate"][row])
     evidence.update(
         consume_rate=consume,
-        produce_rate=float(store.e_produce_rate[row]),
+        produce_rate=float(store.evidence["e_produce_rate"][row]),
         normal_rate=normal,
         ratio=ratio,
     )

@@ -172,12 +172,12 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     store, index, p = rows.store, rows.index, run.params
     progress = no_progress(
         rows.now,
-        store.e_wait_since[index],
-        store.e_wait_leo[index],
+        store.evidence["e_wait_since"][index],
+        store.evidence["e_wait_leo"][index],
         rows.usual_wait_ms,
-        store.e_memberless_since[index],
-        store.e_memberless_leo[index],
-        store.e_usual_memberless_ms[index],
+        store.evidence["e_memberless_since"][index],
+        store.evidence["e_memberless_leo"][index],
+        store.evidence["e_usual_memberless_ms"][index],
         rows.latest_committed,
         rows.latest_leo,
         rows.has_members,
@@ -186,21 +186,21 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         p["tolerance"],
         run.severity,
         p["grace"] * 1000.0,
-        store.evidence_columns["e_standalone"][index],
-        store.evidence_columns["e_memberless_abrupt"][index],
+        store.evidence["e_standalone"][index],
+        store.evidence["e_memberless_abrupt"][index],
         p["crash_grace"] * 1000.0,
     )
     state, gids = run.state, rows.gids
     held = not_moved_since(
         state.firing[gids],
         state.pending_since[gids],
-        store.e_move_ts[index],
-        store.e_move_leo[index],
+        store.evidence["e_move_ts"][index],
+        store.evidence["e_move_leo"][index],
         rows.latest_committed,
         rows.latest_leo,
     ) & (progress.severity == 0)
     severity = np.where(held, state.fired_severity[gids], progress.severity)
-    reader = rows.has_members | store.evidence_columns["e_standalone"][index]
+    reader = rows.has_members | store.evidence["e_standalone"][index]
     stopped = progress.stopped | (held & ~reader)
     stalled = progress.stalled | (held & reader)
     detail = np.where(stopped, STOP, np.where(stalled, STALL, 0)).astype(np.int8)
@@ -214,8 +214,8 @@ def describe(view: PartitionView) -> Description:
     evidence, behind = position_evidence(view)
     committed, lag = evidence["committed_offset"], view.lag
     if view.detail == STOP:
-        since = int(store.e_memberless_since[row])
-        usual = float(store.e_usual_memberless_ms[row]) / 1000
+        since = int(store.evidence["e_memberless_since"][row])
+        usual = float(store.evidence["e_usual_memberless_ms"][row]) / 1000
         evidence.update(members=0, memberless_since=since, usual_restart_s=usual)
         habit = f"its restarts take up to {human_seconds(usual)}" if usual else "no restart"
         message = (
@@ -223,10 +223,10 @@ def describe(view: PartitionView) -> Description:
             f"lag {lag} and growing, {behind} behind"
         )
         return Description("STOP", message, evidence)
-    since = int(store.e_wait_since[row])
+    since = int(store.evidence["e_wait_since"][row])
     usual = view.usual_wait_ms / 1000
     trusted = view.waits_learned >= WAITS_TO_LEARN
-    arrived = int(store.latest_leo[row]) - int(store.e_wait_leo[row])
+    arrived = int(store.latest_leo[row]) - int(store.evidence["e_wait_leo"][row])
     evidence.update(waiting_since=since, usual_wait_s=usual, arrived=arrived)
     assumed = store.settings.assumed_commit_interval
     habit = (
@@ -234,9 +234,9 @@ def describe(view: PartitionView) -> Description:
         if trusted
         else f"habit not learned yet, {human_seconds(max(usual, assumed))} assumed"
     )
-    standalone = store.evidence_columns["e_standalone"][row]
+    standalone = store.evidence["e_standalone"][row]
     who = "standalone consumer (no members)" if standalone else "members present"
-    moved_at = int(store.e_move_ts[row])
+    moved_at = int(store.evidence["e_move_ts"][row])
     if since == UNSET_TS or moved_at < since - store.scan_interval_ms:
         # Held since a STOP or STALL: members are back (or rebalanced) but it has not read.
         evidence.update(offset_moved_at=moved_at if moved_at != UNSET_TS else None)

@@ -118,9 +118,9 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     if np.any(lasting_s > 0):
         lasting = churning(
             rows.now,
-            store.e_churn_since[index],
-            store.e_churn_changes[index],
-            store.e_last_change_ts[index],
+            store.evidence["e_churn_since"][index],
+            store.evidence["e_churn_changes"][index],
+            store.evidence["e_last_change_ts"][index],
             store.churn_gap_ms,
             p["lasting"] * 1000.0,
             p["max_changes"],
@@ -137,8 +137,8 @@ def describe_group(view: GroupView) -> Description:
     store, row, rule = view.store, view.row, view.rule
     evidence = view.group_evidence()
     if rule.lasting:
-        changes = int(store.e_churn_changes[row])
-        began = int(store.e_churn_since[row])
+        changes = int(store.evidence["e_churn_changes"][row])
+        began = int(store.evidence["e_churn_since"][row])
         message = (
             f"member set changed {changes} times in "
             f"{human_seconds((view.now - began) / 1000)} and is still changing "

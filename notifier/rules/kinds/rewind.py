@@ -55,13 +55,13 @@ def rewound(rewind_from: np.ndarray, severity: np.ndarray | int) -> np.ndarray:
 
 
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
-    return Verdict(rewound(rows.store.e_rewind_from[rows.index], run.severity))
+    return Verdict(rewound(rows.store.evidence["e_rewind_from"][rows.index], run.severity))
 
 
 def describe(view: PartitionView) -> Description:
     evidence, _ = position_evidence(view)
     committed = evidence["committed_offset"]
-    was = int(view.store.e_rewind_from[view.row])
+    was = int(view.store.evidence["e_rewind_from"][view.row])
     evidence.update(rewound_from=was, to_reread=max(0, was - committed))
     message = (
         f"committed offset went back from {was} to {committed}: "
