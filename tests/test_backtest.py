@@ -45,7 +45,7 @@ from notifier.backtest import (
     summarize,
 )
 from notifier.backtest.__main__ import build_parser
-from notifier.backtest.job import _scan_calendar
+from notifier.backtest.job import _scan_calendar, default_slo_for
 from notifier.backtest.replay import _sorted_incidents
 from notifier.cli import main
 from notifier.config import ConfigError
@@ -440,6 +440,21 @@ def test_two_would_be_incidents_for_one_label_count_once_from_the_first() -> Non
     row = summary.iloc[0]
     assert (row["tp"], row["fp"], row["fn"], row["precision"]) == (1, 0, 0, 1.0)
     assert row["delay_p50_s"] == -30.0
+
+
+def test_the_slo_waits_as_long_as_the_quickest_enabled_lag_seconds_rule() -> None:
+    def rules(*entries: dict[str, Any]) -> Any:
+        return parse_rules({"rules": list(entries)})
+
+    behind = {"kind": "lag_seconds", "threshold": "5m"}
+    assert default_slo_for(rules()) == 0.0
+    assert default_slo_for(rules({"kind": "lag", "name": "l", "threshold": 9, "for": "10s"})) == 0
+    assert default_slo_for(rules(
+        {**behind, "name": "slow", "for": "3m"},
+        {**behind, "name": "quick", "for": "1m"},
+        {**behind, "name": "off", "for": "5s", "enabled": False},
+        {"kind": "lag", "name": "records", "threshold": 9, "for": "10s"},
+    )) == 60.0  # fmt: skip
 
 
 def test_slo_breaches_count_an_alert_already_open_when_they_begin() -> None:

@@ -22,7 +22,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifier.api import ApiServer, create_app
-from notifier.fleet.view import Bulletin, FleetView, MemberRecord, ViewTable, view_topic
+from notifier.fleet.view import FleetView, view_topic
+from notifier.fleet.viewtable import Bulletin, MemberRecord, ViewTable
 from notifier.notify.config import parse_notify
 from notifier.notify.silences import Silence
 from notifier.rules import load_rules

@@ -14,6 +14,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from notifier.api.series import thresholds
+from notifier.backtest.job import default_slo_for
 from notifier.cli import main
 from notifier.config import ConfigError
 from notifier.rules import (
@@ -26,7 +28,7 @@ from notifier.rules import (
     replay_table,
     with_parameters,
 )
-from notifier.rules.kinds import kind_names, unregister
+from notifier.rules.kinds import ChartLine, kind_names, unregister
 from notifier.rules.step import ClusterPipeline
 from notifier.rules.testrules import RuleTest, series_samples
 from notifier.service import checkpoint
@@ -177,6 +179,36 @@ def test_a_kinds_own_evidence_is_allocated_checkpointed_and_read_from_its_declar
         # A store built before the kind was registered lacks its evidence: refused, clearly.
         with pytest.raises(ValueError, match=r"e_fewest_members.*register the kind first"):
             Evaluator(config, store_before)
+    finally:
+        unregister(toy_rule_kind.KIND.name)
+
+
+def test_a_kind_draws_its_chart_line_and_sets_the_slo_wait_by_declaring_them(tmp_path):
+    # The status page's threshold lines and the backtest's default SLO wait read the kind's own
+    # declarations: a kind that wants them says so in its module, nowhere else.
+    waiting = RULES.replace("at_least: 2\n", "at_least: 2\n    for: 30s\n")
+    rules_path = write_rules(tmp_path, waiting)
+
+    register(toy_rule_kind.KIND)
+    try:
+        plain = load_rules(rules_path)
+        assert thresholds(plain, "prod", "billing", ["orders"]) == []
+        assert default_slo_for(plain) == 0.0
+    finally:
+        unregister(toy_rule_kind.KIND.name)
+
+    def members_line(rule: toy_rule_kind.FewMembersRule) -> ChartLine:
+        return ChartLine("lag", "group", float(rule.at_least), None, rule.severity.value)
+
+    register(dataclasses.replace(toy_rule_kind.KIND, chart_line=members_line, sets_slo_wait=True))
+    try:
+        declared = load_rules(rules_path)
+        assert thresholds(declared, "prod", "billing", ["orders"]) == [
+            {"rule": "team-size", "metric": "lag", "scope": "group", "value": 2.0,
+             "clear_below": None, "severity": "warn", "topics": ["orders"]},
+        ]  # fmt: skip
+        assert thresholds(declared, "prod", "solo-etl", ["orders"])[0]["value"] == 1.0
+        assert default_slo_for(declared) == 30.0
     finally:
         unregister(toy_rule_kind.KIND.name)
 

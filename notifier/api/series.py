@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 
 from notifier.history import HistoryEmptyError, HistoryNotFoundError, conform, read_history
 from notifier.rules import RulesConfig
+from notifier.rules.kinds import ChartLine, kind_of
 from notifier.types import SAMPLE_SCHEMA, available_rows
 
 MAX_HOURS = 48
@@ -227,42 +229,45 @@ def _lag_seconds(
     return seconds
 
 
+def _burrow_line(burrow: Any) -> ChartLine | None:
+    """Burrow's ``allowed_lag``, when it allows some lag (Burrow's section is no rule kind)."""
+    if burrow.allowed_lag <= 0:
+        return None
+    return ChartLine("lag", "partition", float(burrow.allowed_lag), None, "err")
+
+
 def thresholds(
     rules: RulesConfig, cluster: str, group: str, topics: list[str]
 ) -> list[dict[str, Any]]:
-    """The lines to draw on a group's charts: every enabled rule with a threshold on lag in
-    seconds or in records that applies to one of the group's topics (with its override for that
-    topic), and Burrow's ``allowed_lag`` when Burrow's rules notify and allow some lag."""
+    """The lines to draw on a group's charts: every enabled rule whose kind draws one
+    (:attr:`~notifier.rules.kinds.RuleKind.chart_line`) that applies to one of the group's
+    topics (with its override for that topic), and Burrow's ``allowed_lag`` when Burrow's
+    rules notify and allow some lag."""
     lines: dict[tuple[Any, ...], dict[str, Any]] = {}
     for topic in sorted(set(topics)) or [""]:
         candidates: list[Any] = [rules.burrow, *rules.rules]
         for rule in candidates:
-            name = "burrow" if rule is rules.burrow else rule.name
-            kind = "burrow" if rule is rules.burrow else rule.kind
-            if kind not in ("burrow", "lag", "lag_seconds") or not rule.applies_to(
-                cluster, group, topic
-            ):
+            chart_line: Callable[[Any], ChartLine | None] | None
+            if rule is rules.burrow:
+                name, chart_line = "burrow", _burrow_line
+            else:
+                name, chart_line = rule.name, kind_of(rule.kind).chart_line
+            if chart_line is None or not rule.applies_to(cluster, group, topic):
                 continue
             resolved = rule.resolved_for(cluster, group, topic)
             if not resolved.enabled:
                 continue
-            if kind == "burrow":
-                if resolved.allowed_lag <= 0:
-                    continue
-                line = {"rule": name, "metric": "lag", "scope": "partition",
-                        "value": float(resolved.allowed_lag), "clear_below": None,
-                        "severity": "err"}  # fmt: skip
-            else:
-                line = {
-                    "rule": name,
-                    "metric": "lag_seconds" if kind == "lag_seconds" else "lag",
-                    "scope": "partition" if kind == "lag_seconds" else resolved.scope,
-                    "value": float(resolved.threshold),
-                    "clear_below": None
-                    if resolved.clear_below is None
-                    else float(resolved.clear_below),
-                    "severity": resolved.severity.value,
-                }
+            drawn = chart_line(resolved)
+            if drawn is None:
+                continue
+            line = {
+                "rule": name,
+                "metric": drawn.metric,
+                "scope": drawn.scope,
+                "value": drawn.value,
+                "clear_below": drawn.clear_below,
+                "severity": drawn.severity,
+            }
             identity = tuple(line.values())
             entry = lines.setdefault(identity, {**line, "topics": []})
             if topic:

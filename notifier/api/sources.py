@@ -314,7 +314,7 @@ class NotifierView(Protocol):
 
 class RemoteGroupView(Protocol):
     """A group another instance of the fleet owns, as the fleet-wide view has it
-    (:class:`notifier.fleet.view.RemoteGroup`): the owner's answers as of now, each with
+    (:class:`notifier.fleet.viewtable.RemoteGroup`): the owner's answers as of now, each with
     ``instance`` (the owner) and the data's age."""
 
     @property

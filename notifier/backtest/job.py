@@ -58,6 +58,7 @@ from notifier.history import (
 )
 from notifier.notify.config import parse_notify
 from notifier.rules import RulesConfig, load_rules
+from notifier.rules.kinds import kind_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -88,7 +89,8 @@ class BacktestRequest:
     recall_target: float = 0.95
     slo_s: float = 300.0
     slo_for_s: float | None = None
-    """Default: the shortest ``for`` of the rules file's ``lag_seconds`` rules (0 if none)."""
+    """Default: the shortest ``for`` of the rules file's ``lag_seconds`` rules (0 if none;
+    :func:`default_slo_for`)."""
     tolerance_s: float | None = None
     """Default: one scan interval."""
     warmup_s: float | None = None
@@ -125,8 +127,10 @@ def load_routes(path: str | os.PathLike[str]) -> NotifyConfig:
 
 def default_slo_for(rules: RulesConfig) -> float:
     """How long lag in seconds must exceed the SLO to count: the shortest ``for`` of the
-    enabled ``lag_seconds`` rules, as a team paging on lag in seconds would wait."""
-    waits = [r.for_ for r in rules.rules if r.kind == "lag_seconds" and r.enabled]
+    enabled rules of the kinds that page on lag in seconds (``lag_seconds``:
+    :attr:`~notifier.rules.kinds.RuleKind.sets_slo_wait`), as a team paging on lag in seconds
+    would wait."""
+    waits = [r.for_ for r in rules.rules if kind_of(r.kind).sets_slo_wait and r.enabled]
     return min(waits) if waits else 0.0
 
 

@@ -32,15 +32,14 @@ from notifier.config.kafka_security import (
     OAuthConfig,
     SecurityConfig,
 )
+from notifier.config.matchers import MAX_SILENCE_MATCHERS, Matcher, parse_matchers
 from notifier.config.notify import (
     CHANNEL_KINDS,
-    MAX_SILENCE_MATCHERS,
     ChannelEntry,
     ChannelSettings,
     DeliveryConfig,
     HttpUrl,
     InhibitRuleConfig,
-    Matcher,
     NotifyConfig,
     Rate,
     RateValue,
@@ -49,7 +48,6 @@ from notifier.config.notify import (
     SecretValue,
     SilenceConfig,
     SilenceLimits,
-    parse_matchers,
     parse_rate,
     validate_notify,
 )

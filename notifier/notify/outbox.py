@@ -13,7 +13,7 @@ A database SQLite cannot read (truncated, garbled pages, a disk error) never kee
 from starting: :class:`NotifyStore` moves it aside as ``NAME.corrupt-<time>``, starts a new
 one, copies into it every row it can still read (table by table, row by row, stepping over
 damaged pages) and says in one line what it kept and what is lost from when
-(:class:`Salvage`).
+(:mod:`notifier.notify.salvage`).
 
 A disk that refuses writes (full, read-only, the file or its directory removed) loses nothing
 already decided: every write the store cannot commit is kept in memory, in order, and committed
@@ -31,16 +31,13 @@ import json
 import logging
 import operator
 import os
-import shutil
 import sqlite3
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from notifier.damaged import last_written, move_aside
 from notifier.diskfaults import DataDirError, WriteHealth, error_text, is_disk_error
 from notifier.notify import jsonenc
 from notifier.notify.channels.base import MessageRef
@@ -51,6 +48,7 @@ from notifier.notify.codec import (
     result_from_dict,
     result_to_dict,
 )
+from notifier.notify.salvage import Salvage, start_over
 from notifier.types import Event, GroupResult, GroupStatus, Incident, Notification
 
 
@@ -188,45 +186,8 @@ CREATE TABLE IF NOT EXISTS slack_refs (
 
 SCHEMA_VERSION = "1"
 _TABLES = ("meta", "incidents", "notify_log", "silences", "outbox", "slack_refs")
-_MAX_SKIP = 1 << 40
-"""How far past a damaged page the salvage looks for readable rows (in rowids)."""
 
 log = logging.getLogger("notifier.notify")
-
-
-@dataclass(slots=True)
-class Salvage:
-    """What was kept from a damaged notification store (:attr:`NotifyStore.salvage`)."""
-
-    moved_to: Path
-    error: str
-    last_written: str
-    kept: dict[str, int] = field(default_factory=dict)
-    """Rows copied into the new store, per table."""
-    unreadable: dict[str, str] = field(default_factory=dict)
-    """Tables where reading stopped at damage (first error), per table."""
-    pending: int = 0
-    outbox_ids: tuple[int, int] | None = None
-    header_rebuilt: bool = False
-    """The file's header was damaged and was rebuilt from its pages to read them."""
-
-    def message(self, path: Path) -> str:
-        kept = ", ".join(f"{n} {table}" for table, n in self.kept.items() if table != "meta")
-        ids = (
-            f", outbox ids {self.outbox_ids[0]}-{self.outbox_ids[1]}, {self.pending} pending"
-            if self.outbox_ids
-            else ""
-        )
-        damaged = ", ".join(sorted(self.unreadable)) or "none"
-        rebuilt = "; its header was rebuilt from its pages" if self.header_rebuilt else ""
-        return (
-            f"notification store {path} is damaged ({self.error}{rebuilt}); moved it to "
-            f"{self.moved_to.name} and started a new one with the rows that could be read "
-            f"({kept or 'nothing'}{ids}). Tables with unreadable pages: {damaged}; their rows "
-            f"there are lost, as the file was last written at {self.last_written}: pending "
-            "notifications lost are not sent, and open incidents lost are opened anew if their "
-            "group is still failing"
-        )
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -251,91 +212,6 @@ def _open(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
-
-
-def _readable_rows(
-    source: sqlite3.Connection, table: str, columns: list[str]
-) -> tuple[list[tuple[Any, ...]], str | None]:
-    """Every row of ``table`` that can be read, in rowid order: after a damaged page, seek
-    further and further ahead until rows can be read again (the first error is returned)."""
-    rows: list[tuple[Any, ...]] = []
-    first_error: str | None = None
-    after, skip = 0, 1  # the tables' rowids start at 1
-    select = f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid > ? ORDER BY rowid"
-    while skip <= _MAX_SKIP:
-        try:
-            for row in source.execute(select, (after,)):
-                rows.append(row[1:])
-                after, skip = row[0], 1
-            return rows, first_error
-        except sqlite3.DatabaseError as exc:
-            first_error = first_error or str(exc)
-            after, skip = after + skip, skip * 2
-    return rows, first_error
-
-
-def _pad_to_header_size(path: Path) -> None:
-    """Zero-fill a truncated database file up to the size its header gives: SQLite refuses a
-    file shorter than that outright, while a missing page read as zeros is only an unreadable
-    page, which the salvage steps over."""
-    with path.open("r+b") as handle:
-        header = handle.read(100)
-        if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
-            return
-        page_size = int.from_bytes(header[16:18], "big")
-        page_size = 65536 if page_size == 1 else page_size
-        pages = int.from_bytes(header[28:32], "big")
-        size = handle.seek(0, os.SEEK_END)
-        if pages * page_size > size:
-            handle.truncate(pages * page_size)
-
-
-_HEADER_MAGIC = b"SQLite format 3\0"
-_BTREE_PAGE_TYPES = frozenset({2, 5, 10, 13})
-
-
-def _page_size_of(data: bytes) -> int | None:
-    """The page size a database file's pages fit best (the header that says it is gone):
-    the size at which most pages after the first begin like a b-tree page."""
-    best, best_share = None, 0.0
-    for size in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
-        pages = len(data) // size
-        if pages < 2 or len(data) % size:
-            continue
-        typed = sum(1 for page in range(1, pages) if data[page * size] in _BTREE_PAGE_TYPES)
-        share = typed / (pages - 1)
-        if share > best_share:
-            best, best_share = size, share
-    return best
-
-
-def _rebuild_header(path: Path, wal: bool) -> bool:
-    """Write a plausible 100-byte header over a database file whose header is damaged (what
-    SQLite's ``.recover`` would need too): the pages behind it are intact, and only the header
-    says how to read them. True when one was written."""
-    data = path.read_bytes()
-    if data.startswith(_HEADER_MAGIC):
-        return False
-    size = _page_size_of(data)
-    if size is None or data[100] not in _BTREE_PAGE_TYPES:
-        return False  # page 1's own b-tree header is gone too: nothing to rebuild on
-    version = 2 if wal else 1
-    header = bytearray(100)
-    header[0:16] = _HEADER_MAGIC
-    header[16:18] = (1 if size == 65536 else size).to_bytes(2, "big")
-    header[18], header[19], header[20] = version, version, 0
-    header[21], header[22], header[23] = 64, 32, 32
-    header[24:28] = (1).to_bytes(4, "big")  # change counter
-    header[28:32] = (len(data) // size).to_bytes(4, "big")
-    header[40:44] = (1).to_bytes(4, "big")  # schema cookie
-    header[44:48] = (4).to_bytes(4, "big")  # schema format
-    header[56:60] = (1).to_bytes(4, "big")  # UTF-8
-    header[92:96] = (1).to_bytes(4, "big")  # valid for this change counter
-    major, minor, patch = sqlite3.sqlite_version_info
-    header[96:100] = (major * 1_000_000 + minor * 1000 + patch).to_bytes(4, "big")
-    with path.open("r+b") as handle:
-        handle.write(bytes(header))
-    return True
 
 
 def _decodes(table: str, columns: list[str], row: tuple[Any, ...]) -> bool:
@@ -388,7 +264,9 @@ class NotifyStore:
         except sqlite3.DatabaseError as exc:
             if is_disk_error(exc):  # the disk refused, the file is not damaged: keep it
                 raise DataDirError(self.path, f"cannot be opened ({exc})") from exc
-            self.db, self.salvage = self._start_over(exc)
+            self.db, self.salvage = start_over(
+                self.path, exc, open_store=_open, tables=_TABLES, usable=_decodes
+            )
             log.error(
                 self.salvage.message(self.path),
                 extra={"event": "notify_store_damaged", "path": str(self.path),
@@ -538,56 +416,6 @@ class NotifyStore:
             return False
         self.health.succeeded(written)
         return True
-
-    def _start_over(self, error: sqlite3.DatabaseError) -> tuple[sqlite3.Connection, Salvage]:
-        """Move the damaged file aside, open a new one and copy every readable row into it."""
-        written = last_written(self.path)
-        aside = move_aside(self.path)
-        db = _open(self.path)
-        salvage = Salvage(moved_to=aside, error=str(error), last_written=written)
-        with tempfile.TemporaryDirectory(dir=self.path.parent, prefix=".salvage-") as work:
-            copy = Path(work) / self.path.name
-            for suffix in ("", "-wal"):
-                if aside.with_name(aside.name + suffix).exists():
-                    shutil.copyfile(aside.with_name(aside.name + suffix), str(copy) + suffix)
-            if _rebuild_header(copy, wal=Path(str(copy) + "-wal").exists()):
-                salvage.header_rebuilt = True
-            _pad_to_header_size(copy)
-            try:
-                source = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
-            except sqlite3.DatabaseError as exc:
-                salvage.unreadable = dict.fromkeys(_TABLES, str(exc))
-                return db, salvage
-            try:
-                self._copy_readable(source, db, salvage)
-            finally:
-                source.close()
-        return db, salvage
-
-    @staticmethod
-    def _copy_readable(
-        source: sqlite3.Connection, db: sqlite3.Connection, salvage: Salvage
-    ) -> None:
-        """Every readable, decodable row of each table from ``source`` into ``db``."""
-        for table in _TABLES:
-            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
-            rows, problem = _readable_rows(source, table, columns)
-            if problem is not None:
-                salvage.unreadable[table] = problem
-            usable = [row for row in rows if _decodes(table, columns, row)]
-            db.execute("BEGIN")
-            db.executemany(
-                f"INSERT OR IGNORE INTO {table} ({', '.join(columns)})"
-                f" VALUES ({', '.join('?' * len(columns))})",
-                usable,
-            )
-            db.execute("COMMIT")
-            salvage.kept[table] = len(usable)
-            if table == "outbox" and usable:
-                ids = [row[columns.index("id")] for row in usable]
-                salvage.outbox_ids = (min(ids), max(ids))
-                state = columns.index("state")
-                salvage.pending = sum(1 for row in usable if row[state] == "pending")
 
     # ---- core state + outbox, atomically
 

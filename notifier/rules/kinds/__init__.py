@@ -6,8 +6,9 @@ A kind's module holds its config model, its kernel (``evaluate``, pure), its fin
 are registered below, in the order the rules file's errors list them; a kind from elsewhere
 (a test's, a plug-in's) calls :func:`register` itself. The rules file's discriminated union
 (:mod:`notifier.rules.rulesfile`), parameter grids, the evaluator and the store's evidence
-(:mod:`notifier.rules.evidence`) all read the registry, so
-adding a kind touches nothing else. README, "How to add a rule kind, a channel or an endpoint".
+(:mod:`notifier.rules.evidence`), the charts' threshold lines (``chart_line``) and the
+backtest's default SLO wait (``sets_slo_wait``) all read the registry, so adding a kind touches
+nothing else. README, "How to add a rule kind, a channel or an endpoint".
 """
 
 from notifier.rules.kinds import (
@@ -23,6 +24,7 @@ from notifier.rules.kinds import (
 )
 from notifier.rules.kinds.base import (
     AnyRegisteredKind,
+    ChartLine,
     Description,
     GroupView,
     KindEvidence,
@@ -41,6 +43,7 @@ from notifier.rules.kinds.base import (
     on_change,
     position_evidence,
     register,
+    threshold_line,
     unregister,
     with_hysteresis,
 )
@@ -64,6 +67,7 @@ for _kind in BUILTIN_KINDS:
 __all__ = [
     "BUILTIN_KINDS",
     "AnyRegisteredKind",
+    "ChartLine",
     "Description",
     "GroupView",
     "KindEvidence",
@@ -82,6 +86,7 @@ __all__ = [
     "on_change",
     "position_evidence",
     "register",
+    "threshold_line",
     "unregister",
     "with_hysteresis",
 ]

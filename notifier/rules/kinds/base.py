@@ -241,6 +241,38 @@ class RuleKind:
     evidence: KindEvidence | None = None
     """Per-row state this kind keeps from scan to scan: a window store built after the kind is
     registered allocates, checkpoints and hands over its columns (``store.evidence``)."""
+    chart_line: Callable[[Any], ChartLine | None] | None = None
+    """The threshold a rule of this kind draws on a group's charts, given the rule as resolved
+    for a topic (None from it: no line for that rule); None: its rules draw none
+    (:func:`notifier.api.series.thresholds`)."""
+    sets_slo_wait: bool = False
+    """Its rules page on lag in seconds, the measure the backtest's SLO is stated in: the
+    SLO's default ``for`` is the shortest ``for`` of their enabled rules
+    (:func:`notifier.backtest.job.default_slo_for`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChartLine:
+    """A threshold drawn across a group's charts on the status page."""
+
+    metric: Literal["lag", "lag_seconds"]
+    """The chart it is drawn on: lag in records or lag in seconds."""
+    scope: Literal["partition", "group"]
+    """Whether it is a partition's lag or the group's total it is compared with."""
+    value: float
+    clear_below: float | None
+    severity: str
+
+
+def threshold_line(
+    rule: Any,
+    metric: Literal["lag", "lag_seconds"],
+    scope: Literal["partition", "group"] = "partition",
+) -> ChartLine:
+    """The ``chart_line`` of a rule that fires above its ``threshold`` and, once firing, holds
+    until below ``clear_below``."""
+    clear_below = None if rule.clear_below is None else float(rule.clear_below)
+    return ChartLine(metric, scope, float(rule.threshold), clear_below, rule.severity.value)
 
 
 @dataclass(frozen=True)
@@ -382,6 +414,7 @@ def position_evidence(view: PartitionView) -> tuple[dict[str, Any], str]:
 __all__ = [
     "SEVERITY_NONE",
     "AnyRegisteredKind",
+    "ChartLine",
     "Description",
     "GroupView",
     "KindEvidence",
@@ -400,6 +433,7 @@ __all__ = [
     "on_change",
     "position_evidence",
     "register",
+    "threshold_line",
     "unregister",
     "with_hysteresis",
 ]

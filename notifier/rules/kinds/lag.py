@@ -10,6 +10,7 @@ from notifier.config.base import NonNegativeInt
 from notifier.config.rules import Hysteresis, KindRule, RuleBase
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
+    ChartLine,
     Description,
     GroupView,
     PartitionView,
@@ -17,6 +18,7 @@ from notifier.rules.kinds.base import (
     RuleKind,
     RuleRun,
     Verdict,
+    threshold_line,
     with_hysteresis,
 )
 from notifier.types import Severity
@@ -68,6 +70,11 @@ def _group_scope(rule: Any) -> bool:
     return bool(rule.scope == "group")
 
 
+def chart_line(rule: Any) -> ChartLine:
+    """On the lag chart, against a partition's lag or the group's total (its ``scope``)."""
+    return threshold_line(rule, "lag", rule.scope)
+
+
 KIND = RuleKind(
     name="lag",
     model=LagRule,
@@ -76,4 +83,5 @@ KIND = RuleKind(
     describe=describe,
     describe_group=describe_group,
     group_level=_group_scope,
+    chart_line=chart_line,
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -10,6 +10,7 @@ from notifier.config.base import Duration
 from notifier.config.rules import Hysteresis, KindRule, RuleBase
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
+    ChartLine,
     Description,
     PartitionView,
     Rows,
@@ -17,6 +18,7 @@ from notifier.rules.kinds.base import (
     RuleRun,
     Verdict,
     human_seconds,
+    threshold_line,
     with_hysteresis,
 )
 from notifier.types import Severity
@@ -53,10 +55,17 @@ def describe(view: PartitionView) -> Description:
     return Description(view.status, message, evidence)
 
 
+def chart_line(rule: Any) -> ChartLine:
+    """On the lag-in-seconds chart, against each partition's lag in seconds."""
+    return threshold_line(rule, "lag_seconds")
+
+
 KIND = RuleKind(
     name="lag_seconds",
     model=LagSecondsRule,
     params=("threshold", "clear_below"),
     evaluate=evaluate,
     describe=describe,
+    chart_line=chart_line,
+    sets_slo_wait=True,
 )
