@@ -261,6 +261,10 @@ class WindowStore:
     e_behind_since = _evidence("e_behind_since")
     e_behind_leo = _evidence("e_behind_leo")
     e_behind_committed = _evidence("e_behind_committed")
+    e_behind_moves = _evidence("e_behind_moves")
+    e_usual_backlog_s = _evidence("e_usual_backlog_s")
+    e_usual_backlog_ts = _evidence("e_usual_backlog_ts")
+    e_behind_peak_s = _evidence("e_behind_peak_s")
     # LEO tables for lag in seconds, one per (cluster, topic, partition).
     t_leo = Column("points", np.int64, 0)
     t_time = Column("points", np.int64, 0)
