@@ -265,6 +265,8 @@ class WindowStore:
     e_usual_backlog_s = _evidence("e_usual_backlog_s")
     e_usual_backlog_ts = _evidence("e_usual_backlog_ts")
     e_behind_peak_s = _evidence("e_behind_peak_s")
+    e_log_start_seen = _evidence("e_log_start_seen")
+    e_log_start_moved_ts = _evidence("e_log_start_moved_ts")
     # LEO tables for lag in seconds, one per (cluster, topic, partition).
     t_leo = Column("points", np.int64, 0)
     t_time = Column("points", np.int64, 0)
@@ -528,6 +530,7 @@ class WindowStore:
                 previous_ts=previous_ts,
                 previous_committed=previous_committed,
                 previous_log_end=previous_log_end,
+                log_start=scan.log_start,
             ),
             self.churn_gap_ms,
             self.scan_interval_ms,
