@@ -84,6 +84,11 @@ def follow_runs(
         columns[name][index] = np.where(begins, value, np.where(ends, NULL, columns[name][index]))
 
 
+USUAL_BACKLOG = "e_usual_backlog_s"
+"""The evidence column of how far behind (s) the consumer usually is at a commit while it
+keeps up; ``progress`` reads it too."""
+
+
 def _learn_usual_backlog(
     columns: dict[str, np.ndarray],
     index: slice | np.ndarray,
