@@ -2,7 +2,8 @@
 commits at which the consumer was behind is this kind's own evidence (``e_behind_since``,
 ``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``), and so is how far behind it
 usually is at a commit while it keeps up (``e_usual_backlog_s``, learned from runs it recovered
-from: a reader of transactions, a consumer that pauses now and then)."""
+from: a reader of transactions, a consumer that pauses now and then), which ``progress``
+reads."""
 
 from __future__ import annotations
 
@@ -86,7 +87,9 @@ def follow_runs(
 
 USUAL_BACKLOG = "e_usual_backlog_s"
 """The evidence column of how far behind (s) the consumer usually is at a commit while it
-keeps up; ``progress`` reads it too."""
+keeps up. ``progress`` reads it (a commit further behind than that carried a position the
+consumer had stopped at); this kind does not: a lagging consumer that had once recovered from
+a restart's backlog would be judged that much later."""
 
 
 def _learn_usual_backlog(
@@ -149,7 +152,6 @@ def falling_behind(
     behind_committed: np.ndarray | None = None,
     behind_log_end: np.ndarray | None = None,
     behind_moves: np.ndarray | None = None,
-    usual_backlog_s: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
@@ -169,11 +171,10 @@ def falling_behind(
     the normal rate, while its lag still grows for a while.
     """
     since_move_s = (now_ms - move_ts) / 1000.0
-    # How much further behind than it usually is at a commit while keeping up.
-    excess_s = lag_seconds - since_move_s - usual_backlog_s
+    behind_at_move_s = lag_seconds - since_move_s
     with np.errstate(invalid="ignore"):
         slow = (consume_rate < ratio * normal_rate) & (produce_rate > consume_rate)
-        behind_s = excess_s > min_lag_seconds
+        behind_s = behind_at_move_s > min_lag_seconds
         backlog = np.maximum(move_log_end - committed, 0)
         # Enough records in a commit interval to tell a rate from chance: a slow topic is
         # judged by lag in seconds alone.
@@ -183,7 +184,7 @@ def falling_behind(
     if behind_since is not None and np.any(np.asarray(grace_s) > 0):
         with np.errstate(invalid="ignore"):
             # A pause leaves it behind by up to the pause and one commit interval.
-            beyond_pause = excess_s > (min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
+            beyond_pause = behind_at_move_s > (min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
         # Behind at commits spanning ``grace``: one commit behind after a pause is not
         # enough, however long the next commit takes.
         lasting = (behind_since != UNSET_TS) & ((move_ts - behind_since) >= grace_s * 1000.0)
@@ -192,7 +193,7 @@ def falling_behind(
             # behind than a pause does: the one interval a pause spans (or a transaction read
             # whole at its end) is not a trend.
             with np.errstate(invalid="ignore"):
-                beyond_grace = excess_s > min_lag_seconds + grace_s
+                beyond_grace = behind_at_move_s > min_lag_seconds + grace_s
             lasting &= (behind_moves >= MIN_INTERVALS_BEHIND) | beyond_grace
         confirmed = lasting | beyond_pause
         if behind_committed is not None and behind_log_end is not None:
@@ -232,7 +233,6 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             store.evidence_columns["e_behind_committed"][index],
             store.evidence_columns["e_behind_leo"][index],
             store.evidence_columns["e_behind_moves"][index],
-            store.evidence_columns["e_usual_backlog_s"][index],
         )
     )
 
