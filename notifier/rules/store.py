@@ -262,9 +262,6 @@ class WindowStore:
     e_behind_leo = _evidence("e_behind_leo")
     e_behind_committed = _evidence("e_behind_committed")
     e_behind_moves = _evidence("e_behind_moves")
-    e_usual_backlog_s = _evidence("e_usual_backlog_s")
-    e_usual_backlog_ts = _evidence("e_usual_backlog_ts")
-    e_behind_peak_s = _evidence("e_behind_peak_s")
     e_log_start_seen = _evidence("e_log_start_seen")
     e_log_start_moved_ts = _evidence("e_log_start_moved_ts")
     # LEO tables for lag in seconds, one per (cluster, topic, partition).

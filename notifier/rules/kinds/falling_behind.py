@@ -1,9 +1,6 @@
 """``falling_behind``: consuming slower than the partition normally gets records; the run of
 commits at which the consumer was behind is this kind's own evidence (``e_behind_since``,
-``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``), and so is how far behind it
-usually is at a commit while it keeps up (``e_usual_backlog_s``, learned from runs it recovered
-from: a reader of transactions, a consumer that pauses now and then), which ``progress``
-reads."""
+``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``)."""
 
 from __future__ import annotations
 
@@ -14,13 +11,7 @@ from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.habits import (
-    FORGET_HALF_LIFE_MS,
-    NULL,
-    UNSET_TS,
-    ScanTimes,
-    ScanView,
-)
+from notifier.rules.habits import NULL, UNSET_TS, ScanTimes, ScanView
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
     Description,
@@ -72,8 +63,6 @@ def follow_runs(
     begins = measured & behind_now & ((since == UNSET_TS) | holding)
     ends = measured & ~behind_now
     columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
-    recovered = ends | (begins & (since != UNSET_TS))
-    _learn_usual_backlog(columns, index, scan, measured & known, backlog, recovered)
     # Commits behind since the run began: a pause is one long interval and a catch-up, a slow
     # consumer is behind commit after commit.
     count = columns["e_behind_moves"][index]
@@ -83,42 +72,6 @@ def follow_runs(
     )
     for name, value in (("e_behind_committed", scan.committed), ("e_behind_leo", scan.log_end)):
         columns[name][index] = np.where(begins, value, np.where(ends, NULL, columns[name][index]))
-
-
-USUAL_BACKLOG = "e_usual_backlog_s"
-"""The evidence column of how far behind (s) the consumer usually is at a commit while it
-keeps up. ``progress`` reads it (a commit further behind than that carried a position the
-consumer had stopped at); this kind does not: a lagging consumer that had once recovered from
-a restart's backlog would be judged that much later."""
-
-
-def _learn_usual_backlog(
-    columns: dict[str, np.ndarray],
-    index: slice | np.ndarray,
-    scan: ScanView,
-    measured: np.ndarray,
-    backlog: np.ndarray,
-    recovered: np.ndarray,
-) -> None:
-    """The furthest behind (in seconds of its normal traffic) the consumer has been at a commit
-    in a run of commits behind that it recovered from on its own (caught up, or back to no
-    more than where the run began): a reader of transactions waits for each to end, a consumer
-    that pauses now and then catches up. A slow consumer never recovers, so its growing lag is
-    never learned. Halves over the habits' forgetting time."""
-    normal = columns["e_normal_rate"][index]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        seconds = np.where(normal > 0, backlog / normal, 0.0)
-    seconds = np.where(measured & np.isfinite(seconds), seconds, 0.0)
-    peak = columns["e_behind_peak_s"][index]
-    usual = columns["e_usual_backlog_s"][index]
-    if recovered.any():
-        elapsed = np.maximum(scan.ts - columns["e_usual_backlog_ts"][index], 0)
-        decayed = usual * np.exp2(-elapsed / FORGET_HALF_LIFE_MS)
-        columns["e_usual_backlog_s"][index] = np.where(recovered, np.maximum(decayed, peak), usual)
-        columns["e_usual_backlog_ts"][index] = np.where(
-            recovered, scan.ts, columns["e_usual_backlog_ts"][index]
-        )
-    columns["e_behind_peak_s"][index] = np.where(recovered, seconds, np.maximum(peak, seconds))
 
 
 MIN_INTERVALS_BEHIND = 2
@@ -267,9 +220,6 @@ KIND = RuleKind(
             ("e_behind_committed", np.int64, NULL),
             ("e_behind_leo", np.int64, NULL),
             ("e_behind_moves", np.int16, 0),
-            ("e_usual_backlog_s", np.float64, 0.0),
-            ("e_usual_backlog_ts", np.int64, 0),
-            ("e_behind_peak_s", np.float64, 0.0),
         ),
         update=follow_runs,
     ),

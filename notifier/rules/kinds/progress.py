@@ -25,7 +25,6 @@ from notifier.rules.kinds.base import (
     human_seconds,
     position_evidence,
 )
-from notifier.rules.kinds.falling_behind import USUAL_BACKLOG
 from notifier.types import Severity
 
 
@@ -103,7 +102,6 @@ def no_progress(
     standalone: np.ndarray | None = None,
     abrupt: np.ndarray | None = None,
     crash_grace_ms: np.ndarray | float = 0.0,
-    behind_at_move_ms: np.ndarray | float = 0.0,
 ) -> ProgressOutcome:
     """STALL: a consumer is there (members present, or a standalone ``assign()`` consumer whose
     offsets have moved with no members) and its committed offset has not moved, while records
@@ -114,12 +112,7 @@ def no_progress(
     usual restart, and that restart plus ``grace`` when it is longer than ``stop_after`` (at
     least ``stop_after``, plus
     ``crash_grace`` when the members vanished without a commit on the way out: a crash whose
-    pod is on its way back) while records arrived that nobody reads.
-
-    ``behind_at_move_ms``: how much further behind than usual the consumer already was when
-    its offset last moved (the commit carried a position it had stopped at before): its wait
-    began that much before the move, so a slow committer that stops just after a commit is
-    judged from when it stopped reading, not from its next commit."""
+    pod is on its way back) while records arrived that nobody reads."""
     reader = present if standalone is None else present | standalone
     if standalone is not None:
         # A standalone consumer's restart is invisible (no member set to change), and its
@@ -132,7 +125,7 @@ def no_progress(
         reader
         & (wait_since != UNSET_TS)
         & (log_end > wait_log_end)
-        & ((now_ms - wait_since + behind_at_move_ms) >= stall_limit)
+        & ((now_ms - wait_since) >= stall_limit)
     )
     if abrupt is not None:
         stop_after_ms = stop_after_ms + np.where(abrupt, crash_grace_ms, 0.0)
@@ -175,30 +168,6 @@ def not_moved_since(
     )
 
 
-STOPPED_SHARE = 0.5
-"""A commit that read less than this share of what arrived over its last intervals carried a
-position the consumer had stopped at (a reader of whole transactions reads about all of it)."""
-
-
-def behind_at_move_ms(rows: Rows) -> np.ndarray:
-    """How much further behind than it usually is at a commit (the learned habit of
-    ``falling_behind``: a reader of transactions, a consumer that keeps a steady lag) each row
-    was when its offset last moved; 0 when unknown."""
-    store, index = rows.store, rows.index
-    since_move_s = (rows.now - store.e_move_ts[index]) / 1000.0
-    usual_s = store.evidence_columns[USUAL_BACKLOG][index]
-    with np.errstate(invalid="ignore"):
-        excess_s = rows.lag_seconds - since_move_s - usual_s
-        # Only a commit that ended an ordinary interval in which it lost ground: one after a
-        # rebalance or a restart (not measured) or in a catch-up carries a backlog it is
-        # reading, not one it stopped at.
-        losing = store.e_move_measured[index] & (
-            store.e_consume_rate[index] < STOPPED_SHARE * store.e_produce_rate[index]
-        )
-    excess_s = np.where(losing & np.isfinite(excess_s), np.maximum(excess_s, 0.0), 0.0)
-    return excess_s * 1000.0
-
-
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     store, index, p = rows.store, rows.index, run.params
     progress = no_progress(
@@ -220,7 +189,6 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         store.evidence_columns["e_standalone"][index],
         store.evidence_columns["e_memberless_abrupt"][index],
         p["crash_grace"] * 1000.0,
-        behind_at_move_ms(rows),
     )
     state, gids = run.state, rows.gids
     held = not_moved_since(
