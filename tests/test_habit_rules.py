@@ -409,3 +409,58 @@ def test_a_pause_and_its_catch_up_are_not_falling_behind_a_slow_consumer_is():
     seen = transitions(rule, [series(committed=joined(slowed), log_end=joined(log_end))])
     assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN")]
     assert seen[0].at / 1000 - 1800 <= 240
+
+
+def test_a_ninety_second_pause_at_thirty_second_commits_is_one_slow_interval_not_a_trend():
+    rule = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
+                 "grace": "90s"})  # fmt: skip
+    rates = [100.0] * 720
+    log_end, committed = positions(rates, 300.0)
+    # Commits every 30 s; every 12 minutes a 90 s pause, then it catches up at three times the
+    # rate: the commit that ends the pause is one interval, slow and 60-90 s behind.
+    paused = list(committed)
+    for start in range(180, 700, 72):
+        for i in range(start, start + 9):
+            paused[i] = paused[start - 1]
+        for i in range(start + 9, min(start + 72, 720)):
+            paused[i] = min(log_end[i], paused[i - 1] + 3000)
+    every_30s = [paused[3 * (i // 3)] for i in range(720)]
+    inputs = [series(committed=joined(every_30s), log_end=joined(log_end))]
+    assert transitions(rule, inputs) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Retention: warned from the time left before records are deleted
+
+
+def retained(log_end: list[int], minutes: int, rate: float) -> list[int]:
+    """The log start of a topic keeping ``minutes`` of records at ``rate`` records/s."""
+    return [max(0, e - int(rate * minutes * 60)) for e in log_end]
+
+
+RETENTION = only({"kind": "retention", "warn_fraction": 0.1, "warn_within": "1h"})
+
+
+def test_a_slow_consumer_on_a_twenty_minute_topic_is_warned_long_before_records_are_deleted():
+    rates = [100.0] * 240
+    log_end, committed = positions(rates, 300.0)
+    _, slow = positions(rates, 25.0)
+    # Healthy for half an hour, then a quarter of the rate: retention overtakes it in ~27 min.
+    slowed = committed[:180] + [committed[179] + (c - slow[179]) for c in slow[180:]]
+    start = retained(log_end, 20, 100.0)
+    seen = transitions(
+        RETENTION,
+        [series(committed=joined(slowed), log_end=joined(log_end), log_start=joined(start))],
+    )
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN")]
+    assert seen[0].at / 1000 - 1800 <= 90
+    finding = seen[0].result.findings[0]
+    assert "retention deletes records it has not read in about" in finding.message
+    assert 20 * 60 <= finding.evidence["seconds_to_loss"] < 3600
+    # Keeping up on the same topic, or slowed on a topic that keeps a day, is not at risk.
+    healthy = series(committed=joined(committed), log_end=joined(log_end),
+                     log_start=joined(start))  # fmt: skip
+    a_day = series(committed=joined(slowed), log_end=joined(log_end),
+                   log_start=joined(retained(log_end, 24 * 60, 100.0)))  # fmt: skip
+    assert transitions(RETENTION, [healthy]) == []
+    assert transitions(RETENTION, [a_day]) == []

@@ -125,6 +125,8 @@ class ScanView:
     previous_ts: np.ndarray
     previous_committed: np.ndarray
     previous_log_end: np.ndarray
+    log_start: np.ndarray | None = None
+    """The log-start offsets the scan saw (NULL where unknown); None when not given."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -695,6 +695,7 @@ class WindowStore:
                 previous_ts=previous_ts,
                 previous_committed=previous_committed,
                 previous_log_end=previous_log_end,
+                log_start=scan.log_start,
             ),
             self.churn_gap_ms,
             self.scan_interval_ms,

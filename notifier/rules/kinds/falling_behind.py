@@ -1,6 +1,6 @@
 """``falling_behind``: consuming slower than the partition normally gets records; the run of
 commits at which the consumer was behind is this kind's own evidence (``e_behind_since``,
-``e_behind_committed``, ``e_behind_leo``)."""
+``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``)."""
 
 from __future__ import annotations
 
@@ -63,12 +63,27 @@ def follow_runs(
     begins = measured & behind_now & ((since == UNSET_TS) | holding)
     ends = measured & ~behind_now
     columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
+    # Commits behind since the run began: a pause is one long interval and a catch-up, a slow
+    # consumer is behind commit after commit.
+    count = columns["e_behind_moves"][index]
+    continues = measured & behind_now & ~begins & (since != UNSET_TS)
+    columns["e_behind_moves"][index] = np.where(
+        begins | ends, 0, np.where(continues, np.minimum(count + 1, 1 << 14), count)
+    )
     for name, value in (("e_behind_committed", scan.committed), ("e_behind_leo", scan.log_end)):
         columns[name][index] = np.where(begins, value, np.where(ends, NULL, columns[name][index]))
 
 
+MIN_INTERVALS_BEHIND = 2
+"""``falling_behind`` with a grace: commit intervals, each ending further behind, before a run
+of commits behind counts as lasting."""
+
 MIN_RECORDS_TO_JUDGE_RATE = 20
 """``falling_behind`` needs this many records expected in its span to compare rates."""
+
+MIN_RECORDS_TO_JUDGE_RUN = 3 * MIN_RECORDS_TO_JUDGE_RATE
+"""...and this many arrived over the run of commits behind to say it read less than its share:
+a topic read in whole transactions of a dozen records is read in steps that size."""
 
 
 def falling_behind(
@@ -89,6 +104,7 @@ def falling_behind(
     grace_s: np.ndarray | float = 0.0,
     behind_committed: np.ndarray | None = None,
     behind_log_end: np.ndarray | None = None,
+    behind_moves: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
@@ -108,9 +124,10 @@ def falling_behind(
     the normal rate, while its lag still grows for a while.
     """
     since_move_s = (now_ms - move_ts) / 1000.0
+    behind_at_move_s = lag_seconds - since_move_s
     with np.errstate(invalid="ignore"):
         slow = (consume_rate < ratio * normal_rate) & (produce_rate > consume_rate)
-        behind_s = (lag_seconds - since_move_s) > min_lag_seconds
+        behind_s = behind_at_move_s > min_lag_seconds
         backlog = np.maximum(move_log_end - committed, 0)
         # Enough records in a commit interval to tell a rate from chance: a slow topic is
         # judged by lag in seconds alone.
@@ -120,12 +137,17 @@ def falling_behind(
     if behind_since is not None and np.any(np.asarray(grace_s) > 0):
         with np.errstate(invalid="ignore"):
             # A pause leaves it behind by up to the pause and one commit interval.
-            beyond_pause = (lag_seconds - since_move_s) > (
-                min_lag_seconds + grace_s + usual_wait_ms / 1000.0
-            )
+            beyond_pause = behind_at_move_s > (min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
         # Behind at commits spanning ``grace``: one commit behind after a pause is not
         # enough, however long the next commit takes.
         lasting = (behind_since != UNSET_TS) & ((move_ts - behind_since) >= grace_s * 1000.0)
+        if behind_moves is not None:
+            # Slow over more than one commit interval, or one interval that left it further
+            # behind than a pause does: the one interval a pause spans (or a transaction read
+            # whole at its end) is not a trend.
+            with np.errstate(invalid="ignore"):
+                beyond_grace = behind_at_move_s > min_lag_seconds + grace_s
+            lasting &= (behind_moves >= MIN_INTERVALS_BEHIND) | beyond_grace
         confirmed = lasting | beyond_pause
         if behind_committed is not None and behind_log_end is not None:
             # Over the whole run it read less than ``ratio`` of what arrived: a consumer that
@@ -133,7 +155,11 @@ def falling_behind(
             read = committed - behind_committed
             arrived = move_log_end - behind_log_end
             with np.errstate(invalid="ignore"):
-                confirmed &= (behind_committed != NULL) & (read < ratio * arrived)
+                confirmed &= (
+                    (behind_committed != NULL)
+                    & (read < ratio * arrived)
+                    & (arrived >= MIN_RECORDS_TO_JUDGE_RUN)
+                )
         hit &= np.where(np.asarray(grace_s) > 0, confirmed, True)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
 
@@ -159,6 +185,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             run.params["grace"],
             store.evidence["e_behind_committed"][index],
             store.evidence["e_behind_leo"][index],
+            store.evidence["e_behind_moves"][index],
         )
     )
 
@@ -192,6 +219,7 @@ KIND = RuleKind(
             ("e_behind_since", np.int64, UNSET_TS),
             ("e_behind_committed", np.int64, NULL),
             ("e_behind_leo", np.int64, NULL),
+            ("e_behind_moves", np.int16, 0),
         ),
         update=follow_runs,
     ),
