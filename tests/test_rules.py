@@ -59,6 +59,17 @@ def test_rewind_that_does_not_catch_up_is_err():
     assert result.status is GroupStatus.ERR
 
 
+def test_an_offset_of_a_deleted_topic_seen_once_after_it_is_created_again_is_no_rewind():
+    # Seen on Apache Kafka 4.4: the scan after the topic is created again reads the new log
+    # (log end 0) with the group's offset of the old one (237); the next, the new offset (26).
+    recreated = series(committed="200+10x3 237 237 26 36 46", log_end="210+10x3 240 0 28 40 50")
+    result = evaluate(only({"kind": "rewind"}), [recreated], 450)
+    assert result.status is GroupStatus.OK, result.findings
+    # In one log, a step back is a rewind however far the log end has gone.
+    rewound = series(committed="200+10x3 237 237 26 36 46", log_end="210+10x3 240 250 260 270 280")
+    assert evaluate(only({"kind": "rewind"}), [rewound], 450).status is GroupStatus.ERR
+
+
 def test_healthy_consumer_is_ok():
     lag_jitters = "5 15 22 38 41 55 62 78 81 95"  # a constant lag would be Burrow's WARN
     result = evaluate(BURROW_ONLY, [series(committed="0+10x9", log_end=lag_jitters)], 540)
