@@ -5,7 +5,7 @@ itself into its history, with labels written by the scripts.
 
 Modules: ``member`` (the aiokafka member process, steered by signals), ``stage`` (what a script
 works with: timeline, plans, consumers, labels), ``scenarios`` (the scripts, :data:`SCENARIOS`),
-``record`` (:func:`record`: topics, traffic, the service, the scripts), ``corpus`` (the corpus
+``recording`` (:func:`record`: topics, traffic, the service, the scripts), ``corpus`` (the corpus
 on disk: :func:`write_corpus`, :func:`load_corpus`). ``benchmarks/record_corpus.py`` records one;
 ``benchmarks/alert_quality.py`` scores the committed one.
 
@@ -26,12 +26,12 @@ _EXPORTS = {
     "Label": "notifier.recorder.stage",
     "Plan": "notifier.recorder.stage",
     "RecordedCorpus": "notifier.recorder.corpus",
-    "Recording": "notifier.recorder.record",
+    "Recording": "notifier.recorder.recording",
     "Scenario": "notifier.recorder.scenarios",
     "Stage": "notifier.recorder.stage",
     "Timeline": "notifier.recorder.stage",
     "load_corpus": "notifier.recorder.corpus",
-    "record": "notifier.recorder.record",
+    "record": "notifier.recorder.recording",
     "write_corpus": "notifier.recorder.corpus",
 }
 
@@ -53,7 +53,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from notifier.recorder.corpus import CLUSTER, RecordedCorpus, load_corpus, write_corpus
-    from notifier.recorder.record import Recording, record
+    from notifier.recorder.recording import Recording, record
     from notifier.recorder.scenarios import BY_NAME, SCENARIOS, Scenario
     from notifier.recorder.stage import Label, Plan, Stage, Timeline
 
