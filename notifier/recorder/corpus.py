@@ -1,6 +1,6 @@
 """A recorded corpus on disk, written by :func:`write_corpus` and read by :func:`load_corpus`::
 
-    <corpus>/history/date=YYYY-MM-DD/part-*.parquet   the service's own history files
+    <corpus>/history/date=YYYY-MM-DD/part-*.parquet   the service's history, to the end
     <corpus>/incidents.csv   labels: cluster, group, start, end, kind, onset, scenario
     <corpus>/groups.csv      one row per group: cluster, group, topic, scenario, kind, client,
                              commit, partitions, rate, description
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import shutil
 from collections.abc import Sequence
@@ -23,8 +24,19 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from notifier.history import history_files, load_incidents, read_history
+from notifier.history import (
+    DAY_MS,
+    PARQUET_COMPRESSION,
+    day_of_ms,
+    load_incidents,
+    part_file_name,
+    partition_name,
+    read_history,
+    write_parquet_atomic,
+)
 from notifier.recorder.stage import Label, Plan
 
 CLUSTER = "recorded"
@@ -58,6 +70,26 @@ def iso_ms(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
+def copy_history(source: Path, target: Path, until_ms: int) -> int:
+    """Copy the scans of the history ``source`` up to ``until_ms`` (the recording's end: the
+    service may have scanned once or twice more before it stopped) into ``target`` (replaced),
+    in the service's layout, one file per date partition; returns the rows copied."""
+    table = read_history(source)
+    table = table.filter(pc.less_equal(table.column("ts").cast(pa.int64()), until_ms))
+    if target.exists():
+        shutil.rmtree(target)
+    days = table.column("ts").cast(pa.int64()).to_numpy() // DAY_MS
+    for day in sorted(set(days.tolist())):
+        rows = table.filter(pa.array(days == day))
+        path = target / partition_name(day_of_ms(day * DAY_MS)) / part_file_name(day * DAY_MS)
+        write_parquet_atomic(path, functools.partial(_write_table, rows))
+    return int(table.num_rows)
+
+
+def _write_table(table: pa.Table, handle: Any) -> None:
+    pq.write_table(table, handle, compression=PARQUET_COMPRESSION)
+
+
 def write_corpus(
     out: Path,
     history: Path,
@@ -65,16 +97,10 @@ def write_corpus(
     labels: Sequence[Label],
     meta: dict[str, Any],
 ) -> None:
-    """Write a corpus into ``out`` (replacing one there): ``history``'s files, as the service
-    wrote them, and the labels, the groups and ``meta``."""
+    """Write a corpus into ``out`` (replacing one there): ``history``'s scans up to the
+    recording's end (``meta["ended_ms"]``), the labels, the groups and ``meta``."""
     out.mkdir(parents=True, exist_ok=True)
-    target = out / "history"
-    if target.exists():
-        shutil.rmtree(target)
-    for file in history_files(history):
-        destination = target / file.relative_to(history)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(file, destination)
+    copy_history(history, out / "history", int(meta["ended_ms"]))
     with open(out / "incidents.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(LABEL_COLUMNS)

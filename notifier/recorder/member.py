@@ -33,7 +33,7 @@ import signal
 import sys
 import time
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
@@ -68,7 +68,6 @@ class Member:
         self.stopping = asyncio.Event()
         self.consumed: dict[TopicPartition, int] = {}
         self.consumer = AIOKafkaConsumer(
-            *(() if args.assign else (args.topic,)),
             bootstrap_servers=args.bootstrap,
             group_id=args.group,
             group_instance_id=args.instance_id,
@@ -107,7 +106,9 @@ class Member:
 
     async def run(self) -> None:
         await self.consumer.start()
-        if self.args.assign:
+        if not self.args.assign:
+            self.consumer.subscribe([self.args.topic], listener=_Revoked(self))
+        else:
             self.consumer.assign(
                 [TopicPartition(self.args.topic, p) for p in range(self.args.assign)]
             )
@@ -185,6 +186,23 @@ class Member:
         ends = await self.consumer.end_offsets(list(assigned))
         positions = [await self.consumer.position(tp) for tp in assigned]
         return all(p >= ends[tp] for p, tp in zip(positions, assigned))
+
+
+class _Revoked(ConsumerRebalanceListener):
+    """Partitions taken away in a rebalance: commit what was read of them (by hand; the
+    auto-commit does it itself) and forget them, so that a later commit never carries an
+    offset from before another member read on (a backwards commit)."""
+
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self.member._commit()
+        for tp in revoked:
+            self.member.consumed.pop(tp, None)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        return None
 
 
 def parser() -> argparse.ArgumentParser:

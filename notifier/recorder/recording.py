@@ -99,7 +99,7 @@ async def record(
             ]
             progress(f"{len(scripts)} scripts running for {timeline.duration_s:g} s")
             await _watch(scripts, stage, progress)
-            ended_ms = now_ms()
+            ended_ms = stage.end_ms
         finally:
             await service.stop()
             stage.kill_all()
@@ -146,7 +146,13 @@ async def _watch(
     pending = set(scripts)
     told: set[str] = set()
     while pending:
-        done, pending = await asyncio.wait(pending, timeout=60)
+        left = stage.timeline.duration_s - stage.elapsed_s
+        if left <= 0:  # a script still in a step (a deploy, a restart) ends with the recording
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            return
+        done, pending = await asyncio.wait(pending, timeout=min(60.0, left))
         for task in done:
             task.result()
         for consumer in stage.failed():
