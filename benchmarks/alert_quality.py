@@ -157,10 +157,11 @@ def write_recorded_report(
 ) -> None:
     """The recorded corpus's tables as one HTML page: figures, per kind, per scenario."""
     names = list(recorded)
-    overall = pd.DataFrame(
+    overall = pd.DataFrame.from_dict(
         {n: {k: recorded[n][k] for k in ("alerts", "noise", "precision", "recall",
-                                         "delay_p50_s", "delay_p90_s")} for n in names}
-    ).T  # fmt: skip
+                                         "delay_p50_s", "delay_p90_s")} for n in names},
+        orient="index",
+    )  # fmt: skip
     kinds = sorted({k for n in names for k in recorded[n]["kinds"]})
     per_kind = pd.DataFrame(
         {n: {k: _kind_cell(recorded[n]["kinds"].get(k)) for k in kinds} for n in names}
