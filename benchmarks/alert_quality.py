@@ -23,9 +23,16 @@ and every incident kind over its own grid (detection delay per cell), simulated 
 :mod:`notifier.backtest.kafkasim`, a model of what brokers and clients do written apart from
 the rules. Precision, recall and delays are then given on the sweep, the fleet, and both.
 
+A third corpus is recorded from a real broker (:mod:`notifier.recorder`, committed in
+``benchmarks/corpora/kafka-4.4-recorded``): real aiokafka and Java consumers scripted to crash,
+restart, roll, pause, stall, stop, fall behind, rewind and lose records on Apache Kafka 4.4,
+scanned by the service itself, labelled by the scripts. It is scored the same way, per kind,
+with the benign pages per scenario, and counts in the figures of all corpora together.
+
     python benchmarks/alert_quality.py            # 3 seeds x 150 groups x 6 h, sweep 2 replicas
     python benchmarks/alert_quality.py --full     # 5 seeds x 300 groups x 12 h, 4 replicas
     python benchmarks/alert_quality.py --report DIR   # also the sweep's heat maps (HTML, PNG)
+                                                      # and the recorded corpus's tables
 
 Targets for the defaults (10 s scans, the sweep and the fleet together): precision >= 0.98,
 recall >= 0.98 and >= 0.95 for every kind, median delay <= 30 s, p90 <= 120 s, no page in any
@@ -62,11 +69,13 @@ from notifier.backtest import sweep as sweeps  # noqa: E402
 from notifier.backtest.scoring import labels_frame  # noqa: E402
 from notifier.backtest.sweepreport import write_sweep_report  # noqa: E402
 from notifier.history import load_incidents, read_history  # noqa: E402
+from notifier.recorder import load_corpus  # noqa: E402
 from notifier.rules import RulesConfig, load_rules, parse_rules  # noqa: E402
 from notifier.synth import synthesize_fleet  # noqa: E402
 
 INTERVAL_S = 10.0
 WARMUP_MS = 30 * 60_000
+RECORDED = ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded"
 TARGETS = {
     "precision": 0.98,
     "recall": 0.98,
@@ -102,6 +111,85 @@ def build_corpus(seed: int, groups: int, hours: float, workdir: Path) -> Corpus:
     samples = SampleArrays.from_arrow(table)
     shutil.rmtree(out)
     return Corpus(seed, samples, labels, groups, start + WARMUP_MS, end)
+
+
+def build_recorded(path: Path) -> tuple[Corpus, pd.DataFrame, dict[str, Any]]:
+    """The recorded corpus (:func:`notifier.recorder.load_corpus`), replay-ready, with its
+    groups (which scenario each is) and how it was recorded."""
+    recorded = load_corpus(path)
+    if recorded.scan_interval_s != INTERVAL_S:
+        raise SystemExit(f"{path}: recorded at {recorded.scan_interval_s:g} s scans, "
+                         f"scored at {INTERVAL_S:g} s")  # fmt: skip
+    ts = recorded.table.column("ts").cast("int64").to_numpy()
+    start, end = int(ts.min()), int(ts.max())
+    counted_from = start + round(recorded.warmup_s * 1000)
+    labels = labels_frame(recorded.labels)
+    labels = labels[labels["end_ms"] >= counted_from].reset_index(drop=True)
+    labels["label_id"] = np.arange(len(labels))
+    samples = SampleArrays.from_arrow(recorded.table)
+    corpus = Corpus(0, samples, labels, len(recorded.groups), counted_from, end)
+    return corpus, recorded.groups, recorded.meta
+
+
+def benign_pages(alerts: pd.DataFrame, groups: pd.DataFrame) -> dict[str, int]:
+    """False pages per scenario of the recorded corpus (every scenario listed, 0 if none)."""
+    scenario = groups.set_index("group")["scenario"]
+    false = alerts[~alerts["matched"].astype(bool)]
+    counts = false["group"].map(scenario).value_counts()
+    return {name: int(counts.get(name, 0)) for name in groups["scenario"]}
+
+
+def _print_recorded(
+    recorded: dict[str, dict[str, Any]], groups: pd.DataFrame, meta: dict[str, Any]
+) -> None:
+    names = list(recorded)
+    print(f"\nrecorded corpus ({meta['broker']}, {len(groups)} groups, "
+          f"{meta['duration_s'] / 60:.0f} min at {meta['scan_interval_s']:g} s scans, warm-up "
+          f"{meta['warmup_s'] / 60:g} min): false pages per scenario")  # fmt: skip
+    print(f"  {'scenario':<26}{'kind':<16}" + "".join(f"{n:>12}" for n in names))
+    for row in groups.itertuples():
+        cells = "".join(f"{recorded[n]['benign_pages'][row.scenario]:>12}" for n in names)
+        print(f"  {row.scenario:<26}{row.kind or '-':<16}{cells}")
+
+
+def write_recorded_report(
+    path: Path, recorded: dict[str, dict[str, Any]], groups: pd.DataFrame, meta: dict[str, Any]
+) -> None:
+    """The recorded corpus's tables as one HTML page: figures, per kind, per scenario."""
+    names = list(recorded)
+    overall = pd.DataFrame.from_dict(
+        {n: {k: recorded[n][k] for k in ("alerts", "noise", "precision", "recall",
+                                         "delay_p50_s", "delay_p90_s")} for n in names},
+        orient="index",
+    )  # fmt: skip
+    kinds = sorted({k for n in names for k in recorded[n]["kinds"]})
+    per_kind = pd.DataFrame(
+        {n: {k: _kind_cell(recorded[n]["kinds"].get(k)) for k in kinds} for n in names}
+    )
+    pages = pd.DataFrame({n: recorded[n]["benign_pages"] for n in names})
+    pages.insert(0, "kind", groups.set_index("scenario")["kind"].reindex(pages.index))
+    pages.insert(1, "description", groups.set_index("scenario")["description"])
+    path.write_text(
+        "<!doctype html><meta charset=utf-8><title>Recorded corpus</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 8px}</style>"
+        f"<h1>The recorded corpus: {meta['broker']}</h1>"
+        f"<p>{len(groups)} groups, {meta['duration_s'] / 60:.0f} min at "
+        f"{meta['scan_interval_s']:g} s scans, warm-up {meta['warmup_s'] / 60:g} min; "
+        f"recorded {meta.get('started', '')} with <code>{meta.get('command', '')}</code></p>"
+        "<h2>Alerts</h2>"
+        + overall.to_html()
+        + "<h2>Per incident kind: recall, delay p50 / p90 (s)</h2>"
+        + per_kind.to_html()
+        + "<h2>False pages per scenario</h2>"
+        + pages.to_html()
+    )
+
+
+def _kind_cell(k: dict[str, Any] | None) -> str:
+    if k is None:
+        return "-"
+    return f"{k['recall']:.2f} {k['delay_p50_s']:.0f}/{k['delay_p90_s']:.0f} ({k['labels']})"
 
 
 def burrow_only(rules: RulesConfig, minimum_complete: float) -> RulesConfig:
@@ -299,6 +387,13 @@ def main() -> None:
     parser.add_argument("--patterns", nargs="*", help="sweep only these patterns and faults")
     parser.add_argument("--no-sweep", action="store_true", help="the fleet corpus alone")
     parser.add_argument("--no-fleet", action="store_true", help="the sweep alone")
+    parser.add_argument(
+        "--recorded",
+        type=Path,
+        default=RECORDED,
+        help="the recorded corpus (default benchmarks/corpora/kafka-4.4-recorded)",
+    )
+    parser.add_argument("--no-recorded", action="store_true", help="leave the recorded corpus out")
     parser.add_argument("--report", type=Path, help="write the sweep's heat maps (HTML, PNG) here")
     args = parser.parse_args()
     seeds = args.seeds or ([7, 8, 9, 10, 11] if args.full else [7, 8, 9])
@@ -327,6 +422,20 @@ def main() -> None:
         results = score(corpora, configs)
         for name, figures in results.items():
             _print(name, figures)
+    recorded: dict[str, dict[str, Any]] = {}
+    if not args.no_recorded:
+        corpus, recorded_groups, recorded_meta = build_recorded(args.recorded)
+        recorded = score([corpus], configs)
+        for name, figures in recorded.items():
+            figures["benign_pages"] = benign_pages(figures["_alerts"], recorded_groups)
+            _print(f"{name} on the recorded corpus", figures)
+        _print_recorded(recorded, recorded_groups, recorded_meta)
+        if args.report:
+            args.report.mkdir(parents=True, exist_ok=True)
+            write_recorded_report(
+                args.report / "recorded.html", recorded, recorded_groups, recorded_meta
+            )
+            print(f"\nrecorded corpus's tables: {args.report / 'recorded.html'}")
     sweep_summary: dict[str, Any] = {}
     together: dict[str, dict[str, Any]] = {}
     if not args.no_sweep:
@@ -361,9 +470,10 @@ def main() -> None:
                 k: sweep_figures[k]
                 for k in ("alerts", "noise", "precision", "recall", "delay_p50_s", "delay_p90_s")
             }
-            if name in results:
-                both_l = pd.concat([results[name]["_labels"], s_labels], ignore_index=True)
-                both_a = pd.concat([results[name]["_alerts"], s_alerts], ignore_index=True)
+            parts = [corpus[name] for corpus in (results, recorded) if name in corpus]
+            if parts:
+                both_l = pd.concat([*(p["_labels"] for p in parts), s_labels], ignore_index=True)
+                both_a = pd.concat([*(p["_alerts"] for p in parts), s_alerts], ignore_index=True)
                 together[name] = _figures(both_l, both_a, days)
             print(
                 f"\n{name} on the sweep: {sweep_figures['alerts']} alerts, "
@@ -374,13 +484,15 @@ def main() -> None:
             if name in together:
                 t = together[name]
                 print(
-                    f"{name} on sweep + fleet: precision {t['precision']:.3f}, recall "
+                    f"{name} on sweep + fleet{' + recorded' if recorded else ''}: precision "
+                    f"{t['precision']:.3f}, recall "
                     f"{t['recall']:.3f}, delay p50 {t['delay_p50_s']:.0f} s p90 "
                     f"{t['delay_p90_s']:.0f} s, per kind recall "
                     f"{ {k: v['recall'] for k, v in t['kinds'].items()} }"
                 )
     scored = together or results or {n: {**sweep_summary[n], "kinds": sweep_summary[n]["kinds"]}
-                                     for n in sweep_names}  # fmt: skip
+                                     for n in sweep_names if n in sweep_summary}  # fmt: skip
+    scored = scored or recorded
     baselines = {name: scored[name] for name in ("burrow_mc0", "burrow_mc1") if name in scored}
     met = _met(scored["defaults"], baselines)
     if sweep_summary:
@@ -405,11 +517,17 @@ def main() -> None:
                     "labels": labels,
                     "fleet": not args.no_fleet,
                     "sweep": not args.no_sweep,
+                    "recorded": None if args.no_recorded else str(args.recorded),
                 },
                 "figures": {k: scored["defaults"].get(k) for k in headline}
                 | {"recall_by_kind": by_kind},
                 "fleet": {n: {k: r[k] for k in headline} for n, r in results.items()},
                 "sweep": sweep_json,
+                "recorded": {
+                    n: {k: r[k] for k in headline}
+                    | {"kinds": r["kinds"], "benign_pages_by_scenario": r["benign_pages"]}
+                    for n, r in recorded.items()
+                },
                 "baseline": {n: {k: b.get(k) for k in headline} for n, b in baselines.items()},
                 "targets": TARGETS | {"benign_pages": 0},
                 "met": met,

@@ -1,0 +1,120 @@
+"""Record a labelled corpus from a real broker (issue 28): scripted groups of real consumers on a
+single-node Apache Kafka, scanned by the service itself every 10 s into its history.
+
+Starts Apache Kafka (4.4 by default; its jars from Maven Central, cached), creates one topic per
+scenario (:data:`notifier.recorder.SCENARIOS`: healthy groups at several commit cadences, the
+benign patterns of ../shared/DOMAIN.md §9, and faults of every kind a real client can be made
+to show), produces their traffic, starts ``notifier run`` on the broker with its history on,
+runs every script at once (aiokafka members as processes that are killed, stopped, frozen,
+paused, slowed and rewound, and Kafka's console consumer with the consumer and the classic
+protocols), then stops the service and writes the corpus: the service's history files, the
+labels the scripts wrote (``incidents.csv``), the groups (``groups.csv``) and how it was recorded
+(``corpus.json``). ``benchmarks/alert_quality.py`` scores it.
+
+    python benchmarks/record_corpus.py --out benchmarks/corpora/kafka-4.4-recorded   # ~27 min
+    python benchmarks/record_corpus.py --out /tmp/c --minutes 3 --scenarios healthy-auto5 \
+        stalled-auto5
+
+Ends with one JSON line: what was recorded and how long it took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from notifier.embedded.apache_kafka import (  # noqa: E402
+    KAFKA_VERSION,
+    ApacheKafkaBroker,
+    kafka_jars,
+)
+from notifier.recorder import BY_NAME, SCENARIOS, Timeline, record  # noqa: E402
+
+
+def timeline_for(minutes: float) -> Timeline:
+    """The default timeline (26 minutes), or one scaled to ``minutes``."""
+    default = Timeline()
+    if abs(minutes * 60 - default.duration_s) < 1:
+        return default
+    scale = minutes * 60 / default.duration_s
+    return Timeline(
+        duration_s=default.duration_s * scale,
+        warmup_s=default.warmup_s * scale,
+        first_event_s=default.first_event_s * scale,
+        event_every_s=max(40.0, default.event_every_s * scale),
+        onset_s=(default.onset_s[0] * scale, default.onset_s[1] * scale),
+        fault_length_s=(default.fault_length_s[0] * scale, default.fault_length_s[1] * scale),
+        start_spread_s=min(default.start_spread_s, 10 * scale),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="the corpus folder to write")
+    parser.add_argument("--minutes", type=float, default=Timeline().duration_s / 60,
+                        help="how long to record (default 26)")  # fmt: skip
+    parser.add_argument("--scenarios", nargs="*", choices=sorted(BY_NAME), metavar="NAME",
+                        help="only these scenarios (default: all)")  # fmt: skip
+    parser.add_argument("--scan-interval", type=float, default=10.0, help="seconds")
+    parser.add_argument("--kafka-version", default=KAFKA_VERSION)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, help="keep the service's data and client logs")
+    args = parser.parse_args()
+    scenarios = [BY_NAME[n] for n in args.scenarios] if args.scenarios else list(SCENARIOS)
+    timeline = timeline_for(args.minutes)
+    command = "python benchmarks/record_corpus.py " + shlex.join(sys.argv[1:])
+
+    began = time.perf_counter()
+    jars = kafka_jars(args.kafka_version)
+    with tempfile.TemporaryDirectory(prefix="record-kafka-") as data:
+        broker = ApacheKafkaBroker(
+            args.kafka_version, jars=jars, data_dir=Path(data), heap="1g"
+        ).start()
+        try:
+            print(f"Apache Kafka {args.kafka_version} on {broker.bootstrap_servers}, started in "
+                  f"{broker.started_in_s:.0f} s; {len(scenarios)} scenarios, "
+                  f"{timeline.duration_s / 60:g} min", flush=True)  # fmt: skip
+            done = asyncio.run(
+                record(
+                    broker.bootstrap_servers,
+                    broker.tools,
+                    args.out,
+                    scenarios,
+                    kafka_version=args.kafka_version,
+                    timeline=timeline,
+                    scan_interval_s=args.scan_interval,
+                    seed=args.seed,
+                    command=command,
+                    workdir=args.workdir,
+                    progress=lambda line: print(line, flush=True),
+                )
+            )
+        finally:
+            broker.close()
+    elapsed = time.perf_counter() - began
+    size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
+    print(f"\n{args.out}: {done.groups} groups, {done.labels} labels, {done.rows} rows in "
+          f"{done.scans} scans, {size / 1e6:.2f} MB, {elapsed / 60:.1f} min")  # fmt: skip
+    print(json.dumps({
+        "name": "record_corpus",
+        "figures": {"groups": done.groups, "labels": done.labels, "rows": done.rows,
+                    "scans": done.scans, "bytes": size, "elapsed_s": round(elapsed, 1)},
+        "size": {"minutes": timeline.duration_s / 60, "scenarios": len(scenarios),
+                 "kafka_version": args.kafka_version, "scan_interval_s": args.scan_interval},
+        "baseline": None,
+        "targets": {"bytes_at_most": 5_000_000},
+        "met": {"bytes_at_most": size <= 5_000_000},
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

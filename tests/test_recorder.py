@@ -1,0 +1,111 @@
+"""The corpus recorded from a real broker (issue 28): the committed corpus loads and its labels
+name groups its history holds; the recorder, end to end on Apache Kafka, writes a history and
+labels that the backtest scores."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from notifier.backtest import GridConfig, ReplayOptions, SampleArrays, match_incidents, replay
+from notifier.backtest.scoring import labels_frame
+from notifier.embedded.apache_kafka import ApacheKafkaBroker
+from notifier.recorder import BY_NAME, CLUSTER, Timeline, load_corpus, record
+from notifier.rules import load_rules
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded"
+FAULT_KINDS = {"stalled", "stopped", "consumers_gone", "lagging", "rewound", "retention_loss"}
+
+
+def _per_scan(table: pd.DataFrame, group: str) -> pd.DataFrame:
+    """One row per scan of ``group``: committed offsets and log ends summed over partitions."""
+    rows = table[table["group"] == group]
+    return rows.groupby("ts")[["committed_offset", "log_end_offset"]].sum()
+
+
+def test_the_committed_corpus_loads_and_its_labels_name_groups_of_its_history() -> None:
+    corpus = load_corpus(CORPUS)
+    table = corpus.table.to_pandas()
+    scanned = set(table["group"])
+
+    assert corpus.meta["broker"] == "Apache Kafka 4.4.0"
+    assert corpus.scan_interval_s == 10.0
+    assert set(corpus.groups["group"]) == scanned, "every scripted group is in the history"
+    assert set(table["cluster"]) == {CLUSTER}
+    assert set(corpus.labels["group"]) <= scanned
+    assert set(corpus.labels["kind"]) == FAULT_KINDS
+    # A label is on a group whose scenario is that kind of fault, within the recording.
+    kind_of = corpus.groups.set_index("group")["kind"]
+    assert (corpus.labels["kind"] == corpus.labels["group"].map(kind_of)).all()
+    first, last = table["ts"].min(), table["ts"].max()
+    assert ((corpus.labels["start"] >= first) & (corpus.labels["start"] <= last)).all()
+    assert (corpus.labels["onset"].map(pd.Timestamp) <= corpus.labels["start"]).all()
+    # Small enough to live in the repository.
+    size = sum(f.stat().st_size for f in CORPUS.rglob("*") if f.is_file())
+    assert size < 5_000_000
+
+
+@pytest.mark.kafka
+async def test_the_recorder_writes_a_scorable_corpus_from_apache_kafka(
+    apache_kafka: ApacheKafkaBroker, tmp_path: Path
+) -> None:
+    """A healthy group and a stalled one, 80 s at 5 s scans: the history holds both, the
+    stall's label says when it stood still, and the backtest replays and matches it."""
+    prefix = f"rec-{uuid.uuid4().hex[:6]}-"
+    timeline = Timeline(
+        duration_s=80,
+        warmup_s=10,
+        first_event_s=30,
+        event_every_s=40,
+        onset_s=(30, 30),
+        fault_length_s=(35, 35),
+        start_spread_s=2,
+    )
+    out = tmp_path / "corpus"
+    done = await record(
+        apache_kafka.bootstrap_servers,
+        apache_kafka.tools,
+        out,
+        [BY_NAME["healthy-auto5"], BY_NAME["stalled-auto5"]],
+        kafka_version=apache_kafka.version,
+        timeline=timeline,
+        scan_interval_s=5.0,
+        prefix=prefix,
+        workdir=tmp_path / "work",
+    )
+    assert done.groups == 2 and done.labels == 1
+
+    corpus = load_corpus(out)
+    healthy, stalled = f"{prefix}healthy-auto5", f"{prefix}stalled-auto5"
+    table = corpus.table.to_pandas()
+    assert set(table["group"]) == {healthy, stalled}
+    assert corpus.meta["client_failures"] == []
+    (label,) = corpus.labels.itertuples()
+    assert (label.group, label.kind, label.scenario) == (stalled, "stalled", "stalled-auto5")
+
+    # The stalled group stood still through its label while records kept arriving...
+    during = _per_scan(table, stalled).loc[label.start : label.end]
+    assert len(during) >= 4
+    assert during["committed_offset"].nunique() == 1
+    assert during["log_end_offset"].is_monotonic_increasing
+    assert during["log_end_offset"].iloc[-1] > during["log_end_offset"].iloc[0]
+    # ...and the healthy one read on: its last commit is close to the log end.
+    kept_up = _per_scan(table, healthy).iloc[-1]
+    assert kept_up["log_end_offset"] - kept_up["committed_offset"] < 100
+
+    # Scorable: the backtest's engine replays it and matches its alerts to the label.
+    rules = load_rules(ROOT / "rules.yaml")
+    output = replay(
+        SampleArrays.from_arrow(corpus.table),
+        [GridConfig(0, {}, rules)],
+        ReplayOptions(scan_interval_s=5.0),
+    )
+    labels = labels_frame(corpus.labels)
+    matches = match_incidents(output.incidents.reset_index(drop=True), labels, 5000)
+    assert len(matches.alert_matched) == len(output.incidents)
+    assert np.isin(matches.first["label_id"], labels["label_id"]).all()
