@@ -28,6 +28,7 @@ from notifier.rules.lagtime import LeoReset
 from notifier.rules.replay import Moment, print_replay, read_samples, replay_table, scans
 from notifier.rules.results import Evaluation, group_without_partitions, not_found
 from notifier.rules.rulesfile import RulesConfig, load_rules, parse_rules, with_parameters
+from notifier.rules.scancolumns import GroupRows, ScanColumns
 from notifier.rules.step import (
     EXPIRE_EVERY_MS,
     ClusterPipeline,
@@ -36,7 +37,7 @@ from notifier.rules.step import (
     evaluate_step,
     unavailable_samples,
 )
-from notifier.rules.store import NULL, GroupRows, ScanColumns, WindowStore
+from notifier.rules.store import NULL, WindowStore
 from notifier.rules.testrules import RuleTest, run_file, series_samples
 from notifier.rules.transitions import TransitionTracker
 

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 if TYPE_CHECKING:
-    from notifier.rules.store import ScanColumns
+    from notifier.rules.scancolumns import ScanColumns
 
 NAN = float("nan")
 

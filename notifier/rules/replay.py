@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 
 from notifier.rules.results import Evaluation, not_found
 from notifier.rules.rulesfile import RulesConfig
+from notifier.rules.scancolumns import ScanColumns
 from notifier.rules.step import ClusterPipeline
-from notifier.rules.store import ScanColumns
 from notifier.types import (
     OPTIONAL_SAMPLE_COLUMNS,
     SAMPLE_SCHEMA,

@@ -22,7 +22,8 @@ from notifier.rules.annotate import annotator_for
 from notifier.rules.evaluate import Evaluator
 from notifier.rules.results import Evaluation
 from notifier.rules.rulesfile import RulesConfig
-from notifier.rules.store import ScanColumns, WindowStore
+from notifier.rules.scancolumns import ScanColumns
+from notifier.rules.store import WindowStore
 from notifier.rules.transitions import TransitionTracker
 from notifier.types import GROUP_STATES, SAMPLE_SCHEMA, Transition
 
