@@ -464,3 +464,16 @@ def test_a_slow_consumer_on_a_twenty_minute_topic_is_warned_long_before_records_
                    log_start=joined(retained(log_end, 24 * 60, 100.0)))  # fmt: skip
     assert transitions(RETENTION, [healthy]) == []
     assert transitions(RETENTION, [a_day]) == []
+
+
+def test_a_consumer_keeping_up_on_a_ninety_second_topic_is_not_warned_when_a_scan_misses_a_commit():
+    # Recorded on Apache Kafka 4.4: commits every 10 s, scans every 10 s; the scans first see
+    # each commit just made (lag 0), then, its timing drifted, one commit late: the scan in
+    # between sees no new commit, and over its last commits the consumer looks to read at half
+    # the rate. On a topic keeping 90 s any slowness "reaches" retention within the hour.
+    log_end, _ = positions([4.0] * 240, 40.0)
+    seen_commits = log_end[:100] + [log_end[i - 1] for i in range(100, 240)]
+    start = [max(0, e - 360) for e in log_end]  # 90 s at 4 records/s
+    inputs = [series(committed=joined(seen_commits), log_end=joined(log_end),
+                     log_start=joined(start))]  # fmt: skip
+    assert transitions(RETENTION, inputs) == []

@@ -108,9 +108,33 @@ def retention_risk(
     return np.where(near, SEVERITY_WARN, out).astype(np.int8)
 
 
+WAITS_OF_WOBBLE = 2.0
+"""How many usual waits' worth of arriving records a consumer that keeps up may fall back over
+its window: where its commits land between scans moves its lag by up to one, bursts of
+traffic by about as much again."""
+
+
+def losing_ground(rows: Rows, normal_rate: np.ndarray) -> np.ndarray:
+    """Rows whose lag grew over their window by more than :data:`WAITS_OF_WOBBLE` usual waits
+    of arriving records. A pace measured over the last commits wobbles with where the commits
+    fall between scans (recorded on Apache Kafka 4.4: a consumer committing every 10 s, scanned
+    every 10 s, seen at lag 0 and then one commit behind, looked to read at half the rate), so
+    the time-to-loss warning also wants the window to show the consumer falling back."""
+    width = rows.committed.shape[1]
+    first = np.clip(width - rows.count, 0, width - 1)
+    at = np.arange(first.size)
+    committed0, log_end0 = rows.committed[at, first], rows.log_end[at, first]
+    known = (committed0 != NULL) & (log_end0 != NULL) & (rows.lag >= 0)
+    with np.errstate(invalid="ignore"):
+        allowance = np.nan_to_num(WAITS_OF_WOBBLE * normal_rate * rows.usual_wait_ms / 1000.0)
+        grew = (rows.lag - (log_end0 - committed0)) > allowance
+    return np.asarray(known & grew, dtype=np.bool_)
+
+
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     store, index = rows.store, rows.index
     log_start = store.latest_log_start[index]
+    normal_rate = store.evidence["e_normal_rate"][index]
     return Verdict(
         retention_risk(
             rows.latest_committed,
@@ -122,11 +146,14 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
                 rows.latest_committed,
                 log_start,
                 store.evidence["e_consume_rate"][index],
-                store.evidence["e_normal_rate"][index],
+                normal_rate,
             ),
             run.params["warn_within"],
-            rows.now - store.evidence["e_log_start_moved_ts"][index]
-            <= run.params["warn_within"] * 1000.0,
+            (
+                rows.now - store.evidence["e_log_start_moved_ts"][index]
+                <= run.params["warn_within"] * 1000.0
+            )
+            & losing_ground(rows, normal_rate),
         )
     )
 
