@@ -115,27 +115,37 @@ fleet corpus's retention warnings 160 s at the median, one 55 s; the recorded co
 with either.)"""
 
 
-def losing_ground(rows: Rows, normal_rate: np.ndarray) -> np.ndarray:
-    """Rows whose lag grew over their window by more than :data:`WAITS_OF_WOBBLE` usual wait
-    of arriving records. A pace measured over the last commits wobbles with where the commits
-    fall between scans (recorded on Apache Kafka 4.4: a consumer committing every 10 s, scanned
-    every 10 s, seen at lag 0 and then one commit behind, looked to read at half the rate), so
-    the time-to-loss warning also wants the window to show the consumer falling back."""
-    width = rows.committed.shape[1]
-    first = np.clip(width - rows.count, 0, width - 1)
-    at = np.arange(first.size)
-    committed0, log_end0 = rows.committed[at, first], rows.log_end[at, first]
-    known = (committed0 != NULL) & (log_end0 != NULL) & (rows.lag >= 0)
-    with np.errstate(invalid="ignore"):
-        allowance = np.nan_to_num(WAITS_OF_WOBBLE * normal_rate * rows.usual_wait_ms / 1000.0)
-        grew = (rows.lag - (log_end0 - committed0)) > allowance
-    return np.asarray(known & grew, dtype=np.bool_)
+def losing_ground(rows: Rows, normal_rate: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Of the ``candidates``, the rows whose lag grew over their window by more than
+    :data:`WAITS_OF_WOBBLE` usual wait of arriving records. A pace measured over the last
+    commits wobbles with where the commits fall between scans (recorded on Apache Kafka 4.4: a
+    consumer committing every 10 s, scanned every 10 s, seen at lag 0 and then one commit
+    behind, looked to read at half the rate), so the time-to-loss warning also wants the window
+    to show the consumer falling back. Only the candidates' windows are read: few rows are."""
+    out = np.zeros(candidates.shape, dtype=np.bool_)
+    at = np.flatnonzero(candidates)
+    if at.size:
+        width = rows.committed.shape[1]
+        first = np.clip(width - rows.count[at], 0, width - 1)
+        committed0, log_end0 = rows.committed[at, first], rows.log_end[at, first]
+        lag = rows.lag[at]
+        with np.errstate(invalid="ignore"):
+            allowance = WAITS_OF_WOBBLE * normal_rate[at] * rows.usual_wait_ms[at] / 1000.0
+            grew = (lag - (log_end0 - committed0)) > np.nan_to_num(allowance)
+        out[at] = (committed0 != NULL) & (log_end0 != NULL) & (lag >= 0) & grew
+    return out
 
 
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     store, index = rows.store, rows.index
     log_start = store.latest_log_start[index]
     normal_rate = store.evidence["e_normal_rate"][index]
+    warn_within_s = run.params["warn_within"]
+    seconds_to_loss = time_to_loss_s(
+        rows.latest_committed, log_start, store.evidence["e_consume_rate"][index], normal_rate
+    )
+    deleting = rows.now - store.evidence["e_log_start_moved_ts"][index] <= warn_within_s * 1000.0
+    deleting &= losing_ground(rows, normal_rate, deleting & (seconds_to_loss < warn_within_s))
     return Verdict(
         retention_risk(
             rows.latest_committed,
@@ -143,18 +153,9 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             log_start,
             run.params["warn_fraction"],
             run.severity,
-            time_to_loss_s(
-                rows.latest_committed,
-                log_start,
-                store.evidence["e_consume_rate"][index],
-                normal_rate,
-            ),
-            run.params["warn_within"],
-            (
-                rows.now - store.evidence["e_log_start_moved_ts"][index]
-                <= run.params["warn_within"] * 1000.0
-            )
-            & losing_ground(rows, normal_rate),
+            seconds_to_loss,
+            warn_within_s,
+            deleting,
         )
     )
 
