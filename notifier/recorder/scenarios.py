@@ -201,17 +201,25 @@ async def _java_crash(stage: Stage, plan: Plan, rng: random.Random) -> None:
     await _run_out(stage)
 
 
+async def _signal_over(
+    stage: Stage, members: list[Consumer], sig: signal.Signals, start: float, end: float
+) -> None:
+    """Signal every member at ``start`` and again at ``end``: each signal toggles a mode of the
+    member (``pause()``, slow reading), so the mode lasts from one to the other."""
+    await stage.until(start)
+    for m in members:
+        m.signal(sig)
+    await stage.until(end)
+    for m in members:
+        m.signal(sig)
+
+
 async def _backpressure(stage: Stage, plan: Plan, rng: random.Random) -> None:
     """Both members ``pause()`` every partition for 20-45 s (back-pressure), then resume."""
     await _start(stage, rng)
     members = _members(stage, plan, 2)
     for at in _events(stage, rng):
-        await stage.until(at)
-        for m in members:
-            m.signal(signal.SIGUSR2)
-        await asyncio.sleep(rng.uniform(20, 45))
-        for m in members:
-            m.signal(signal.SIGUSR2)
+        await _signal_over(stage, members, signal.SIGUSR2, at, at + rng.uniform(20, 45))
     await _run_out(stage)
 
 
@@ -237,12 +245,7 @@ async def _stalled(stage: Stage, plan: Plan, rng: random.Random) -> None:
     await _start(stage, rng)
     members = _members(stage, plan, 2 if plan.commit_every_s >= 30 else 1)
     onset, length = _fault(stage, rng)
-    await stage.until(onset)
-    for m in members:
-        m.signal(signal.SIGUSR2)
-    await stage.until(onset + length)
-    for m in members:
-        m.signal(signal.SIGUSR2)
+    await _signal_over(stage, members, signal.SIGUSR2, onset, onset + length)
     stage.label(plan, onset, onset + plan.commit_every_s, onset + length)
     await _run_out(stage)
 
@@ -297,12 +300,7 @@ async def _lagging(stage: Stage, plan: Plan, rng: random.Random) -> None:
     slow = f"{plan.rate / 4 / count:g}"
     members = _members(stage, plan, count, "--slow-rate", slow)
     onset, length = _fault(stage, rng)
-    await stage.until(onset)
-    for m in members:
-        m.signal(signal.SIGUSR1)
-    await stage.until(onset + length)
-    for m in members:
-        m.signal(signal.SIGUSR1)
+    await _signal_over(stage, members, signal.SIGUSR1, onset, onset + length)
     stage.label(plan, onset, onset + max(60.0, plan.commit_every_s), onset + length)
     await _run_out(stage)
 
