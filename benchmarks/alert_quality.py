@@ -186,13 +186,19 @@ def _print_details(
         end = "open" if a.end < 0 else f"{(a.end - a.start) / 1000:.0f} s"
         print(f"    {_clock(a.start)} {a.group} [{g['scenario']}] {a.rule} ({end}): "
               f"{g['description']}")  # fmt: skip
-    caught = figures["_labels"]["caught"].to_numpy()
-    missed = labels[~caught[: len(labels)]] if len(caught) == len(labels) else labels[:0]
-    print(f"  {name}: {len(missed)} missed labels")
-    for lb in missed.itertuples():
-        g = by_group.loc[lb.group]
-        print(f"    {_clock(lb.start_ms)} {lb.group} [{lb.kind}] until {_clock(lb.end_ms)}: "
-              f"{g['description']}")  # fmt: skip
+    per_label = figures["_labels"].reset_index(drop=True)
+    missed = labels[~per_label["caught"].to_numpy()]
+    late = labels.assign(delay=per_label["delay_s"].to_numpy())
+    late = late[late["delay"] > TARGETS["delay_p90_s"]]
+    for title, rows in ((f"{len(missed)} missed labels", missed),
+                        (f"{len(late)} labels caught later than {TARGETS['delay_p90_s']:g} s "
+                         "after their start", late)):  # fmt: skip
+        print(f"  {name}: {title}")
+        for lb in rows.itertuples():
+            g = by_group.loc[lb.group]
+            delay = f" caught after {lb.delay:.0f} s" if hasattr(lb, "delay") else ""
+            print(f"    {_clock(lb.start_ms)} {lb.group} [{lb.kind}] until "
+                  f"{_clock(lb.end_ms)}{delay}: {g['description']}")  # fmt: skip
 
 
 def _clock(ms: int) -> str:

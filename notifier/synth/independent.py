@@ -1446,11 +1446,12 @@ class GeneratedCorpus:
 
 
 def fleet_mix(groups: int, rng: np.random.Generator) -> list[tuple[str, str]]:
-    """(pattern, kind) per group: a third healthy, every benign pattern, every fault kind."""
+    """(pattern, kind) per group: a fifth faults (every kind), two thirds benign patterns
+    (every one), the rest healthy."""
     benign = [p for p in BENIGN if p != "healthy"]
     faults = list(FAULTS)
     n_faults = max(len(faults), round(groups * 0.2))
-    n_benign = max(len(benign), round(groups * 0.47))
+    n_benign = max(len(benign), round(groups * 0.65))
     n_healthy = max(0, groups - n_faults - n_benign)
     mix = [("healthy", "")] * n_healthy
     mix += [(benign[i % len(benign)], "") for i in range(n_benign)]
