@@ -61,7 +61,7 @@ def test_the_loader_reads_it_and_every_fault_kind_is_labelled_on_its_group(
     assert (corpus.labels["start"] <= corpus.labels["end"]).all()
     assert (onset >= table["ts"].min() + pd.Timedelta(seconds=corpus.warmup_s)).all()
     scans = table.groupby("ts").size()
-    assert 0.9 * HOURS * 360 < len(scans) < HOURS * 360, "a few scans missed, most there"
+    assert 0.75 * HOURS * 360 < len(scans) < HOURS * 360, "some scans missed, most there"
 
 
 def _per_scan(table: pd.DataFrame, group: str) -> pd.DataFrame:

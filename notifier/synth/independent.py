@@ -155,8 +155,6 @@ class Group:
         self.extra_rebalances: list[int] = []
         """Seconds at which the group rebalances for a reason other than members (new
         partitions seen in the metadata)."""
-        self.coordinator_down = np.zeros(horizon, dtype=bool)
-        """The group's coordinator does not answer the scan (OffsetFetch fails)."""
         self.never_committed = np.zeros(P, dtype=bool)
         """Partitions the group has no commit for when the corpus begins (a new group, new
         partitions)."""
@@ -470,7 +468,7 @@ class Group:
             for a, b, f in self.slow[i]:
                 factor[i, a:b] *= f
         schedules = [p.commit_times(T) for p in self.procs]
-        schedules = [s[~self.commit_blocked[s]] if len(s) else s for s in schedules]
+        schedules = [self._through_coordinator_moves(s) for s in schedules]
         self.commit_t: list[np.ndarray] = []
         self.commit_v: list[np.ndarray] = []
         self.position = np.full((self.P, T), np.nan)
@@ -524,6 +522,21 @@ class Group:
             order = np.argsort(np.asarray(times), kind="stable")
             self.commit_t.append(np.asarray(times, dtype=np.int64)[order])
             self.commit_v.append(np.asarray(values, dtype=float)[order])
+
+    def _through_coordinator_moves(self, times: np.ndarray) -> np.ndarray:
+        """Scheduled commits while the group's coordinator moves: an auto-commit fails and
+        waits for the next interval; ``commitSync`` retries until the new coordinator answers
+        (well within ``default.api.timeout.ms``), so it lands just after."""
+        if not len(times):
+            return times
+        blocked = self.commit_blocked[times]
+        if not blocked.any():
+            return times
+        if self.spec.commit.startswith("auto"):
+            return times[~blocked]
+        free = np.flatnonzero(~self.commit_blocked)
+        later = free[np.minimum(np.searchsorted(free, times[blocked]), len(free) - 1)]
+        return np.unique(np.concatenate([times[~blocked], later]))
 
     # -- what the scans saw ------------------------------------------------------------------
 
@@ -1299,8 +1312,9 @@ class Cluster:
 
     scans: np.ndarray
     """Seconds (fractional) at which a scan read the log ends; a missed scan is absent."""
-    fetch_delay: np.ndarray
-    """Seconds after it that the scan's OffsetFetch read the commits."""
+    commits_before: np.ndarray
+    """Seconds before it that the scan's OffsetFetch read the commits (the collector reads
+    commits first, so a lag is never understated)."""
     restarts: list[tuple[int, int, int, int, int]]
     """(broker, at, ListOffsets fails for s, leaders move for s, coordinator away for s)."""
     events: list[Event]
@@ -1336,9 +1350,18 @@ def draw_cluster(rng: np.random.Generator, horizon: int) -> Cluster:
                                  "leaders_move_s": move, "coordinator_away_s": away}))  # fmt: skip
             t += float(rng.uniform(120, 600))
         t += float(rng.uniform(3600, 3 * 3600))
-    scans = scans[kept & (scans < horizon - 1)]
-    delay = rng.uniform(0.005, 0.3, len(scans))
-    return Cluster(scans, delay, restarts, events)
+    for _, at, _, _, away in restarts:
+        # The collector retries an OffsetFetch whose coordinator moved; a scan during a long
+        # move fails as a whole (its coordinator "keeps moving"), a short one ends late.
+        during = (scans >= at) & (scans < at + away)
+        if away > 10:
+            kept &= ~during
+        else:
+            scans[during] = at + away + 0.2
+    kept[1:] &= np.diff(scans) > 1.0  # the scan after a late one waits for it
+    delay = rng.uniform(0.005, 0.3, n)
+    usable = kept & (scans < horizon - 1)
+    return Cluster(scans[usable], delay[usable], restarts, events)
 
 
 def _broker_of(name: str, partition: int) -> int:
@@ -1354,15 +1377,13 @@ def apply_cluster(g: Group, cluster: Cluster) -> None:
                 g.fetch_blocked[p, at : at + move] = True
         if zlib.crc32(g.spec.name.encode()) % BROKERS == broker:
             g.commit_blocked[at : at + away] = True
-            g.coordinator_down[at : at + away] = True
 
 
 def scan_rows(g: Group, cluster: Cluster) -> pa.Table | None:
     """What the service's scans saw of the group, in the sample schema."""
     seconds = cluster.scans
     s = np.minimum(g.T - 1, seconds.astype(np.int64))
-    sc = np.minimum(g.T - 1, (seconds + cluster.fetch_delay).astype(np.int64))
-    answered = ~g.coordinator_down[s]
+    sc = np.maximum(0, (seconds - cluster.commits_before).astype(np.int64))
     unavailable = np.zeros((g.P, len(s)), dtype=bool)
     for broker, at, fail, _, _ in cluster.restarts:
         during = (seconds >= at) & (seconds < at + fail)
@@ -1389,7 +1410,7 @@ def scan_rows(g: Group, cluster: Cluster) -> pa.Table | None:
     for p in range(g.P):
         committed = g.committed_at(p, sc)
         owned = g.owner[p, s] >= 0 if g.spec.protocol != "standalone" else False
-        listed = g.topic_exists[p, s] & (~np.isnan(committed) | owned) & answered
+        listed = g.topic_exists[p, s] & (~np.isnan(committed) | owned)
         last_seen = np.concatenate([[np.nan], committed[:-1]])
         committed = np.where(unavailable[p], last_seen, committed)
         rows = np.flatnonzero(listed)
