@@ -536,7 +536,7 @@ class Group:
             return times[~blocked]
         free = np.flatnonzero(~self.commit_blocked)
         later = free[np.minimum(np.searchsorted(free, times[blocked]), len(free) - 1)]
-        return np.unique(np.concatenate([times[~blocked], later]))
+        return np.asarray(np.unique(np.concatenate([times[~blocked], later])))
 
     # -- what the scans saw ------------------------------------------------------------------
 
