@@ -533,7 +533,7 @@ class Group:
         if not blocked.any():
             return times
         if self.spec.commit.startswith("auto"):
-            return times[~blocked]
+            return np.asarray(times[~blocked])
         free = np.flatnonzero(~self.commit_blocked)
         later = free[np.minimum(np.searchsorted(free, times[blocked]), len(free) - 1)]
         return np.asarray(np.unique(np.concatenate([times[~blocked], later])))
