@@ -365,10 +365,11 @@ class Group:
                 target = self._assign(new, assignment, fresh=False)
                 interim = np.where(target != assignment, -1, assignment)
                 settle = self._stuck_end(at, at + int(self.rng.integers(1, 6)))
+                if pending and pending[0] < settle and not self.stuck_rebalances:
+                    settle = pending[0]  # the next change starts the next reconciliation
                 self._fill(at, new, COMPLETING if new else EMPTY, interim, epoch)
                 self._fill(settle, new, STABLE if new else EMPTY, target, epoch)
                 assignment = target
-                pending = [c for c in pending if c >= settle]
                 continue
             # Classic: the rebalance waits for every listed member to rejoin, so a dead or
             # hung member still listed holds it until its session or poll interval runs out.
