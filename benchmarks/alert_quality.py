@@ -324,7 +324,7 @@ def score(corpora: list[Corpus], configs: dict[str, RulesConfig]) -> dict[str, d
     return {name: _figures(labels[labels["config"] == name],
                            alerts[alerts["config"] == name], group_days)
             | {"_labels": labels[labels["config"] == name],
-               "_alerts": alerts[alerts["config"] == name]}
+               "_alerts": alerts[alerts["config"] == name], "_group_days": group_days}
             for name in names}  # fmt: skip
 
 
@@ -598,7 +598,7 @@ def main() -> None:
         if len(parts) == 1:
             scored = parts[0]
         elif parts:
-            days = 1.0  # pages per group-day are given per corpus above
+            days = sum(p["defaults"]["_group_days"] for p in parts)
             scored = {
                 name: _figures(
                     pd.concat([p[name]["_labels"] for p in parts], ignore_index=True),
