@@ -10,7 +10,16 @@ import pandas as pd
 import pytest
 
 from notifier.recorder import load_corpus
-from notifier.synth.independent import BENIGN, CLUSTER, FAULT_KINDS, generate
+from notifier.synth.independent import (
+    BENIGN,
+    CLUSTER,
+    FAULT_KINDS,
+    Group,
+    GroupSpec,
+    Script,
+    generate,
+)
+from notifier.types import GROUP_STATES
 
 GROUPS, HOURS = 30, 1.5
 REBALANCING = {"PreparingRebalance", "CompletingRebalance"}
@@ -114,3 +123,32 @@ def test_no_commit_goes_back_except_where_labelled_or_the_topic_was_recreated(
     scenario = corpus.groups.set_index("group")["scenario"]
     assert {g for g in groups if scenario[g] not in ("rewound", "topic-recreated")} == set()
     assert np.all(table["committed_offset"].dropna() >= 0)
+
+
+@pytest.mark.parametrize("protocol", ["eager", "cooperative", "consumer"])
+def test_a_killed_member_is_listed_until_its_session_times_out_then_replaced(
+    protocol: str,
+) -> None:
+    """kill -9 at 600 s, back 20 s later, session 45 s: the dead member stays listed (its
+    partitions unread) until 645 s; after that the group holds only the new member, which
+    reads from the last commit."""
+    spec = GroupSpec("g", "crash-restart", "", 4, 40.0, "java", protocol, 45, 300, "every:30",
+                     {"headroom": 3.0, "members": 1, "commit_on_revoke": True})  # fmt: skip
+    group = Group(spec, 1200, np.random.default_rng(3))
+    script = Script(group)
+    group.build_log()
+    (first,) = script.members()
+    script.replace(first, 600, 20, "crash")
+    group.coordinate()
+    group.consume()
+
+    assert len(group.sets[group.member_set[630]]) == 2, "the dead one and the new one"
+    assert group.state[630] != GROUP_STATES.index("Stable") or protocol == "consumer"
+    after = group.sets[group.member_set[700]]
+    assert after == (group.procs[1].member_id,)
+    assert (group.owner[:, 700] == 1).all()
+    # Nothing was committed on the way out: the offset stood still from the last commit
+    # before the kill until the new member's first commit.
+    stood = group.committed_at(0, np.arange(600, 645))
+    assert len(set(stood.tolist())) == 1
+    assert group.committed_at(0, np.array([900]))[0] > stood[0]

@@ -363,6 +363,9 @@ class Group:
             if self.spec.protocol == "consumer":
                 # KIP-848: members revoke and take partitions one by one; no group barrier.
                 target = self._assign(new, assignment, fresh=False)
+                # A dead member cannot revoke: its partitions wait for its session to end.
+                dead = [m for m in new if self.procs[m].end <= at]
+                target = np.where(np.isin(assignment, dead), assignment, target)
                 interim = np.where(target != assignment, -1, assignment)
                 settle = self._stuck_end(at, at + int(self.rng.integers(1, 6)))
                 if pending and pending[0] < settle and not self.stuck_rebalances:
