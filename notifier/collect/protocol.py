@@ -682,9 +682,11 @@ def offset_fetch_answers(response: Any) -> dict[str, CommittedOffsets | Coordina
                     out[group] = moved
                     break
             good = (topic.error == NONE) & (topic.offset >= 0)
+            if not good.any():
+                continue  # a topic with no commit is not one the group committed to
             if good.all():
                 found.append((topic.name, topic.partition, topic.offset))
-            elif good.any():
+            else:
                 found.append((topic.name, topic.partition[good], topic.offset[good]))
         else:
             out[group] = CommittedOffsets.from_topics(found)
