@@ -288,7 +288,18 @@ class HistoryWriter:
                 self._roll_started_ms = int(time.time() * 1000)
                 self._roll_deadline = time.monotonic() + self.roll_interval_s
             self._pending.extend(incoming)
-            if incoming:
+            # Rows that are a roll of their own, due at once (a scan of roll_rows or more), go
+            # straight to their files: a journal of them would be deleted as soon as written
+            # (at 10^6 rows, a zstd stream of the whole scan) and hold their table longer. Only
+            # if the roll fails are they journaled, to wait for the retry.
+            unjournaled = (
+                bool(incoming)
+                and self._journal is None
+                and len(self._pending) == len(incoming)
+                and self._retry_at is None
+                and self._queued_rows >= self.roll_rows
+            )
+            if incoming and not unjournaled:
                 self._journal_rows(incoming)
             flushing = ticket > self._flush_served
             error: HistoryWriteError | None = None
@@ -308,6 +319,8 @@ class HistoryWriter:
                 self._record_error(exc, "in the writer loop", "roll")
                 self._retry_at = time.monotonic() + self.retry_s
                 error = HistoryWriteError(f"history writer failed: {exc}")
+            if unjournaled and self._pending:
+                self._journal_rows(self._pending)
             if flushing:
                 with self._cond:
                     self._flush_error = error
