@@ -30,6 +30,7 @@ import numpy as np
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
 from notifier.rules.evidence import NULL, UNSET_TS
+from notifier.rules.narrow import Bases, NarrowColumn
 from notifier.rules.scancolumns import GroupRows, ScanColumns
 from notifier.types import (
     GROUP_STATES,
@@ -39,6 +40,7 @@ from notifier.types import (
 _INITIAL_ROWS = 1024
 
 _SHAPES = ("row", "window", "ring", "table", "points")
+_BASES = (None, "zero", "offsets", "times", "table_offsets", "table_times")
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,9 @@ class Column:
     ``shape``: ``row`` (one value per row), ``window`` (``intervals`` per row), ``ring``
     (``intervals`` per row), ``table`` (one per LEO table) or ``points`` (``lag_time_points``
     per LEO table). ``reset``: set back to ``fill`` when its row is freed. ``portable``: means
-    the same in another process's store (not an id into this one).
+    the same in another process's store (not an id into this one). ``narrow``: held as ``code``
+    against the named bases (:mod:`notifier.rules.narrow`: ``offsets`` and ``times`` of a row,
+    ``table_offsets`` and ``table_times`` of a LEO table, ``zero``), exactly.
     """
 
     shape: str
@@ -57,11 +61,15 @@ class Column:
     fill: float
     reset: bool = True
     portable: bool = True
+    narrow: str | None = None
+    code: type = np.int32
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.shape not in _SHAPES:
             raise ValueError(f"column shape must be one of {_SHAPES}, not {self.shape!r}")
+        if self.narrow not in _BASES:
+            raise ValueError(f"column bases must be one of {_BASES}, not {self.narrow!r}")
 
     def __set_name__(self, owner: type, name: str) -> None:
         object.__setattr__(self, "name", name)
@@ -91,28 +99,22 @@ class WindowStore:
     entries at the end. LEO tables are per (cluster, topic, partition), ``(tables, points)``.
     """
 
-    # The sample window: one entry per scan that saw the row.
-    s_ts = Column("window", np.int64, UNSET_TS)
-    s_committed = Column("window", np.int64, NULL)
-    s_leo = Column("window", np.int64, NULL)
-    s_log_start = Column("window", np.int64, NULL)
+    # The sample window: one entry per scan that saw the row. Offsets and times are held as
+    # int32 against the row's bases (notifier.rules.narrow), exactly.
+    s_ts = Column("window", np.int64, UNSET_TS, narrow="times")
+    s_committed = Column("window", np.int64, NULL, narrow="offsets")
+    s_leo = Column("window", np.int64, NULL, narrow="offsets")
+    s_log_start = Column("window", np.int64, NULL, narrow="offsets")
     s_state = Column("window", np.int8, NULL)
-    s_members = Column("window", np.int32, 0)
+    s_members = Column("window", np.int32, 0, narrow="zero", code=np.int16)
     s_member_changed = Column("window", np.bool_, False)
     s_count = Column("row", np.int16, 0)
-    # The newest sample again, contiguous: the evaluator reads it for every window, and a
-    # column of a row-major (N, W) array costs as much memory traffic as the whole array.
-    latest_committed = Column("row", np.int64, NULL)
-    latest_leo = Column("row", np.int64, NULL)
-    latest_log_start = Column("row", np.int64, NULL)
-    latest_state = Column("row", np.int8, NULL)
-    latest_members = Column("row", np.int32, 0)
     last_hash = Column("row", np.int64, 0)
     # Burrow's commit ring: one entry per change of the committed offset.
-    r_offset = Column("ring", np.int64, NULL)
-    r_ts = Column("ring", np.int64, 0)
-    r_lag = Column("ring", np.int64, NULL)
-    r_order = Column("ring", np.int64, NULL)
+    r_offset = Column("ring", np.int64, NULL, narrow="offsets")
+    r_ts = Column("ring", np.int64, 0, narrow="times")
+    r_lag = Column("ring", np.int64, NULL, narrow="zero")
+    r_order = Column("ring", np.int64, NULL, narrow="times")
     r_count = Column("row", np.int16, 0)
     # What a row is: its group id, LEO table, partition, whether in use, and its epoch.
     row_group = Column("row", np.int32, NULL, portable=False)
@@ -124,8 +126,8 @@ class WindowStore:
     # that notifier.rules.habits and the registered kinds declare (notifier.rules.evidence), in
     # `evidence`, by name.
     # LEO tables for lag in seconds, one per (cluster, topic, partition).
-    t_leo = Column("points", np.int64, 0)
-    t_time = Column("points", np.int64, 0)
+    t_leo = Column("points", np.int64, 0, narrow="table_offsets")
+    t_time = Column("points", np.int64, 0, narrow="table_times")
     t_count = Column("table", np.int16, 0)
 
     def __init__(self, settings: WindowSettings | None = None, scan_interval_s: float = 10.0):
@@ -185,6 +187,8 @@ class WindowStore:
         self.portable_row_columns = tuple(c.name for c in self.row_columns if c.portable)
         """The per-row columns that mean the same in another process's store."""
 
+        self.bases = {name: Bases() for name in _BASES if name not in (None, "zero")}
+        """The int64 bases the narrow columns' codes are against, by name."""
         self.capacity = 0
         self.table_capacity = 0
         self._alloc_rows(_INITIAL_ROWS)
@@ -195,10 +199,14 @@ class WindowStore:
 
     def _alloc_rows(self, capacity: int) -> None:
         self._alloc(self.row_columns, self.capacity, capacity)
+        self.bases["offsets"].resize(capacity)
+        self.bases["times"].resize(capacity)
         self.capacity = capacity
 
     def _alloc_tables(self, capacity: int) -> None:
         self._alloc(TABLE_COLUMNS, self.table_capacity, capacity)
+        self.bases["table_offsets"].resize(capacity)
+        self.bases["table_times"].resize(capacity)
         for name in ("table_topic", "table_partition"):
             grown = np.full(capacity, NULL, dtype=np.int32)
             kept = getattr(self, name)[: self.table_capacity]
@@ -210,6 +218,15 @@ class WindowStore:
         widths = {"window": self.width, "ring": self.ring_size, "points": self.points}
         for column in columns:
             width = widths.get(column.shape)
+            if column.narrow is not None:
+                narrow = self.__dict__.get(column.name)
+                if narrow is None:
+                    bases = None if column.narrow == "zero" else self.bases[column.narrow]
+                    narrow = NarrowColumn(column.name, width, int(column.fill), column.dtype,
+                                          column.code, bases)  # fmt: skip
+                    setattr(self, column.name, narrow)
+                narrow.resize(capacity)
+                continue
             shape = (capacity,) if width is None else (capacity, width)
             new: np.ndarray = np.full(shape, column.fill, dtype=column.dtype)
             if kept:
@@ -416,7 +433,30 @@ class WindowStore:
     def array_bytes(self) -> int:
         """What the store's arrays take, as allocated (spare capacity included)."""
         columns = (*self.row_columns, *TABLE_COLUMNS)
-        return int(sum(self.column(c.name).nbytes for c in columns)) + self.group_epoch.nbytes
+        bases = sum(b.values.nbytes for b in self.bases.values())
+        held = sum(self.column(c.name).nbytes for c in columns)
+        return int(held + bases + self.group_epoch.nbytes)
+
+    # The newest sample of each row: the last entry of its window.
+    @property
+    def latest_committed(self) -> NewestEntry:
+        return NewestEntry(self.s_committed)
+
+    @property
+    def latest_leo(self) -> NewestEntry:
+        return NewestEntry(self.s_leo)
+
+    @property
+    def latest_log_start(self) -> NewestEntry:
+        return NewestEntry(self.s_log_start)
+
+    @property
+    def latest_state(self) -> np.ndarray:
+        return self.s_state[:, -1]
+
+    @property
+    def latest_members(self) -> NewestEntry:
+        return NewestEntry(self.s_members)
 
     # ---------------------------------------------------------------- lookups
 
@@ -559,11 +599,6 @@ class WindowStore:
             ("s_members", scan.members),
         ):
             _push(getattr(self, name), index, values)
-        self.latest_committed[index] = scan.committed
-        self.latest_leo[index] = scan.log_end
-        self.latest_log_start[index] = scan.log_start
-        self.latest_state[index] = scan.state
-        self.latest_members[index] = scan.members
         had_sample = self.s_count[index] > 0
         changed = had_sample & (self.last_hash[index] != scan.member_hash)
         _push(self.s_member_changed, index, changed)
@@ -686,15 +721,8 @@ class WindowStore:
     def _insert_commit(self, row: int, offset: int, order: int, timestamp: int) -> None:
         size = self.ring_size
         n = int(self.r_count[row])
-        entries = [
-            [
-                int(self.r_offset[row, j]),
-                int(self.r_order[row, j]),
-                int(self.r_ts[row, j]),
-                int(self.r_lag[row, j]),
-            ]
-            for j in range(size - n, size)
-        ]
+        held = [self.r_offset[row], self.r_order[row], self.r_ts[row], self.r_lag[row]]
+        entries = [[int(column[j]) for column in held] for j in range(size - n, size)]
         if any(e[1] == order for e in entries):
             return  # the same commit seen twice
         position = sum(1 for e in entries if e[1] < order)
@@ -710,9 +738,9 @@ class WindowStore:
                 entries.pop(0)
         n = len(entries)
         for name, column in (("r_offset", 0), ("r_order", 1), ("r_ts", 2), ("r_lag", 3)):
-            array = getattr(self, name)
-            array[row, :] = 0 if name == "r_ts" else NULL
-            array[row, size - n :] = [e[column] for e in entries]
+            values = np.full(size, 0 if name == "r_ts" else NULL, dtype=np.int64)
+            values[size - n :] = [e[column] for e in entries]
+            getattr(self, name)[row] = values
         self.r_count[row] = n
 
     # ---------------------------------------------------------------- reading
@@ -720,11 +748,12 @@ class WindowStore:
     def ring(self, row: int) -> list[CommitPoint]:
         """The commit ring of one row, oldest first."""
         n = int(self.r_count[row])
+        offsets, times, lags = self.r_offset[row], self.r_ts[row], self.r_lag[row]
         return [
             CommitPoint(
-                offset=int(self.r_offset[row, j]),
-                timestamp=int(self.r_ts[row, j]),
-                lag=None if self.r_lag[row, j] == NULL else int(self.r_lag[row, j]),
+                offset=int(offsets[j]),
+                timestamp=int(times[j]),
+                lag=None if lags[j] == NULL else int(lags[j]),
             )
             for j in range(self.ring_size - n, self.ring_size)
         ]
@@ -738,19 +767,21 @@ class WindowStore:
 
         n = int(self.s_count[row])
         out = []
+        ts, committed_at, leo_at = self.s_ts[row], self.s_committed[row], self.s_leo[row]
+        log_start_at, members = self.s_log_start[row], self.s_members[row]
         for j in range(self.width - n, self.width):
-            committed = int(self.s_committed[row, j])
-            log_start = int(self.s_log_start[row, j])
-            leo = int(self.s_leo[row, j])
+            committed = int(committed_at[j])
+            log_start = int(log_start_at[j])
+            leo = int(leo_at[j])
             out.append(
                 {
-                    "ts": int(self.s_ts[row, j]),
+                    "ts": int(ts[j]),
                     "committed_offset": None if committed == NULL else committed,
                     "log_end_offset": leo,
                     "log_start_offset": None if log_start == NULL else log_start,
                     "lag": None if committed == NULL else max(0, leo - committed),
                     "group_state": GROUP_STATES[int(self.s_state[row, j])],
-                    "members": int(self.s_members[row, j]),
+                    "members": int(members[j]),
                     "member_set_changed": bool(self.s_member_changed[row, j]),
                 }
             )
@@ -759,10 +790,8 @@ class WindowStore:
     def leo_table(self, row: int) -> list[tuple[int, int]]:
         table = int(self.row_table[row])
         n = int(self.t_count[table])
-        return [
-            (int(self.t_leo[table, j]), int(self.t_time[table, j]))
-            for j in range(self.points - n, self.points)
-        ]
+        leos, times = self.t_leo[table], self.t_time[table]
+        return [(int(leos[j]), int(times[j])) for j in range(self.points - n, self.points)]
 
     def lag_seconds(self, rows: np.ndarray, now_ms: int) -> np.ndarray:
         """Seconds behind for each row's latest committed offset (NaN: unknown)."""
@@ -979,11 +1008,27 @@ class RowKeys:
         return (self[row] for row in range(len(self)))
 
 
-def _push(array: np.ndarray, index: slice | np.ndarray, newest: object) -> None:
+class NewestEntry:
+    """``store.latest_committed[rows]``: the last entry of each row's window, read from it (a
+    copy of each newest sample would cost as much as the window's codes)."""
+
+    __slots__ = ("_column",)
+
+    def __init__(self, column: NarrowColumn | np.ndarray) -> None:
+        self._column = column
+
+    def __getitem__(self, rows: Any) -> Any:
+        return self._column[rows, -1]
+
+
+def _push(array: np.ndarray | NarrowColumn, index: slice | np.ndarray, newest: object) -> None:
     """Drop the oldest entry of each row of a ``(rows, width)`` column at ``index`` and put
     ``newest`` last. A run of rows is one block of memory: moved left by one entry as a whole
     (each row's last slot takes the next row's first, then ``newest``), in place; shifting it
     row-wise had numpy copy the block first (80 MB per column at a million rows)."""
+    if isinstance(array, NarrowColumn):
+        array.push(index, newest)
+        return
     if isinstance(index, slice) and array.flags.c_contiguous:
         flat = array[index].view()
         flat.shape = (-1,)  # raises rather than copy: the move must happen in the column
