@@ -254,12 +254,12 @@ class NarrowColumn:
 
     def _codes_against(self, values: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         b = base.reshape(base.shape + (1,) * (values.ndim - base.ndim))
+        # int64 arithmetic wraps the same way both ways: base + (value - base) is value even
+        # when the difference wrapped, so the range is all a code needs.
         with np.errstate(over="ignore"):
             delta = values - b
         is_fill = values == self.fill
-        # A difference that wrapped around int64 is a misfit, never a wrong code.
-        fits = (delta >= self._low) & (delta <= self._high) & _no_overflow(values, b, delta)
-        fits |= is_fill
+        fits = (delta >= self._low) & (delta <= self._high) | is_fill
         codes = np.where(is_fill, self._fill_code, np.where(fits, delta, 0)).astype(self.code)
         row_fits = fits.all(axis=1) if fits.ndim == 2 else fits
         return codes, row_fits
@@ -303,13 +303,6 @@ class NarrowColumn:
             full[i, :-1] = exact[1:]
         full[:, -1] = newest_values[slow]
         self.write_rows(rows, full)
-
-
-def _no_overflow(values: np.ndarray, base: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """Whether ``delta = values - base`` did not wrap in int64: it wraps only when value and
-    base have opposite signs and the difference has not the value's sign."""
-    wrapped: np.ndarray = ((values ^ base) & (values ^ delta)) < 0
-    return ~wrapped
 
 
 def _split(key: Any) -> tuple[Any, Any]:
