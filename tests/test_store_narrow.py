@@ -8,7 +8,9 @@ clocks that go backwards."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from notifier.config import WindowSettings
-from notifier.rules import Evaluator, ScanColumns, WindowStore, load_rules
+from notifier.rules import ClusterPipeline, Evaluator, ScanColumns, WindowStore, load_rules
 from notifier.rules.narrow import Bases, NarrowColumn
 from notifier.rules.store import TABLE_COLUMN_NAMES, Column
+from notifier.service import checkpoint
+
+from .checkpoints import make_old_layout
 
 RULES = load_rules(Path(__file__).resolve().parents[1] / "rules.yaml")
+FIXTURES = Path(__file__).resolve().parent / "checkpoints"
 KEYS = [("g1", "t", 0), ("g1", "t", 1), ("g2", "t", 0), ("g2", "u", 0)]
 I64_MAX = 2**63 - 1
 
@@ -214,3 +220,31 @@ def test_a_difference_that_wraps_around_int64_is_never_taken_for_a_small_code():
     assert column[0].tolist() == [I64_MAX - 5, I64_MAX]
     column[np.asarray([0]), -1] = -(2**63)
     assert column[0].tolist() == [I64_MAX - 5, -(2**63)]
+
+
+def _read_back_text(pipeline, now: int) -> str:
+    return json.dumps(make_old_layout.read_back(pipeline, now) | {"now": now}, indent=1,
+                      sort_keys=True) + "\n"  # fmt: skip
+
+
+def test_a_checkpoint_of_the_int64_layout_restores_and_the_narrow_layout_round_trips(tmp_path):
+    """tests/checkpoints/old-layout.checkpoint was written by the store before narrow columns
+    (tests/checkpoints/make_old_layout.py, run on main at b44ae27), with what it read back."""
+    expected = (FIXTURES / "old-layout.json").read_text()
+    now = json.loads(expected)["now"]
+    old = tmp_path / "old.checkpoint"
+    shutil.copy(FIXTURES / "old-layout.checkpoint", old)
+    restored = ClusterPipeline(RULES, 10.0)
+    assert checkpoint.load(old, restored.store, restored.evaluator, restored.tracker)
+    assert _read_back_text(restored, now) == expected
+    # Written again in today's layout, it restores to the same.
+    again = tmp_path / "new.checkpoint"
+    checkpoint.save(again, restored.store, restored.evaluator, restored.tracker)
+    second = ClusterPipeline(RULES, 10.0)
+    assert checkpoint.load(again, second.store, second.evaluator, second.tracker)
+    assert _read_back_text(second, now) == expected
+    _assert_same_store(second.store, restored.store)
+    # And both go on with the next scans as the old store would have.
+    for pipeline in (restored, second):
+        pipeline.step(make_old_layout.scans()[0])
+    _assert_same_store(second.store, restored.store)

@@ -27,6 +27,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+_GROWTH = 4
+"""Entries a growing column holds more at a time."""
+
 _CHUNK = 1 << 16
 """Rows re-encoded at a time on the slow paths (a first scan rebases every row): bounds the
 int64 temporaries."""
@@ -70,7 +73,9 @@ class NarrowColumn:
 
     ``fill``: the value of a new or freed row (has a code of its own). ``bases``: the per-row
     bases the codes are against (None: 0). ``dtype``: what reads give (the logical type);
-    ``code``: what is stored.
+    ``code``: what is stored. ``grows``: hold only the newest entries any row has filled (the
+    older ones are all ``fill``, and are not held until some row needs them): a LEO table
+    fills its points over its first scans, and an idle partition's never fills.
     """
 
     def __init__(
@@ -81,9 +86,12 @@ class NarrowColumn:
         dtype: Any = np.int64,
         code: Any = np.int32,
         bases: Bases | None = None,
+        grows: bool = False,
     ) -> None:
         self.name = name
         self.width = width
+        self.held = width if width is None or not grows else min(width, _GROWTH)
+        """Entries held per row: the newest ``held`` of ``width`` (the rest are ``fill``)."""
         self.fill = int(fill)
         self.dtype = np.dtype(dtype)
         self.code = np.dtype(code)
@@ -95,7 +103,7 @@ class NarrowColumn:
         self.bases = bases
         if bases is not None:
             bases.columns.append(self)
-        self.codes = np.zeros((0,) if width is None else (0, width), dtype=self.code)
+        self.codes = np.zeros((0,) if self.held is None else (0, self.held), dtype=self.code)
         self.spilled: dict[int, Any] = {}
         """Row → its exact values (an int, or an int64 array of ``width``)."""
 
@@ -103,7 +111,8 @@ class NarrowColumn:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.codes.shape)
+        rows = int(self.codes.shape[0])
+        return (rows,) if self.width is None else (rows, self.width)
 
     @property
     def nbytes(self) -> int:
@@ -116,7 +125,7 @@ class NarrowColumn:
         return int(self.codes.shape[0])
 
     def resize(self, capacity: int) -> None:
-        shape = (capacity,) if self.width is None else (capacity, self.width)
+        shape = (capacity,) if self.held is None else (capacity, self.held)
         grown = np.full(shape, self._fill_code, dtype=self.code)
         kept = min(capacity, self.codes.shape[0])
         grown[:kept] = self.codes[:kept]
@@ -144,7 +153,7 @@ class NarrowColumn:
             values = np.asarray(value, dtype=np.int64)
             if single and not scalar:
                 values = values.reshape((1, *values.shape))
-            self.write_rows(rows, np.broadcast_to(values, (rows.size, *self.codes.shape[1:])))
+            self.write_rows(rows, np.broadcast_to(values, (rows.size, *self.shape[1:])))
         elif isinstance(slot, (int, np.integer)):
             values = np.broadcast_to(np.asarray(value, np.int64), rows.shape)
             self._set_slot(rows, int(slot), values)
@@ -156,6 +165,19 @@ class NarrowColumn:
     def _set_slot(self, rows: np.ndarray, slot: int, values: np.ndarray) -> None:
         """One entry of each of ``rows`` (unique): in place where the code fits, else the row is
         written whole."""
+        logical = slot
+        if self.held != self.width:
+            assert self.width is not None and self.held is not None
+            slot %= self.width
+            logical = slot
+            if slot < self.width - self.held and (values != self.fill).any():
+                self._hold(self.width - slot)
+            if slot < self.width - self.held:
+                current = self.read_rows(rows)
+                current[:, slot] = values
+                self.write_rows(rows, current)
+                return
+            slot -= self.width - self.held
         base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.values[rows]
         codes, fits = self._codes_against(values, base)
         fits &= self.codes[rows, slot] != self._spilled_code
@@ -163,7 +185,7 @@ class NarrowColumn:
         slow = ~fits
         if slow.any():
             current = self.read_rows(rows[slow])
-            current[:, slot] = values[slow]
+            current[:, logical] = values[slow]
             self.write_rows(rows[slow], current)
 
     def take(self, rows: np.ndarray, slots: np.ndarray | int) -> np.ndarray:
@@ -181,18 +203,49 @@ class NarrowColumn:
         return rows.astype(np.int64, copy=False).reshape(-1)
 
     def _read(self, index: slice | np.ndarray, slot: Any) -> np.ndarray:
+        if self.held != self.width and slot is not None and not isinstance(slot, slice):
+            return self._read_unheld(index, slot)
+        if self.held != self.width:
+            padded = self._pad(self._read_held(index))
+            return padded if slot is None else padded[:, slot]
+        return self._read_held(index) if slot is None else self._read_codes(index, slot)
+
+    def _read_held(self, index: slice | np.ndarray) -> np.ndarray:
+        return self._read_codes(index, None)
+
+    def _pad(self, held: np.ndarray) -> np.ndarray:
+        """Rows of held entries (spilled ones already whole) as rows of ``width``."""
+        assert self.width is not None and self.held is not None
+        if held.ndim == 2 and held.shape[1] == self.width:
+            return held
+        out = np.full((held.shape[0], self.width), self.fill, dtype=held.dtype)
+        out[:, self.width - self.held :] = held
+        return out
+
+    def _read_unheld(self, index: slice | np.ndarray, slot: Any) -> np.ndarray:
+        """Entries at ``slot`` (of ``width``) when only the newest ``held`` are held."""
+        assert self.width is not None and self.held is not None
+        physical = np.asarray(slot) % self.width - (self.width - self.held)
+        codes = self.codes[index, np.maximum(physical, 0)]
+        out = self._read_codes(index, np.maximum(physical, 0), logical=np.asarray(slot))
+        unheld = np.broadcast_to((physical < 0) & (codes != self._spilled_code), out.shape)
+        out[unheld] = self.fill
+        return out
+
+    def _read_codes(self, index: slice | np.ndarray, slot: Any, logical: Any = None) -> np.ndarray:
         codes = self.codes[index] if slot is None else self.codes[index, slot]
-        out = codes.astype(np.int64)
-        if self.bases is not None:
+        if self.bases is None:
+            out = codes.astype(self.dtype)
+        else:
             base = self.bases.values[index]
-            out += base.reshape(base.shape + (1,) * (out.ndim - base.ndim))
-        special = codes < self._low
-        if special.any():
-            out[codes == self._fill_code] = self.fill
+            out = np.add(codes, base.reshape(base.shape + (1,) * (codes.ndim - base.ndim)),
+                         dtype=np.int64)  # fmt: skip
+        if codes.size and codes.min() < self._low:
+            np.putmask(out, codes == self._fill_code, self.fill)
             spilled = codes == self._spilled_code
             if spilled.any():
-                self._unspill_read(index, slot, out, spilled)
-        return out if self.dtype == np.int64 else out.astype(self.dtype)
+                self._unspill_read(index, slot if logical is None else logical, out, spilled)
+        return out if out.dtype == self.dtype else out.astype(self.dtype)
 
     def _unspill_read(self, index: Any, slot: Any, out: np.ndarray, spilled: np.ndarray) -> None:
         rows = self._rows(index)
@@ -201,7 +254,7 @@ class NarrowColumn:
         for i in where.tolist():
             exact = self.spilled[int(rows[i])]
             if self.width is None or slot is None:
-                out[i] = exact
+                out[i] = exact[self.width - out.shape[1] :] if self.width else exact
             else:
                 out[i] = exact[slot[i]] if many else exact[slot]
 
@@ -212,10 +265,15 @@ class NarrowColumn:
 
     # ------------------------------------------------------------------ writing
 
-    def _fill_rows(self, rows: np.ndarray) -> None:
+    def _forget_spilled(self, rows: np.ndarray) -> None:
+        """Drop the exact values kept aside for any of ``rows`` (about to be written)."""
         if self.spilled:
-            for row in rows.tolist():
-                self.spilled.pop(row, None)
+            first = self.codes[rows] if self.width is None else self.codes[rows, 0]
+            for row in rows[first == self._spilled_code].tolist():
+                del self.spilled[row]
+
+    def _fill_rows(self, rows: np.ndarray) -> None:
+        self._forget_spilled(rows)
         self.codes[rows] = self._fill_code
 
     def write_rows(self, rows: np.ndarray, values: np.ndarray, rebase: bool = True) -> None:
@@ -225,9 +283,12 @@ class NarrowColumn:
 
     def _write_chunk(self, rows: np.ndarray, values: np.ndarray, rebase: bool) -> None:
         values = np.asarray(values).astype(np.int64, copy=False)
-        if self.spilled:
-            for row in rows.tolist():
-                self.spilled.pop(row, None)
+        if self.held != self.width:
+            assert self.width is not None and self.held is not None
+            used = (values != self.fill).any(axis=0)
+            if used.any():
+                self._hold(self.width - int(np.argmax(used)))
+        self._forget_spilled(rows)
         codes, fits = self._encode(rows, values)
         self.codes[rows[fits]] = codes[fits]
         misfit = ~fits
@@ -247,10 +308,23 @@ class NarrowColumn:
         self.codes[rows] = self._spilled_code
 
     def _encode(self, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Codes of ``values`` for ``rows`` and which rows fit (wrapping int64 arithmetic is
-        checked against the values themselves, so an overflow is a misfit, never a wrong code)."""
+        """Codes of whole rows of ``values`` for ``rows`` (their held entries), and which rows
+        fit."""
         base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.values[rows]
+        if self.held != self.width:
+            assert self.width is not None and self.held is not None
+            values = values[:, self.width - self.held :]
         return self._codes_against(values, base)
+
+    def _hold(self, entries: int) -> None:
+        """Hold at least the newest ``entries`` of each row (a few more at a time)."""
+        assert self.width is not None and self.held is not None
+        if entries <= self.held:
+            return
+        held = min(self.width, max(entries, self.held + _GROWTH))
+        grown = np.full((self.codes.shape[0], held), self._fill_code, dtype=self.code)
+        grown[:, held - self.held :] = self.codes
+        self.codes, self.held = grown, held
 
     def _codes_against(self, values: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         b = base.reshape(base.shape + (1,) * (values.ndim - base.ndim))
@@ -278,6 +352,9 @@ class NarrowColumn:
 
     def push(self, index: slice | np.ndarray, newest: Any) -> None:
         """Drop the oldest entry of each row at ``index`` (2-D columns) and put ``newest`` last."""
+        if self.held != self.width and (self.codes[index, 0] != self._fill_code).any():
+            assert self.held is not None
+            self._hold(self.held + 1)
         rows_codes = self.codes[index]
         was_spilled = rows_codes[:, -1] == self._spilled_code
         _shift_left(self.codes, index)
@@ -292,7 +369,7 @@ class NarrowColumn:
             return
         rows = self._rows(index)[slow]
         # The misfits and the spilled: their whole rows, shifted, with the newest appended.
-        full = np.empty((rows.size, self.codes.shape[1]), dtype=np.int64)
+        full = np.empty((rows.size, self.width or 1), dtype=np.int64)
         spilled_rows = was_spilled[slow]
         if (~spilled_rows).any():
             plain = rows[~spilled_rows]

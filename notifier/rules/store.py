@@ -173,11 +173,11 @@ class WindowStore:
 
         self.evidence_kinds = evidence.keeping_kinds()
         """The kinds whose own evidence this store keeps: those registered when it was built."""
-        self.evidence: dict[str, np.ndarray] = {}
+        self.evidence: dict[str, Any] = {}
         """The evidence columns by name (what kinds read, e.g. ``store.evidence["e_rewind_from"]``),
         one value per row."""
         evidence_columns = tuple(
-            Column("row", dtype, fill, name=name)
+            Column("row", dtype, fill, name=name, narrow=_evidence_bases(name, dtype, fill))
             for name, dtype, fill in evidence.columns(self.evidence_kinds)
         )
         self.row_columns: tuple[Column, ...] = DECLARED_ROW_COLUMNS + evidence_columns
@@ -219,12 +219,16 @@ class WindowStore:
         for column in columns:
             width = widths.get(column.shape)
             if column.narrow is not None:
-                narrow = self.__dict__.get(column.name)
+                held = self.__dict__ if _declared(column.name) else self.evidence
+                narrow = held.get(column.name)
                 if narrow is None:
                     bases = None if column.narrow == "zero" else self.bases[column.narrow]
                     narrow = NarrowColumn(column.name, width, int(column.fill), column.dtype,
-                                          column.code, bases)  # fmt: skip
-                    setattr(self, column.name, narrow)
+                                          column.code, bases, grows=column.shape == "points")  # fmt: skip
+                    if _declared(column.name):
+                        setattr(self, column.name, narrow)
+                    else:
+                        self.evidence[column.name] = narrow
                 narrow.resize(capacity)
                 continue
             shape = (capacity,) if width is None else (capacity, width)
@@ -236,9 +240,9 @@ class WindowStore:
             else:
                 self.evidence[column.name] = new
 
-    def column(self, name: str) -> np.ndarray:
+    def column(self, name: str) -> np.ndarray | NarrowColumn:
         """A column by name, declared or evidence (checkpoints and hand-overs go by name)."""
-        found = self.evidence.get(name)
+        found: np.ndarray | NarrowColumn | None = self.evidence.get(name)
         if found is not None:
             return found
         if not _declared(name):
@@ -1042,6 +1046,15 @@ def _push(array: np.ndarray | NarrowColumn, index: slice | np.ndarray, newest: o
 def _pair_key(gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
     """One int64 per (group id, table) pair, ordered as the pairs are."""
     return gids.astype(np.int64) << 32 | tables.astype(np.int64)
+
+
+def _evidence_bases(name: str, dtype: type, fill: float) -> str | None:
+    """Which bases an evidence column's int64 values are held against: a time's (unset as
+    UNSET_TS, or named ``..._ts``) or an offset's. A guess that is wrong for some column costs
+    memory (its rows move their base or spill), never a value."""
+    if np.dtype(dtype) != np.int64:
+        return None
+    return "times" if fill == UNSET_TS or name.endswith("_ts") else "offsets"
 
 
 def _declared(name: str) -> bool:
