@@ -125,14 +125,14 @@ class Evaluator:
         complete = kernels.window_complete(store.s_ts[index], count, now, store.max_gap_ms)
         r_count = store.r_count[index]
         burrow_complete = r_count / store.ring_size
-        seconds = store.lag_seconds(rows, now)
+        seconds = store.lag_seconds(rows, now, latest_committed)
 
         params = {b.name: b.values(store, rows) for b in self.bindings}
         usual_wait, waits_learned = store.usual_wait_ms(rows)
         burrow_params = params["burrow"]
         outcome = kernels.burrow_status(
             store.r_offset[index],
-            store.r_ts[index],
+            store.ring_times(index),
             store.r_lag[index],
             r_count,
             log_end,

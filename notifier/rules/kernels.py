@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from notifier.rules.habits import memberless
+from notifier.rules.narrow import ColumnReader
 
 OK, WARN, STOP, STALL, REWIND = range(5)
 """Partition status codes (the index into :data:`notifier.types.PARTITION_STATUS_CODES`)."""
@@ -58,7 +59,7 @@ class BurrowOutcome:
 
 def burrow_status(
     ring_offset: np.ndarray,
-    ring_ts: np.ndarray,
+    ring_ts: np.ndarray | ColumnReader,
     ring_lag: np.ndarray,
     ring_count: np.ndarray,
     broker_offsets: np.ndarray,
@@ -72,7 +73,8 @@ def burrow_status(
 ) -> BurrowOutcome:
     """Burrow's rules over rings of commits ``(offset, timestamp ms, lag or -1)``.
 
-    ``broker_offsets`` are the stored LEOs (with ``broker_valid``), ``current_lag`` the latest
+    ``ring_ts`` is read at each ring's first and last entry only. ``broker_offsets`` are the
+    stored LEOs (with ``broker_valid``), ``current_lag`` the latest
     LEO minus the last committed offset (``-1`` when unknown), ``complete`` the fraction used
     for ``minimum_complete`` (Burrow's ring fill when not given).
     """

@@ -111,8 +111,11 @@ def _push(points: Any, rows: np.ndarray, newest: np.ndarray) -> None:
 
 def _take(points: Any, rows: np.ndarray, slots: np.ndarray | int) -> np.ndarray:
     """The point at ``slots`` of each of ``rows``, as int64."""
-    taken = points[rows, slots] if isinstance(points, np.ndarray) else points.take(rows, slots)
-    return np.asarray(taken)
+    if isinstance(points, np.ndarray):
+        # One gather from the flat array: cheaper than numpy's 2-D fancy indexing.
+        taken: np.ndarray = points.reshape(-1)[rows * points.shape[1] + slots]
+        return taken
+    return np.asarray(points.take(rows, slots))
 
 
 def resets_in_scan(

@@ -188,6 +188,20 @@ class NarrowColumn:
             current[:, logical] = values[slow]
             self.write_rows(rows[slow], current)
 
+    def newest(self, rows: slice | np.ndarray, entries: int) -> np.ndarray:
+        """The newest ``entries`` of each of ``rows`` (a LEO table's filled points, without
+        decoding the ones no row of ``rows`` uses)."""
+        assert self.width is not None and self.held is not None
+        entries = min(entries, self.width)
+        logical = slice(self.width - entries, None)
+        if entries <= self.held:
+            return self._read_codes(rows, slice(self.held - entries, None), logical=logical)
+        size = len(self._rows(rows)) if isinstance(rows, slice) else rows.size
+        out = np.full((size, entries), self.fill, dtype=self.dtype)
+        held = self._read_codes(rows, slice(None), logical=slice(self.width - self.held, None))
+        out[:, entries - self.held :] = held
+        return out
+
     def take(self, rows: np.ndarray, slots: np.ndarray | int) -> np.ndarray:
         """The entry at ``slots`` (one per row, or the same) of each of ``rows``."""
         return self._read(np.asarray(rows), slots)
@@ -242,9 +256,11 @@ class NarrowColumn:
                          dtype=np.int64)  # fmt: skip
         if codes.size and codes.min() < self._low:
             np.putmask(out, codes == self._fill_code, self.fill)
-            spilled = codes == self._spilled_code
-            if spilled.any():
-                self._unspill_read(index, slot if logical is None else logical, out, spilled)
+            if self.spilled:  # else no code says spilled: no need to look
+                spilled = codes == self._spilled_code
+                if spilled.any():
+                    where = slot if logical is None else logical
+                    self._unspill_read(index, where, out, spilled)
         return out if out.dtype == self.dtype else out.astype(self.dtype)
 
     def _unspill_read(self, index: Any, slot: Any, out: np.ndarray, spilled: np.ndarray) -> None:
@@ -401,4 +417,23 @@ def _shift_left(codes: np.ndarray, index: slice | np.ndarray) -> None:
         codes[index, :-1] = codes[index, 1:]
 
 
-__all__ = ["Bases", "ColumnReader", "NarrowColumn"]
+class RowsOf:
+    """The rows ``index`` of a narrow column, read only where asked: ``view[:, j]`` and
+    ``view[positions, slots]`` decode those entries, never the whole rows (Burrow's kernel
+    reads two times of each commit ring)."""
+
+    __slots__ = ("_column", "_index")
+
+    def __init__(self, column: NarrowColumn, index: slice | np.ndarray) -> None:
+        self._column = column
+        self._index = index
+
+    def __getitem__(self, key: tuple[Any, Any]) -> np.ndarray:
+        positions, slots = key
+        if isinstance(positions, slice) and positions == slice(None):
+            return np.asarray(self._column[self._index, slots])
+        rows = self._column._rows(self._index)[positions]
+        return self._column.take(rows, slots)
+
+
+__all__ = ["Bases", "ColumnReader", "NarrowColumn", "RowsOf"]

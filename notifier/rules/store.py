@@ -30,7 +30,7 @@ import numpy as np
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
 from notifier.rules.evidence import NULL, UNSET_TS
-from notifier.rules.narrow import Bases, NarrowColumn
+from notifier.rules.narrow import Bases, NarrowColumn, RowsOf
 from notifier.rules.scancolumns import GroupRows, ScanColumns
 from notifier.types import (
     GROUP_STATES,
@@ -38,6 +38,9 @@ from notifier.types import (
 )
 
 _INITIAL_ROWS = 1024
+
+_EVALUATE_CHUNK = 1 << 16
+"""Rows whose LEO tables are read at a time: bounds the temporaries of lag in seconds."""
 
 _SHAPES = ("row", "window", "ring", "table", "points")
 _BASES = (None, "zero", "offsets", "times", "table_offsets", "table_times")
@@ -223,8 +226,15 @@ class WindowStore:
                 narrow = held.get(column.name)
                 if narrow is None:
                     bases = None if column.narrow == "zero" else self.bases[column.narrow]
-                    narrow = NarrowColumn(column.name, width, int(column.fill), column.dtype,
-                                          column.code, bases, grows=column.shape == "points")  # fmt: skip
+                    narrow = NarrowColumn(
+                        column.name,
+                        width,
+                        int(column.fill),
+                        column.dtype,
+                        column.code,
+                        bases,
+                        grows=column.shape == "points",
+                    )
                     if _declared(column.name):
                         setattr(self, column.name, narrow)
                     else:
@@ -440,6 +450,12 @@ class WindowStore:
         bases = sum(b.values.nbytes for b in self.bases.values())
         held = sum(self.column(c.name).nbytes for c in columns)
         return int(held + bases + self.group_epoch.nbytes)
+
+    def ring_times(self, index: slice | np.ndarray) -> RowsOf | np.ndarray:
+        """The commit rings' times of the rows at ``index``, decoded where read."""
+        if isinstance(self.r_ts, NarrowColumn):
+            return RowsOf(self.r_ts, index)
+        return self.r_ts[index]
 
     # The newest sample of each row: the last entry of its window.
     @property
@@ -797,17 +813,32 @@ class WindowStore:
         leos, times = self.t_leo[table], self.t_time[table]
         return [(int(leos[j]), int(times[j])) for j in range(self.points - n, self.points)]
 
-    def lag_seconds(self, rows: np.ndarray, now_ms: int) -> np.ndarray:
-        """Seconds behind for each row's latest committed offset (NaN: unknown)."""
+    def lag_seconds(
+        self, rows: np.ndarray, now_ms: int, committed: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Seconds behind for each row's latest committed offset (``committed``, when the
+        caller has read it already; NaN: unknown). The rows' LEO tables are read a chunk at a
+        time, their filled points only."""
         index = as_index(rows)
-        return lagtime.lag_seconds(
-            self.t_leo,
-            self.t_time,
-            self.t_count,
-            self.row_table[index],
-            self.latest_committed[index],
-            now_ms,
-        )
+        tables = self.row_table[index]
+        if committed is None:
+            committed = self.latest_committed[index]
+        out = np.empty(tables.size)
+        for start in range(0, tables.size, _EVALUATE_CHUNK):
+            part = slice(start, start + _EVALUATE_CHUNK)
+            chunk = tables[part].astype(np.int64)
+            counts = self.t_count[as_index(chunk)]
+            points = max(2, int(counts.max()) if counts.size else 0)
+            held = as_index(chunk)
+            out[part] = lagtime.lag_seconds(
+                _newest_points(self.t_leo, held, points),
+                _newest_points(self.t_time, held, points),
+                counts,
+                np.arange(chunk.size),
+                committed[part],
+                now_ms,
+            )
+        return out
 
     # ---------------------------------------------------------------- forgetting
 
@@ -1046,6 +1077,15 @@ def _push(array: np.ndarray | NarrowColumn, index: slice | np.ndarray, newest: o
 def _pair_key(gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
     """One int64 per (group id, table) pair, ordered as the pairs are."""
     return gids.astype(np.int64) << 32 | tables.astype(np.int64)
+
+
+def _newest_points(
+    points: np.ndarray | NarrowColumn, tables: slice | np.ndarray, count: int
+) -> np.ndarray:
+    """The newest ``count`` points of each of ``tables``."""
+    if isinstance(points, NarrowColumn):
+        return points.newest(tables, count)
+    return np.ascontiguousarray(points[tables][:, points.shape[1] - count :])
 
 
 def _evidence_bases(name: str, dtype: type, fill: float) -> str | None:
