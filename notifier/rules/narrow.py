@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-_GROWTH = 4
+_GROWTH = 2
 """Entries a growing column holds more at a time."""
 
 _CHUNK = 1 << 16

@@ -124,7 +124,7 @@ class WindowStore:
     row_table = Column("row", np.int32, NULL, reset=False, portable=False)
     row_partition = Column("row", np.int32, NULL, reset=False, portable=False)
     row_alive = Column("row", np.bool_, False, portable=False)
-    row_epoch = Column("row", np.int64, 0, reset=False, portable=False)
+    row_epoch = Column("row", np.int64, 0, reset=False, portable=False, narrow="zero")
     # Evidence that outlives the window is not declared here: each store allocates the columns
     # that notifier.rules.habits and the registered kinds declare (notifier.rules.evidence), in
     # `evidence`, by name.
