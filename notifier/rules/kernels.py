@@ -56,6 +56,13 @@ class BurrowOutcome:
     stalled: np.ndarray
     lag_not_decreasing: np.ndarray
 
+    @classmethod
+    def joined(cls, parts: list[BurrowOutcome]) -> BurrowOutcome:
+        """The outcomes of consecutive runs of rows as one."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _OUTCOME_FIELDS))
+
 
 def burrow_status(
     ring_offset: np.ndarray,
@@ -158,6 +165,9 @@ def burrow_status(
         stalled=stalled,
         lag_not_decreasing=lag_not_decreasing,
     )
+
+
+_OUTCOME_FIELDS = tuple(BurrowOutcome.__dataclass_fields__)
 
 
 def split_stop_stall(status: np.ndarray, members_present: np.ndarray) -> np.ndarray:
