@@ -3,8 +3,8 @@ each cluster's window store, last evaluation and scan metrics), and the notifier
 
 The API only reads: every member here is a read-only property or a query, and it is all the
 API uses (:class:`notifier.service.Coordinator` and :class:`notifier.notify.Notifier` satisfy
-them; tests may pass anything that does). The store's sample and offset columns are numpy
-arrays; the API reads them by row or table index.
+them; tests may pass anything that does). The store's sample and offset columns read like
+numpy arrays (:class:`notifier.rules.ColumnReader`); the API reads them by row or table index.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from notifier.collect import ClusterLayout
 from notifier.config import ClusterConfig, NotifyConfig, ServiceConfig
 from notifier.diskfaults import WriteHealth
-from notifier.rules import Evaluation, LeoReset, RulesConfig
+from notifier.rules import ColumnReader, Evaluation, LeoReset, RulesConfig
 from notifier.types import CommitPoint, GroupMember, Incident
 
 
@@ -44,23 +44,23 @@ class StoreView(Protocol):
         """The LEO table of each partition of ``topic`` in ``cluster`` (empty: unknown)."""
 
     @property
-    def s_committed(self) -> np.ndarray:
+    def s_committed(self) -> ColumnReader:
         """Committed offset of each row's window samples (rows × width; NULL: none)."""
 
     @property
-    def s_leo(self) -> np.ndarray:
+    def s_leo(self) -> ColumnReader:
         """Log-end offset of each row's window samples (rows × width)."""
 
     @property
-    def latest_committed(self) -> np.ndarray:
+    def latest_committed(self) -> ColumnReader:
         """Each row's newest committed offset."""
 
     @property
-    def latest_leo(self) -> np.ndarray:
+    def latest_leo(self) -> ColumnReader:
         """Each row's newest log-end offset."""
 
     @property
-    def latest_log_start(self) -> np.ndarray:
+    def latest_log_start(self) -> ColumnReader:
         """Each row's newest log-start offset (NULL: unknown)."""
 
     @property
@@ -72,7 +72,7 @@ class StoreView(Protocol):
         """Points in each LEO table."""
 
     @property
-    def t_leo(self) -> np.ndarray:
+    def t_leo(self) -> ColumnReader:
         """Log-end offsets of each LEO table (tables × points, newest last)."""
 
     def row_key_of(self, row: int) -> tuple[str, str, str, int]: ...

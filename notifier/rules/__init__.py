@@ -25,6 +25,7 @@ Imports only :mod:`notifier.config` and :mod:`notifier.types`; no I/O but readin
 from notifier.rules.evaluate import Evaluator
 from notifier.rules.kinds import RuleKind, register
 from notifier.rules.lagtime import LeoReset
+from notifier.rules.narrow import ColumnReader
 from notifier.rules.replay import Moment, print_replay, read_samples, replay_table, scans
 from notifier.rules.results import Evaluation, group_without_partitions, not_found
 from notifier.rules.rulesfile import RulesConfig, load_rules, parse_rules, with_parameters
@@ -45,6 +46,7 @@ __all__ = [
     "EXPIRE_EVERY_MS",
     "NULL",
     "ClusterPipeline",
+    "ColumnReader",
     "Evaluation",
     "Evaluator",
     "GroupRows",

@@ -117,33 +117,47 @@ class Evaluator:
             st.grow(n_groups)
         self._reset_reused_groups(n_groups)
 
-        latest_committed = store.latest_committed[index]
-        latest_leo = store.latest_leo[index]
-        latest_state = store.latest_state[index]
+        # The newest sample is the window's last entry (what store.latest_* read).
+        latest_committed = np.ascontiguousarray(committed[:, -1])
+        latest_leo = np.ascontiguousarray(log_end[:, -1])
+        latest_state = state[:, -1]
         lag = kernels.current_lag(latest_committed, latest_leo)
         valid = kernels.valid_mask(count, store.width)
-        complete = kernels.window_complete(store.s_ts[index], count, now, store.max_gap_ms)
         r_count = store.r_count[index]
         burrow_complete = r_count / store.ring_size
-        seconds = store.lag_seconds(rows, now)
+        seconds = store.lag_seconds(rows, now, latest_committed)
 
         params = {b.name: b.values(store, rows) for b in self.bindings}
         usual_wait, waits_learned = store.usual_wait_ms(rows)
-        burrow_params = params["burrow"]
-        outcome = kernels.burrow_status(
-            store.r_offset[index],
-            store.r_ts[index],
-            store.r_lag[index],
-            r_count,
-            log_end,
-            valid,
-            lag,
-            now,
-            as_int(burrow_params["allowed_lag"]),
-            complete,
-            self.config.burrow.minimum_complete,
-        )
-        has_members = kernels.members_present(latest_state, store.latest_members[index])
+        allowed_lag = as_int(params["burrow"]["allowed_lag"])
+        # The sample times and the commit rings are read a chunk of rows at a time: each row's
+        # window and ring are judged alone, and a million rows' of them decoded at once would
+        # be hundreds of MB of temporaries.
+        complete = np.empty(rows.size)
+        outcomes = []
+        for start in range(0, max(rows.size, 1), _CHUNK):
+            part = slice(start, start + _CHUNK)
+            at = _part_of(index, part)
+            complete[part] = kernels.window_complete(
+                store.s_ts[at], count[part], now, store.max_gap_ms
+            )
+            outcomes.append(
+                kernels.burrow_status(
+                    store.r_offset[at],
+                    store.ring_times(at),
+                    store.r_lag[at],
+                    r_count[part],
+                    log_end[part],
+                    valid[part],
+                    lag[part],
+                    now,
+                    allowed_lag[part] if isinstance(allowed_lag, np.ndarray) else allowed_lag,
+                    complete[part],
+                    self.config.burrow.minimum_complete,
+                )
+            )
+        outcome = kernels.BurrowOutcome.joined(outcomes)
+        has_members = kernels.members_present(latest_state, members[:, -1])
         status = kernels.split_stop_stall(outcome.status, has_members)
 
         rows_in = Rows(
@@ -236,6 +250,19 @@ class Evaluator:
             usual_wait_ms=usual_wait,
             waits_learned=waits_learned,
         )
+
+
+_CHUNK = 1 << 16
+"""Rows whose sample times and commit rings are decoded at a time."""
+
+
+def _part_of(index: slice | np.ndarray, part: slice) -> slice | np.ndarray:
+    """The store index of positions ``part`` of the rows at ``index``."""
+    if isinstance(index, slice):
+        first = index.start or 0
+        stop = min(first + (part.stop or 0), index.stop)
+        return slice(first + (part.start or 0), stop)
+    return index[part]
 
 
 def _check_evidence_kept(bindings: Sequence[RuleBinding], store: WindowStore) -> None:

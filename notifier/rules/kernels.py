@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from notifier.rules.habits import memberless
+from notifier.rules.narrow import ColumnReader
 
 OK, WARN, STOP, STALL, REWIND = range(5)
 """Partition status codes (the index into :data:`notifier.types.PARTITION_STATUS_CODES`)."""
@@ -55,10 +56,17 @@ class BurrowOutcome:
     stalled: np.ndarray
     lag_not_decreasing: np.ndarray
 
+    @classmethod
+    def joined(cls, parts: list[BurrowOutcome]) -> BurrowOutcome:
+        """The outcomes of consecutive runs of rows as one."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _OUTCOME_FIELDS))
+
 
 def burrow_status(
     ring_offset: np.ndarray,
-    ring_ts: np.ndarray,
+    ring_ts: np.ndarray | ColumnReader,
     ring_lag: np.ndarray,
     ring_count: np.ndarray,
     broker_offsets: np.ndarray,
@@ -72,7 +80,8 @@ def burrow_status(
 ) -> BurrowOutcome:
     """Burrow's rules over rings of commits ``(offset, timestamp ms, lag or -1)``.
 
-    ``broker_offsets`` are the stored LEOs (with ``broker_valid``), ``current_lag`` the latest
+    ``ring_ts`` is read at each ring's first and last entry only. ``broker_offsets`` are the
+    stored LEOs (with ``broker_valid``), ``current_lag`` the latest
     LEO minus the last committed offset (``-1`` when unknown), ``complete`` the fraction used
     for ``minimum_complete`` (Burrow's ring fill when not given).
     """
@@ -156,6 +165,9 @@ def burrow_status(
         stalled=stalled,
         lag_not_decreasing=lag_not_decreasing,
     )
+
+
+_OUTCOME_FIELDS = tuple(BurrowOutcome.__dataclass_fields__)
 
 
 def split_stop_stall(status: np.ndarray, members_present: np.ndarray) -> np.ndarray:

@@ -93,12 +93,29 @@ def append_points(
     grow = ~backwards & ~flat
     if grow.any():
         target = rows[grow]
-        leo[target, :-1] = leo[target, 1:]
-        times[target, :-1] = times[target, 1:]
-        leo[target, -1] = new_leo[grow]
-        times[target, -1] = new_time[grow]
+        _push(leo, target, new_leo[grow])
+        _push(times, target, new_time[grow])
         counts[target] = np.minimum(n[grow] + 1, width)
     return reset
+
+
+def _push(points: Any, rows: np.ndarray, newest: np.ndarray) -> None:
+    """Drop each row's oldest point and put ``newest`` last (a store's narrow column pushes
+    its own codes)."""
+    if isinstance(points, np.ndarray):
+        points[rows, :-1] = points[rows, 1:]
+        points[rows, -1] = newest
+    else:
+        points.push(rows, newest)
+
+
+def _take(points: Any, rows: np.ndarray, slots: np.ndarray | int) -> np.ndarray:
+    """The point at ``slots`` of each of ``rows``, as int64."""
+    if isinstance(points, np.ndarray):
+        # One gather from the flat array: cheaper than numpy's 2-D fancy indexing.
+        taken: np.ndarray = points.reshape(-1)[rows * points.shape[1] + slots]
+        return taken
+    return np.asarray(points.take(rows, slots))
 
 
 def resets_in_scan(
@@ -132,10 +149,8 @@ def lag_seconds(
         return result
     width = leo.shape[1]
     n = counts[table_rows].astype(np.int64)
-    flat_leo = leo.reshape(-1)
-    flat_time = times.reshape(-1)
-    base = table_rows.astype(np.int64) * width
-    newest_leo = flat_leo[base + width - 1]
+    tables = table_rows.astype(np.int64)
+    newest_leo = _take(leo, tables, width - 1)
     known = (committed >= 0) & (n > 0)
     caught_up = known & (committed >= newest_leo)
     result[caught_up] = 0.0
@@ -144,35 +159,35 @@ def lag_seconds(
         return result
     idx = np.nonzero(todo)[0]
     o = committed[idx]
-    b = base[idx]
+    b = tables[idx]
     now = np.asarray(now_ms, dtype=np.float64)
     if now.ndim:
         now = now[idx]
     # Most consumers are less than one scan behind: their offset sits in the newest segment,
     # whose ends we can read without a search.
-    prev_leo = flat_leo[b + width - 2]
+    prev_leo = _take(leo, b, width - 2)
     newest = prev_leo <= o
     at = np.empty(idx.size)
     if newest.any():
         bn = b[newest]
         left_leo = prev_leo[newest].astype(np.float64)
         right_leo = newest_leo[idx][newest].astype(np.float64)
-        left_time = flat_time[bn + width - 2].astype(np.float64)
-        right_time = flat_time[bn + width - 1].astype(np.float64)
+        left_time = _take(times, bn, width - 2).astype(np.float64)
+        right_time = _take(times, bn, width - 1).astype(np.float64)
         at[newest] = left_time + (o[newest].astype(np.float64) - left_leo) * (
             right_time - left_time
         ) / (right_leo - left_leo)
     rest = np.nonzero(~newest)[0]
     if rest.size:
-        at[rest] = _interpolate_older(flat_leo, flat_time, b[rest], o[rest], n[idx][rest], width)
+        at[rest] = _interpolate_older(leo, times, b[rest], o[rest], n[idx][rest], width)
     result[idx] = np.maximum(0.0, (now - at) / 1000.0)
     return result
 
 
 def _interpolate_older(
-    flat_leo: np.ndarray,
-    flat_time: np.ndarray,
-    base: np.ndarray,
+    leo: Any,
+    times: Any,
+    tables: np.ndarray,
     offsets: np.ndarray,
     counts: np.ndarray,
     width: int,
@@ -182,28 +197,29 @@ def _interpolate_older(
     the oldest and newest points when the offset is older than the table)."""
     oldest = width - counts
     lo = oldest.astype(np.int64)
-    hi = np.full(base.size, width - 2, dtype=np.int64)
+    hi = np.full(tables.size, width - 2, dtype=np.int64)
     while True:
         active = lo < hi
         if not active.any():
             break
         mid = (lo + hi) // 2
-        go_right = flat_leo[base + np.minimum(mid, width - 1)] <= offsets
+        go_right = _take(leo, tables, np.minimum(mid, width - 1)) <= offsets
         lo = np.where(active & go_right, mid + 1, lo)
         hi = np.where(active & ~go_right, mid, hi)
     below = lo - 1
     older = below < oldest
     left = np.where(older, oldest, below)
     right = np.where(older, width - 1, below + 1)
-    left_leo = flat_leo[base + left].astype(np.float64)
-    right_leo = flat_leo[base + right].astype(np.float64)
-    left_time = flat_time[base + left].astype(np.float64)
-    right_time = flat_time[base + right].astype(np.float64)
+    left_leo = _take(leo, tables, left).astype(np.float64)
+    right_leo = _take(leo, tables, right).astype(np.float64)
+    left_time = _take(times, tables, left).astype(np.float64)
+    right_time = _take(times, tables, right).astype(np.float64)
     span = right_leo - left_leo
     with np.errstate(divide="ignore", invalid="ignore"):
         at = left_time + (offsets.astype(np.float64) - left_leo) * (right_time - left_time) / span
     # A flat table has no slope: the records were produced before its oldest point.
     # numpy types the comparison, hence the np.where, as Any.
     return cast(
-        "NDArray[np.float64]", np.where(span > 0, at, flat_time[base + oldest].astype(np.float64))
+        "NDArray[np.float64]",
+        np.where(span > 0, at, _take(times, tables, oldest).astype(np.float64)),
     )

@@ -2,7 +2,9 @@
 
 Everything is kept in columnar numpy arrays, one row per (cluster, group, topic, partition), so
 that the evaluator runs its rules over a million windows at once and a million windows take a
-few hundred bytes each.
+few hundred bytes each: offsets and times are int32 codes against per-row bases
+(:mod:`notifier.rules.narrow`), read back as the exact int64 values, and a LEO table holds only
+the points some table has filled.
 
 Three structures per row, each oldest-first and right-aligned (the newest entry is the last
 column, ``count`` valid entries at the end):
@@ -30,6 +32,7 @@ import numpy as np
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
 from notifier.rules.evidence import NULL, UNSET_TS
+from notifier.rules.narrow import Bases, NarrowColumn, RowsOf
 from notifier.rules.scancolumns import GroupRows, ScanColumns
 from notifier.types import (
     GROUP_STATES,
@@ -38,7 +41,11 @@ from notifier.types import (
 
 _INITIAL_ROWS = 1024
 
+_EVALUATE_CHUNK = 1 << 16
+"""Rows whose LEO tables are read at a time: bounds the temporaries of lag in seconds."""
+
 _SHAPES = ("row", "window", "ring", "table", "points")
+_BASES = (None, "zero", "offsets", "times", "table_offsets", "table_times")
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,9 @@ class Column:
     ``shape``: ``row`` (one value per row), ``window`` (``intervals`` per row), ``ring``
     (``intervals`` per row), ``table`` (one per LEO table) or ``points`` (``lag_time_points``
     per LEO table). ``reset``: set back to ``fill`` when its row is freed. ``portable``: means
-    the same in another process's store (not an id into this one).
+    the same in another process's store (not an id into this one). ``narrow``: held as ``code``
+    against the named bases (:mod:`notifier.rules.narrow`: ``offsets`` and ``times`` of a row,
+    ``table_offsets`` and ``table_times`` of a LEO table, ``zero``), exactly.
     """
 
     shape: str
@@ -57,11 +66,15 @@ class Column:
     fill: float
     reset: bool = True
     portable: bool = True
+    narrow: str | None = None
+    code: type = np.int32
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.shape not in _SHAPES:
             raise ValueError(f"column shape must be one of {_SHAPES}, not {self.shape!r}")
+        if self.narrow not in _BASES:
+            raise ValueError(f"column bases must be one of {_BASES}, not {self.narrow!r}")
 
     def __set_name__(self, owner: type, name: str) -> None:
         object.__setattr__(self, "name", name)
@@ -91,41 +104,35 @@ class WindowStore:
     entries at the end. LEO tables are per (cluster, topic, partition), ``(tables, points)``.
     """
 
-    # The sample window: one entry per scan that saw the row.
-    s_ts = Column("window", np.int64, UNSET_TS)
-    s_committed = Column("window", np.int64, NULL)
-    s_leo = Column("window", np.int64, NULL)
-    s_log_start = Column("window", np.int64, NULL)
+    # The sample window: one entry per scan that saw the row. Offsets and times are held as
+    # int32 against the row's bases (notifier.rules.narrow), exactly.
+    s_ts = Column("window", np.int64, UNSET_TS, narrow="times")
+    s_committed = Column("window", np.int64, NULL, narrow="offsets")
+    s_leo = Column("window", np.int64, NULL, narrow="offsets")
+    s_log_start = Column("window", np.int64, NULL, narrow="offsets")
     s_state = Column("window", np.int8, NULL)
-    s_members = Column("window", np.int32, 0)
+    s_members = Column("window", np.int32, 0, narrow="zero", code=np.int16)
     s_member_changed = Column("window", np.bool_, False)
     s_count = Column("row", np.int16, 0)
-    # The newest sample again, contiguous: the evaluator reads it for every window, and a
-    # column of a row-major (N, W) array costs as much memory traffic as the whole array.
-    latest_committed = Column("row", np.int64, NULL)
-    latest_leo = Column("row", np.int64, NULL)
-    latest_log_start = Column("row", np.int64, NULL)
-    latest_state = Column("row", np.int8, NULL)
-    latest_members = Column("row", np.int32, 0)
     last_hash = Column("row", np.int64, 0)
     # Burrow's commit ring: one entry per change of the committed offset.
-    r_offset = Column("ring", np.int64, NULL)
-    r_ts = Column("ring", np.int64, 0)
-    r_lag = Column("ring", np.int64, NULL)
-    r_order = Column("ring", np.int64, NULL)
+    r_offset = Column("ring", np.int64, NULL, narrow="offsets")
+    r_ts = Column("ring", np.int64, 0, narrow="times")
+    r_lag = Column("ring", np.int64, NULL, narrow="zero")
+    r_order = Column("ring", np.int64, NULL, narrow="times")
     r_count = Column("row", np.int16, 0)
     # What a row is: its group id, LEO table, partition, whether in use, and its epoch.
     row_group = Column("row", np.int32, NULL, portable=False)
     row_table = Column("row", np.int32, NULL, reset=False, portable=False)
     row_partition = Column("row", np.int32, NULL, reset=False, portable=False)
     row_alive = Column("row", np.bool_, False, portable=False)
-    row_epoch = Column("row", np.int64, 0, reset=False, portable=False)
+    row_epoch = Column("row", np.int64, 0, reset=False, portable=False, narrow="zero")
     # Evidence that outlives the window is not declared here: each store allocates the columns
     # that notifier.rules.habits and the registered kinds declare (notifier.rules.evidence), in
     # `evidence`, by name.
     # LEO tables for lag in seconds, one per (cluster, topic, partition).
-    t_leo = Column("points", np.int64, 0)
-    t_time = Column("points", np.int64, 0)
+    t_leo = Column("points", np.int64, 0, narrow="table_offsets")
+    t_time = Column("points", np.int64, 0, narrow="table_times")
     t_count = Column("table", np.int16, 0)
 
     def __init__(self, settings: WindowSettings | None = None, scan_interval_s: float = 10.0):
@@ -171,11 +178,11 @@ class WindowStore:
 
         self.evidence_kinds = evidence.keeping_kinds()
         """The kinds whose own evidence this store keeps: those registered when it was built."""
-        self.evidence: dict[str, np.ndarray] = {}
+        self.evidence: dict[str, Any] = {}
         """The evidence columns by name (what kinds read, e.g. ``store.evidence["e_rewind_from"]``),
         one value per row."""
         evidence_columns = tuple(
-            Column("row", dtype, fill, name=name)
+            Column("row", dtype, fill, name=name, narrow=_evidence_bases(name, dtype, fill))
             for name, dtype, fill in evidence.columns(self.evidence_kinds)
         )
         self.row_columns: tuple[Column, ...] = DECLARED_ROW_COLUMNS + evidence_columns
@@ -185,6 +192,8 @@ class WindowStore:
         self.portable_row_columns = tuple(c.name for c in self.row_columns if c.portable)
         """The per-row columns that mean the same in another process's store."""
 
+        self.bases = {name: Bases() for name in _BASES if name not in (None, "zero")}
+        """The int64 bases the narrow columns' codes are against, by name."""
         self.capacity = 0
         self.table_capacity = 0
         self._alloc_rows(_INITIAL_ROWS)
@@ -195,10 +204,14 @@ class WindowStore:
 
     def _alloc_rows(self, capacity: int) -> None:
         self._alloc(self.row_columns, self.capacity, capacity)
+        self.bases["offsets"].resize(capacity)
+        self.bases["times"].resize(capacity)
         self.capacity = capacity
 
     def _alloc_tables(self, capacity: int) -> None:
         self._alloc(TABLE_COLUMNS, self.table_capacity, capacity)
+        self.bases["table_offsets"].resize(capacity)
+        self.bases["table_times"].resize(capacity)
         for name in ("table_topic", "table_partition"):
             grown = np.full(capacity, NULL, dtype=np.int32)
             kept = getattr(self, name)[: self.table_capacity]
@@ -210,6 +223,26 @@ class WindowStore:
         widths = {"window": self.width, "ring": self.ring_size, "points": self.points}
         for column in columns:
             width = widths.get(column.shape)
+            if column.narrow is not None:
+                held = self.__dict__ if _declared(column.name) else self.evidence
+                narrow = held.get(column.name)
+                if narrow is None:
+                    bases = None if column.narrow == "zero" else self.bases[column.narrow]
+                    narrow = NarrowColumn(
+                        column.name,
+                        width,
+                        int(column.fill),
+                        column.dtype,
+                        column.code,
+                        bases,
+                        grows=column.shape == "points",
+                    )
+                    if _declared(column.name):
+                        setattr(self, column.name, narrow)
+                    else:
+                        self.evidence[column.name] = narrow
+                narrow.resize(capacity)
+                continue
             shape = (capacity,) if width is None else (capacity, width)
             new: np.ndarray = np.full(shape, column.fill, dtype=column.dtype)
             if kept:
@@ -219,9 +252,9 @@ class WindowStore:
             else:
                 self.evidence[column.name] = new
 
-    def column(self, name: str) -> np.ndarray:
+    def column(self, name: str) -> np.ndarray | NarrowColumn:
         """A column by name, declared or evidence (checkpoints and hand-overs go by name)."""
-        found = self.evidence.get(name)
+        found: np.ndarray | NarrowColumn | None = self.evidence.get(name)
         if found is not None:
             return found
         if not _declared(name):
@@ -416,7 +449,36 @@ class WindowStore:
     def array_bytes(self) -> int:
         """What the store's arrays take, as allocated (spare capacity included)."""
         columns = (*self.row_columns, *TABLE_COLUMNS)
-        return int(sum(self.column(c.name).nbytes for c in columns)) + self.group_epoch.nbytes
+        bases = sum(b.values.nbytes for b in self.bases.values())
+        held = sum(self.column(c.name).nbytes for c in columns)
+        return int(held + bases + self.group_epoch.nbytes)
+
+    def ring_times(self, index: slice | np.ndarray) -> RowsOf | np.ndarray:
+        """The commit rings' times of the rows at ``index``, decoded where read."""
+        if isinstance(self.r_ts, NarrowColumn):
+            return RowsOf(self.r_ts, index)
+        return self.r_ts[index]
+
+    # The newest sample of each row: the last entry of its window.
+    @property
+    def latest_committed(self) -> NewestEntry:
+        return NewestEntry(self.s_committed)
+
+    @property
+    def latest_leo(self) -> NewestEntry:
+        return NewestEntry(self.s_leo)
+
+    @property
+    def latest_log_start(self) -> NewestEntry:
+        return NewestEntry(self.s_log_start)
+
+    @property
+    def latest_state(self) -> np.ndarray:
+        return self.s_state[:, -1]
+
+    @property
+    def latest_members(self) -> NewestEntry:
+        return NewestEntry(self.s_members)
 
     # ---------------------------------------------------------------- lookups
 
@@ -559,11 +621,6 @@ class WindowStore:
             ("s_members", scan.members),
         ):
             _push(getattr(self, name), index, values)
-        self.latest_committed[index] = scan.committed
-        self.latest_leo[index] = scan.log_end
-        self.latest_log_start[index] = scan.log_start
-        self.latest_state[index] = scan.state
-        self.latest_members[index] = scan.members
         had_sample = self.s_count[index] > 0
         changed = had_sample & (self.last_hash[index] != scan.member_hash)
         _push(self.s_member_changed, index, changed)
@@ -686,15 +743,8 @@ class WindowStore:
     def _insert_commit(self, row: int, offset: int, order: int, timestamp: int) -> None:
         size = self.ring_size
         n = int(self.r_count[row])
-        entries = [
-            [
-                int(self.r_offset[row, j]),
-                int(self.r_order[row, j]),
-                int(self.r_ts[row, j]),
-                int(self.r_lag[row, j]),
-            ]
-            for j in range(size - n, size)
-        ]
+        held = [self.r_offset[row], self.r_order[row], self.r_ts[row], self.r_lag[row]]
+        entries = [[int(column[j]) for column in held] for j in range(size - n, size)]
         if any(e[1] == order for e in entries):
             return  # the same commit seen twice
         position = sum(1 for e in entries if e[1] < order)
@@ -710,9 +760,9 @@ class WindowStore:
                 entries.pop(0)
         n = len(entries)
         for name, column in (("r_offset", 0), ("r_order", 1), ("r_ts", 2), ("r_lag", 3)):
-            array = getattr(self, name)
-            array[row, :] = 0 if name == "r_ts" else NULL
-            array[row, size - n :] = [e[column] for e in entries]
+            values = np.full(size, 0 if name == "r_ts" else NULL, dtype=np.int64)
+            values[size - n :] = [e[column] for e in entries]
+            getattr(self, name)[row] = values
         self.r_count[row] = n
 
     # ---------------------------------------------------------------- reading
@@ -720,11 +770,12 @@ class WindowStore:
     def ring(self, row: int) -> list[CommitPoint]:
         """The commit ring of one row, oldest first."""
         n = int(self.r_count[row])
+        offsets, times, lags = self.r_offset[row], self.r_ts[row], self.r_lag[row]
         return [
             CommitPoint(
-                offset=int(self.r_offset[row, j]),
-                timestamp=int(self.r_ts[row, j]),
-                lag=None if self.r_lag[row, j] == NULL else int(self.r_lag[row, j]),
+                offset=int(offsets[j]),
+                timestamp=int(times[j]),
+                lag=None if lags[j] == NULL else int(lags[j]),
             )
             for j in range(self.ring_size - n, self.ring_size)
         ]
@@ -738,19 +789,21 @@ class WindowStore:
 
         n = int(self.s_count[row])
         out = []
+        ts, committed_at, leo_at = self.s_ts[row], self.s_committed[row], self.s_leo[row]
+        log_start_at, members = self.s_log_start[row], self.s_members[row]
         for j in range(self.width - n, self.width):
-            committed = int(self.s_committed[row, j])
-            log_start = int(self.s_log_start[row, j])
-            leo = int(self.s_leo[row, j])
+            committed = int(committed_at[j])
+            log_start = int(log_start_at[j])
+            leo = int(leo_at[j])
             out.append(
                 {
-                    "ts": int(self.s_ts[row, j]),
+                    "ts": int(ts[j]),
                     "committed_offset": None if committed == NULL else committed,
                     "log_end_offset": leo,
                     "log_start_offset": None if log_start == NULL else log_start,
                     "lag": None if committed == NULL else max(0, leo - committed),
                     "group_state": GROUP_STATES[int(self.s_state[row, j])],
-                    "members": int(self.s_members[row, j]),
+                    "members": int(members[j]),
                     "member_set_changed": bool(self.s_member_changed[row, j]),
                 }
             )
@@ -759,22 +812,35 @@ class WindowStore:
     def leo_table(self, row: int) -> list[tuple[int, int]]:
         table = int(self.row_table[row])
         n = int(self.t_count[table])
-        return [
-            (int(self.t_leo[table, j]), int(self.t_time[table, j]))
-            for j in range(self.points - n, self.points)
-        ]
+        leos, times = self.t_leo[table], self.t_time[table]
+        return [(int(leos[j]), int(times[j])) for j in range(self.points - n, self.points)]
 
-    def lag_seconds(self, rows: np.ndarray, now_ms: int) -> np.ndarray:
-        """Seconds behind for each row's latest committed offset (NaN: unknown)."""
+    def lag_seconds(
+        self, rows: np.ndarray, now_ms: int, committed: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Seconds behind for each row's latest committed offset (``committed``, when the
+        caller has read it already; NaN: unknown). The rows' LEO tables are read a chunk at a
+        time, their filled points only."""
         index = as_index(rows)
-        return lagtime.lag_seconds(
-            self.t_leo,
-            self.t_time,
-            self.t_count,
-            self.row_table[index],
-            self.latest_committed[index],
-            now_ms,
-        )
+        tables = self.row_table[index]
+        if committed is None:
+            committed = self.latest_committed[index]
+        out = np.empty(tables.size)
+        for start in range(0, tables.size, _EVALUATE_CHUNK):
+            part = slice(start, start + _EVALUATE_CHUNK)
+            chunk = tables[part].astype(np.int64)
+            counts = self.t_count[as_index(chunk)]
+            points = max(2, int(counts.max()) if counts.size else 0)
+            held = as_index(chunk)
+            out[part] = lagtime.lag_seconds(
+                _newest_points(self.t_leo, held, points),
+                _newest_points(self.t_time, held, points),
+                counts,
+                np.arange(chunk.size),
+                committed[part],
+                now_ms,
+            )
+        return out
 
     # ---------------------------------------------------------------- forgetting
 
@@ -979,11 +1045,27 @@ class RowKeys:
         return (self[row] for row in range(len(self)))
 
 
-def _push(array: np.ndarray, index: slice | np.ndarray, newest: object) -> None:
+class NewestEntry:
+    """``store.latest_committed[rows]``: the last entry of each row's window, read from it (a
+    copy of each newest sample would cost as much as the window's codes)."""
+
+    __slots__ = ("_column",)
+
+    def __init__(self, column: NarrowColumn | np.ndarray) -> None:
+        self._column = column
+
+    def __getitem__(self, rows: Any) -> Any:
+        return self._column[rows, -1]
+
+
+def _push(array: np.ndarray | NarrowColumn, index: slice | np.ndarray, newest: object) -> None:
     """Drop the oldest entry of each row of a ``(rows, width)`` column at ``index`` and put
     ``newest`` last. A run of rows is one block of memory: moved left by one entry as a whole
     (each row's last slot takes the next row's first, then ``newest``), in place; shifting it
     row-wise had numpy copy the block first (80 MB per column at a million rows)."""
+    if isinstance(array, NarrowColumn):
+        array.push(index, newest)
+        return
     if isinstance(index, slice) and array.flags.c_contiguous:
         flat = array[index].view()
         flat.shape = (-1,)  # raises rather than copy: the move must happen in the column
@@ -997,6 +1079,24 @@ def _push(array: np.ndarray, index: slice | np.ndarray, newest: object) -> None:
 def _pair_key(gids: np.ndarray, tables: np.ndarray) -> np.ndarray:
     """One int64 per (group id, table) pair, ordered as the pairs are."""
     return gids.astype(np.int64) << 32 | tables.astype(np.int64)
+
+
+def _newest_points(
+    points: np.ndarray | NarrowColumn, tables: slice | np.ndarray, count: int
+) -> np.ndarray:
+    """The newest ``count`` points of each of ``tables``."""
+    if isinstance(points, NarrowColumn):
+        return points.newest(tables, count)
+    return np.ascontiguousarray(points[tables][:, points.shape[1] - count :])
+
+
+def _evidence_bases(name: str, dtype: type, fill: float) -> str | None:
+    """Which bases an evidence column's int64 values are held against: a time's (unset as
+    UNSET_TS, or named ``..._ts``) or an offset's. A guess that is wrong for some column costs
+    memory (its rows move their base or spill), never a value."""
+    if np.dtype(dtype) != np.int64:
+        return None
+    return "times" if fill == UNSET_TS or name.endswith("_ts") else "offsets"
 
 
 def _declared(name: str) -> bool:

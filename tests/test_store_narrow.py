@@ -1,0 +1,250 @@
+"""The window store's narrow columns (notifier/rules/narrow.py) hold exactly what int64 columns
+held: the store driven through the same random scans as a plain int64 store (the store as it
+was before, kept here as a reference) ends with the same windows, rings, LEO tables and
+evidence, and evaluates to the same findings, for every input: offsets near 2^63, resets to 0
+on huge partitions, jumps past 2^31, NULLs, idle gaps longer than 24 days of milliseconds and
+clocks that go backwards."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from notifier.config import WindowSettings
+from notifier.rules import ClusterPipeline, Evaluator, ScanColumns, WindowStore, load_rules
+from notifier.rules.narrow import Bases, NarrowColumn
+from notifier.rules.store import TABLE_COLUMN_NAMES, Column
+from notifier.service import checkpoint
+
+from .checkpoints import make_old_layout
+
+RULES = load_rules(Path(__file__).resolve().parents[1] / "rules.yaml")
+FIXTURES = Path(__file__).resolve().parent / "checkpoints"
+KEYS = [("g1", "t", 0), ("g1", "t", 1), ("g2", "t", 0), ("g2", "u", 0)]
+I64_MAX = 2**63 - 1
+
+
+class PlainStore(WindowStore):
+    """The reference: every column a plain numpy array of its declared dtype (int64 offsets
+    and times), as the store held them before narrow columns."""
+
+    def _alloc(self, columns: tuple[Column, ...], kept: int, capacity: int) -> None:
+        plain = tuple(dataclasses.replace(c, narrow=None) for c in columns)
+        super()._alloc(plain, kept, capacity)
+
+
+offsets = st.one_of(
+    st.integers(0, 1000),
+    st.integers(2**31 - 3, 2**31 + 3),
+    st.integers(2**32, 2**62),
+    st.integers(I64_MAX - 2**20, I64_MAX),
+    st.just(0),
+    st.just(-1),
+    st.integers(-(2**63), -(2**63) + 2**20),
+    st.integers(-(2**63), -2),
+)
+steps = st.one_of(
+    st.integers(1, 30_000),
+    st.integers(2**31 - 5, 2**31 + 5),
+    st.integers(2**32, 2**45),
+    st.integers(-20_000, 0),
+)
+scan_rows = st.lists(
+    st.tuples(st.integers(0, len(KEYS) - 1), offsets, offsets, offsets, st.integers(0, 5),
+              st.integers(0, 70_000), st.integers(0, 3)),
+    min_size=0, max_size=len(KEYS),
+)  # fmt: skip
+
+
+def _scan(ts: int, rows: list[tuple]) -> ScanColumns:
+    chosen = {}
+    for key, committed, leo, log_start, state, members, member_hash in rows:
+        chosen[key] = (committed, leo, log_start, state, members, member_hash)
+    keys = sorted(chosen)
+    values = [chosen[k] for k in keys]
+    return ScanColumns(
+        cluster="c",
+        ts=ts,
+        group=[KEYS[k][0] for k in keys],
+        topic=[KEYS[k][1] for k in keys],
+        partition=np.asarray([KEYS[k][2] for k in keys], dtype=np.int32),
+        committed=np.asarray([v[0] for v in values], dtype=np.int64),
+        log_end=np.asarray([v[1] for v in values], dtype=np.int64),
+        log_start=np.asarray([v[2] for v in values], dtype=np.int64),
+        state=np.asarray([v[3] for v in values], dtype=np.int8),
+        members=np.asarray([v[4] for v in values], dtype=np.int32),
+        member_hash=np.asarray([v[5] for v in values], dtype=np.int64),
+    )
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f":
+        return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+    return np.array_equal(a, b)
+
+
+def _assert_same_store(narrow: WindowStore, plain: WindowStore) -> None:
+    rows, tables = narrow.rows_in_use, len(narrow.table_keys())
+    assert rows == plain.rows_in_use
+    for name in narrow.row_column_names:
+        got, want = narrow.column(name)[:rows], plain.column(name)[:rows]
+        assert got.dtype == want.dtype, name
+        assert _same(got, want), name
+    for name in TABLE_COLUMN_NAMES:
+        assert _same(getattr(narrow, name)[:tables], getattr(plain, name)[:tables]), name
+    for name in ("latest_committed", "latest_leo", "latest_log_start", "latest_members"):
+        assert _same(getattr(narrow, name)[:rows], getattr(plain, name)[:rows]), name
+    for row in narrow.alive_rows().tolist():
+        assert narrow.ring(row) == plain.ring(row)
+        assert narrow.samples(row) == plain.samples(row)
+        assert narrow.leo_table(row) == plain.leo_table(row)
+
+
+def _assert_same_evaluation(narrow: Evaluator, plain: Evaluator, now: int) -> None:
+    if narrow.store.alive_rows().size == 0:
+        return
+    with np.errstate(all="ignore"):
+        got, want = narrow.evaluate(now), plain.evaluate(now)
+    for name in ("rows", "status", "complete", "burrow_complete", "current_lag", "lag_seconds",
+                 "group_status", "group_partial", "group_total_lag", "group_max_lag_seconds",
+                 "usual_wait_ms"):  # fmt: skip
+        assert _same(getattr(got, name), getattr(want, name)), name
+    for name in got.row_severity:
+        assert _same(got.row_severity[name], want.row_severity[name]), name
+    for name in got.group_fired:
+        assert _same(got.group_fired[name], want.group_fired[name]), name
+    for name in ("status", "stopped", "rewind_index", "stalled", "lag_not_decreasing"):
+        assert _same(getattr(got.burrow, name), getattr(want.burrow, name)), name
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    start=st.integers(0, 2**42),
+    scans=st.lists(st.tuples(steps, scan_rows), min_size=1, max_size=16),
+    commits=st.lists(
+        st.tuples(st.integers(0, len(KEYS) - 1), offsets, st.integers(-(2**40), 2**42)),
+        max_size=4,
+    ),
+    forget=st.lists(st.integers(0, 5), max_size=2),
+)
+def test_narrow_store_holds_and_evaluates_exactly_what_int64_columns_held(
+    start, scans, commits, forget
+):
+    settings_ = WindowSettings(intervals=4, lag_time_points=5)
+    narrow, plain = WindowStore(settings_, 10.0), PlainStore(settings_, 10.0)
+    judge_narrow, judge_plain = Evaluator(RULES, narrow), Evaluator(RULES, plain)
+    ts = start
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i, (step, rows) in enumerate(scans):
+            ts += step
+            scan = _scan(ts, rows)
+            got, want = narrow.ingest_scan(scan), plain.ingest_scan(scan)
+            assert np.array_equal(got, want)
+            assert narrow.leo_resets == plain.leo_resets
+            if i in forget:
+                alive = narrow.alive_rows()[:1]
+                narrow.remove_rows(alive.tolist())
+                plain.remove_rows(alive.tolist())
+            _assert_same_evaluation(judge_narrow, judge_plain, ts)
+        # Commits replayed out of order (Burrow's insertion into the ring).
+        for key, offset, order in commits:
+            row = narrow.row("c", *KEYS[key])
+            if row is None:
+                continue
+            for store in (narrow, plain):
+                store.add_commits(np.asarray([row]), np.asarray([offset]), np.asarray([order]),
+                                  np.asarray([order]), np.asarray([offset]))  # fmt: skip
+        _assert_same_store(narrow, plain)
+        _assert_same_evaluation(judge_narrow, judge_plain, ts)
+        expired_narrow, expired_plain = narrow.expire(ts), plain.expire(ts)
+        assert expired_narrow == expired_plain
+        _assert_same_store(narrow, plain)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    base_values=st.lists(offsets, min_size=1, max_size=3),
+    writes=st.lists(
+        st.tuples(st.integers(0, 2), st.lists(offsets, min_size=3, max_size=3)), max_size=12
+    ),
+    pushes=st.lists(st.tuples(st.integers(0, 2), offsets), max_size=12),
+)
+def test_a_narrow_column_reads_back_every_int64_written(base_values, writes, pushes):
+    bases = Bases()
+    window = NarrowColumn("w", 3, -1, bases=bases)
+    single = NarrowColumn("s", None, -(2**62), bases=bases)
+    small = NarrowColumn("m", 3, 0, dtype=np.int32, code=np.int16)
+    for column in (window, single, small):
+        column.resize(3)
+    bases.resize(3)
+    reference = np.full((3, 3), -1, dtype=np.int64)
+    reference_single = np.full(3, -(2**62), dtype=np.int64)
+    for row, values in writes:
+        window[row] = values
+        reference[row] = values
+        single[row] = values[0]
+        reference_single[row] = values[0]
+    for row, value in pushes:
+        window.push(np.asarray([row]), value)
+        reference[row, :-1] = reference[row, 1:].copy()
+        reference[row, -1] = value
+    assert np.array_equal(window[:3], reference)
+    assert np.array_equal(window[np.arange(3), -1], reference[:, -1])
+    assert np.array_equal(single[:3], reference_single)
+    for row in range(3):
+        assert int(window[row, 0]) == int(reference[row, 0])
+    members = np.asarray([[0, 1, 2**15 - 1], [2**15, -(2**15), 2**31 - 1], [7, 0, -1]])
+    small[:3] = members
+    read = small[:3]
+    assert read.dtype == np.int32 and np.array_equal(read, members)
+    assert math.isfinite(float(window.nbytes))
+
+
+def test_a_difference_that_wraps_around_int64_is_never_taken_for_a_small_code():
+    bases = Bases()
+    column = NarrowColumn("c", 2, -1, bases=bases)
+    column.resize(1)
+    bases.resize(1)
+    column[0] = [-(2**63), -(2**63) + 1]  # the row's base moves down there
+    column.push(np.asarray([0]), I64_MAX)  # 2^64 - 1 above it: wraps to -1 in int64
+    assert column[0].tolist() == [-(2**63) + 1, I64_MAX]
+    column[0, 0] = I64_MAX - 5
+    assert column[0].tolist() == [I64_MAX - 5, I64_MAX]
+    column[np.asarray([0]), -1] = -(2**63)
+    assert column[0].tolist() == [I64_MAX - 5, -(2**63)]
+
+
+def _read_back_text(pipeline, now: int) -> str:
+    return json.dumps(make_old_layout.read_back(pipeline, now) | {"now": now}, indent=1,
+                      sort_keys=True) + "\n"  # fmt: skip
+
+
+def test_a_checkpoint_of_the_int64_layout_restores_and_the_narrow_layout_round_trips(tmp_path):
+    """tests/checkpoints/old-layout.checkpoint was written by the store before narrow columns
+    (tests/checkpoints/make_old_layout.py, run on main at b44ae27), with what it read back."""
+    expected = (FIXTURES / "old-layout.json").read_text()
+    now = json.loads(expected)["now"]
+    old = tmp_path / "old.checkpoint"
+    shutil.copy(FIXTURES / "old-layout.checkpoint", old)
+    restored = ClusterPipeline(RULES, 10.0)
+    assert checkpoint.load(old, restored.store, restored.evaluator, restored.tracker)
+    assert _read_back_text(restored, now) == expected
+    # Written again in today's layout, it restores to the same.
+    again = tmp_path / "new.checkpoint"
+    checkpoint.save(again, restored.store, restored.evaluator, restored.tracker)
+    second = ClusterPipeline(RULES, 10.0)
+    assert checkpoint.load(again, second.store, second.evaluator, second.tracker)
+    assert _read_back_text(second, now) == expected
+    _assert_same_store(second.store, restored.store)
+    # And both go on with the next scans as the old store would have.
+    for pipeline in (restored, second):
+        pipeline.step(make_old_layout.scans()[0])
+    _assert_same_store(second.store, restored.store)
