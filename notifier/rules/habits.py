@@ -217,16 +217,21 @@ def update(
     # the group had no consumer meantime): a restart's pause is not a commit habit.
     columns["e_wait_disturbed"][index] = np.where(restart, changed | absent, disturbed | absent)
 
-    # Memberless spells, and the usual one (a restart) once members are back.
+    # Memberless spells, and the usual one (a restart) once members are back. An offset that
+    # moved while no members were listed was committed by a consumer that came and went
+    # between two scans (a batch job whose run is shorter than a scan interval): that spell
+    # ended, and a new one begins at this scan.
     since = columns["e_memberless_since"][index]
     spell = ts - since
-    back = ~gone & (since != UNSET_TS) & had
+    visited = gone & was_gone & moved & had
+    back = (~gone | visited) & (since != UNSET_TS) & had
     learn_spell = back & (spell <= LEARN_AT_MOST_MS)
     if learn_spell.any():
         usual_ml = columns["e_usual_memberless_ms"][index]
         columns["e_usual_memberless_ms"][index] = np.where(
             learn_spell, np.maximum(usual_ml, spell), usual_ml
         )
+    since = np.where(visited, UNSET_TS, since)
     begins = gone & (since == UNSET_TS)
     columns["e_memberless_since"][index] = np.where(gone, np.where(begins, ts, since), UNSET_TS)
     columns["e_memberless_leo"][index] = np.where(
