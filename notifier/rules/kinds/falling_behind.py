@@ -53,7 +53,10 @@ def follow_runs(
     """Since when the consumer has been behind at every measured move (records it had not
     read when it committed, beyond what one scan interval brings), and where its offset and
     the log end were then. A run starts again at a commit no further behind than when it
-    began: a consumer that keeps a steady backlog is not losing ground.
+    began, or one that gained ground on the commit before (by more than a scan interval of
+    records): a consumer that keeps a steady backlog is not losing ground, and one whose
+    commits trail its position by varying amounts is judged from its latest gain, not from the
+    lowest backlog it ever had (over hours, a slowdown of half an hour hardly shows).
 
     And whether, at its latest move, the offset fell short of the log end seen at its move
     before (by more than one scan interval of records): a consumer that keeps up has read, a
@@ -68,6 +71,11 @@ def follow_runs(
     known = scan.committed != NULL
     reach = columns["e_reach_leo"][index]
     short = known & (reach != NULL) & (scan.committed < reach - noise)
+    previous_backlog = np.where(
+        scan.had_sample & (scan.previous_committed != NULL) & (reach != NULL),
+        reach - scan.previous_committed,
+        NULL,
+    )
     columns["e_short"][index] = np.where(moved_now, short, columns["e_short"][index])
     columns["e_reach_leo"][index] = np.where(moved_now, np.where(known, scan.log_end, NULL), reach)
     backlog = scan.log_end - scan.committed
@@ -75,7 +83,8 @@ def follow_runs(
     since = columns["e_behind_since"][index]
     run_backlog = columns["e_behind_leo"][index] - columns["e_behind_committed"][index]
     holding = (since != UNSET_TS) & (backlog <= run_backlog)
-    begins = measured & behind_now & ((since == UNSET_TS) | holding)
+    gained = (previous_backlog != NULL) & (backlog < previous_backlog - noise)
+    begins = measured & behind_now & ((since == UNSET_TS) | holding | gained)
     ends = measured & ~behind_now
     columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
     # Commits behind since the run began: a pause is one long interval and a catch-up, a slow
