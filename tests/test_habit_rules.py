@@ -564,3 +564,14 @@ def test_a_slow_consumer_whose_commits_trail_its_position_is_caught_hours_in():
                                                log_end=joined(log_end))])  # fmt: skip
     assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
     assert 10_800 < seen[0].at / 1000 <= 10_800 + 600
+
+
+def test_a_consumer_left_on_the_deleted_topics_offset_is_stalled_on_the_new_log():
+    # It commits every scan; at 5 minutes the topic is deleted and created again, and its
+    # committed offset stays the old log's 300 while the new log fills, still below it.
+    committed = list(range(0, 300, 10)) + [300] * 30
+    log_end = [c + 5 for c in range(0, 300, 10)] + list(range(0, 300, 10))
+    seen = transitions(GRACEFUL, [series(committed=joined(committed), log_end=joined(log_end))])
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STALL"
+    assert seen[0].at / 1000 <= 300 + 10 + 90 + 20  # the usual wait and the grace
