@@ -29,10 +29,18 @@ restart, roll, pause, stall, stop, fall behind, rewind and lose records on Apach
 scanned by the service itself, labelled by the scripts. It is scored the same way, per kind,
 with the benign pages per scenario, and counts in the figures of all corpora together.
 
+A fourth corpus is generated apart from the rules (:mod:`notifier.synth.independent`: a fleet
+modelled from the domain notes and client defaults by someone who had not read the rules, every
+benign pattern at random points of its range, faults of every kind) and scored the same way, as
+is any labelled corpus in the recorded corpus's format given with ``--corpus DIR``. For each of
+these, every false page and every missed label of the defaults is listed with its group's
+pattern and parameters (``--details``: Burrow's too).
+
     python benchmarks/alert_quality.py            # 3 seeds x 150 groups x 6 h, sweep 2 replicas
     python benchmarks/alert_quality.py --full     # 5 seeds x 300 groups x 12 h, 4 replicas
     python benchmarks/alert_quality.py --report DIR   # also the sweep's heat maps (HTML, PNG)
                                                       # and the recorded corpus's tables
+    python benchmarks/alert_quality.py --no-sweep --no-fleet --corpus DIR   # your own corpus
 
 Targets for the defaults (10 s scans, the sweep and the fleet together): precision >= 0.98,
 recall >= 0.98 and >= 0.95 for every kind, median delay <= 30 s, p90 <= 120 s, no page in any
@@ -72,10 +80,13 @@ from notifier.history import load_incidents, read_history  # noqa: E402
 from notifier.recorder import load_corpus  # noqa: E402
 from notifier.rules import RulesConfig, load_rules, parse_rules  # noqa: E402
 from notifier.synth import synthesize_fleet  # noqa: E402
+from notifier.synth.independent import generate as generate_independent  # noqa: E402
 
 INTERVAL_S = 10.0
 WARMUP_MS = 30 * 60_000
 RECORDED = ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded"
+INDEPENDENT = {"groups": 160, "hours": 4.0, "seed": 1}
+INDEPENDENT_FULL = {"groups": 300, "hours": 8.0, "seed": 1}
 TARGETS = {
     "precision": 0.98,
     "recall": 0.98,
@@ -140,16 +151,58 @@ def benign_pages(alerts: pd.DataFrame, groups: pd.DataFrame) -> dict[str, int]:
 
 
 def _print_recorded(
-    recorded: dict[str, dict[str, Any]], groups: pd.DataFrame, meta: dict[str, Any]
+    recorded: dict[str, dict[str, Any]],
+    groups: pd.DataFrame,
+    meta: dict[str, Any],
+    title: str = "recorded corpus",
 ) -> None:
     names = list(recorded)
-    print(f"\nrecorded corpus ({meta['broker']}, {len(groups)} groups, "
+    print(f"\n{title} ({meta['broker']}, {len(groups)} groups, "
           f"{meta['duration_s'] / 60:.0f} min at {meta['scan_interval_s']:g} s scans, warm-up "
           f"{meta['warmup_s'] / 60:g} min): false pages per scenario")  # fmt: skip
-    print(f"  {'scenario':<26}{'kind':<16}" + "".join(f"{n:>12}" for n in names))
-    for row in groups.itertuples():
-        cells = "".join(f"{recorded[n]['benign_pages'][row.scenario]:>12}" for n in names)
-        print(f"  {row.scenario:<26}{row.kind or '-':<16}{cells}")
+    per_scenario = groups.groupby("scenario", sort=False).agg(
+        kind=("kind", "first"), groups=("group", "size")
+    )
+    print(f"  {'scenario':<26}{'kind':<16}{'groups':>7}" + "".join(f"{n:>12}" for n in names))
+    for scenario, row in per_scenario.iterrows():
+        cells = "".join(f"{recorded[n]['benign_pages'][scenario]:>12}" for n in names)
+        print(f"  {scenario:<26}{row.kind or '-':<16}{row.groups:>7}{cells}")
+
+
+def _print_details(
+    name: str,
+    figures: dict[str, Any],
+    labels: pd.DataFrame,
+    groups: pd.DataFrame,
+) -> None:
+    """Every false page and every missed label of one configuration, with the group's pattern
+    and set-up, so that each can be read against what the group did."""
+    by_group = groups.set_index("group")
+    alerts = figures["_alerts"]
+    false = alerts[~alerts["matched"].astype(bool)].sort_values(["group", "start"])
+    print(f"\n  {name}: {len(false)} false pages")
+    for a in false.itertuples():
+        g = by_group.loc[a.group]
+        end = "open" if a.end < 0 else f"{(a.end - a.start) / 1000:.0f} s"
+        print(f"    {_clock(a.start)} {a.group} [{g['scenario']}] {a.rule} ({end}): "
+              f"{g['description']}")  # fmt: skip
+    per_label = figures["_labels"].reset_index(drop=True)
+    missed = labels[~per_label["caught"].to_numpy()]
+    late = labels.assign(delay=per_label["delay_s"].to_numpy())
+    late = late[late["delay"] > TARGETS["delay_p90_s"]]
+    for title, rows in ((f"{len(missed)} missed labels", missed),
+                        (f"{len(late)} labels caught later than {TARGETS['delay_p90_s']:g} s "
+                         "after their start", late)):  # fmt: skip
+        print(f"  {name}: {title}")
+        for lb in rows.itertuples():
+            g = by_group.loc[lb.group]
+            delay = f" caught after {lb.delay:.0f} s" if hasattr(lb, "delay") else ""
+            print(f"    {_clock(lb.start_ms)} {lb.group} [{lb.kind}] until "
+                  f"{_clock(lb.end_ms)}{delay}: {g['description']}")  # fmt: skip
+
+
+def _clock(ms: int) -> str:
+    return pd.Timestamp(int(ms), unit="ms", tz="UTC").strftime("%Y-%m-%d %H:%M:%S")
 
 
 def write_recorded_report(
@@ -190,6 +243,30 @@ def _kind_cell(k: dict[str, Any] | None) -> str:
     if k is None:
         return "-"
     return f"{k['recall']:.2f} {k['delay_p50_s']:.0f}/{k['delay_p90_s']:.0f} ({k['labels']})"
+
+
+def score_labelled(
+    path: Path, title: str, configs: dict[str, RulesConfig], args: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
+    """Score a labelled corpus in the recorded corpus's format (:func:`build_recorded`): the
+    figures per configuration, the false pages per scenario, and the defaults' false pages
+    and misses one by one (every configuration's with ``--details``)."""
+    corpus, groups, meta = build_recorded(path)
+    figures_by_config = score([corpus], configs)
+    for name, figures in figures_by_config.items():
+        figures["benign_pages"] = benign_pages(figures["_alerts"], groups)
+        _print(f"{name} on the {title}", figures)
+    _print_recorded(figures_by_config, groups, meta, title)
+    if path != args.recorded or args.details:
+        for name, figures in figures_by_config.items():
+            if name == "defaults" or args.details:
+                _print_details(name, figures, corpus.labels, groups)
+    if args.report:
+        args.report.mkdir(parents=True, exist_ok=True)
+        page = "recorded.html" if path == args.recorded else f"{Path(path).name}.html"
+        write_recorded_report(args.report / page, figures_by_config, groups, meta)
+        print(f"\n{title}'s tables: {args.report / page}")
+    return figures_by_config
 
 
 def burrow_only(rules: RulesConfig, minimum_complete: float) -> RulesConfig:
@@ -247,7 +324,7 @@ def score(corpora: list[Corpus], configs: dict[str, RulesConfig]) -> dict[str, d
     return {name: _figures(labels[labels["config"] == name],
                            alerts[alerts["config"] == name], group_days)
             | {"_labels": labels[labels["config"] == name],
-               "_alerts": alerts[alerts["config"] == name]}
+               "_alerts": alerts[alerts["config"] == name], "_group_days": group_days}
             for name in names}  # fmt: skip
 
 
@@ -394,6 +471,25 @@ def main() -> None:
         help="the recorded corpus (default benchmarks/corpora/kafka-4.4-recorded)",
     )
     parser.add_argument("--no-recorded", action="store_true", help="leave the recorded corpus out")
+    parser.add_argument(
+        "--no-independent",
+        action="store_true",
+        help="leave out the corpus generated apart from the rules (notifier.synth.independent; "
+        "160 groups x 4 h, --full 300 x 8 h)",
+    )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        action="append",
+        default=[],
+        help="also score this labelled corpus (the recorded corpus's format: history/, "
+        "incidents.csv, groups.csv, corpus.json); repeatable",
+    )
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="list every false page and miss of every configuration, not only the defaults'",
+    )
     parser.add_argument("--report", type=Path, help="write the sweep's heat maps (HTML, PNG) here")
     args = parser.parse_args()
     seeds = args.seeds or ([7, 8, 9, 10, 11] if args.full else [7, 8, 9])
@@ -424,18 +520,21 @@ def main() -> None:
             _print(name, figures)
     recorded: dict[str, dict[str, Any]] = {}
     if not args.no_recorded:
-        corpus, recorded_groups, recorded_meta = build_recorded(args.recorded)
-        recorded = score([corpus], configs)
-        for name, figures in recorded.items():
-            figures["benign_pages"] = benign_pages(figures["_alerts"], recorded_groups)
-            _print(f"{name} on the recorded corpus", figures)
-        _print_recorded(recorded, recorded_groups, recorded_meta)
-        if args.report:
-            args.report.mkdir(parents=True, exist_ok=True)
-            write_recorded_report(
-                args.report / "recorded.html", recorded, recorded_groups, recorded_meta
+        recorded = score_labelled(args.recorded, "recorded corpus", configs, args)
+    labelled: dict[str, dict[str, dict[str, Any]]] = {}
+    if not args.no_independent:
+        size = INDEPENDENT_FULL if args.full else INDEPENDENT
+        with tempfile.TemporaryDirectory(prefix="independent-") as tmp:
+            made = time.perf_counter()
+            generated = generate_independent(Path(tmp) / "independent", **size)
+            print(f"\nindependent corpus: {size['groups']} groups x {size['hours']:g} h, seed "
+                  f"{size['seed']}, {generated.rows} rows, {len(generated.labels)} labels, "
+                  f"generated in {time.perf_counter() - made:.0f} s")  # fmt: skip
+            labelled["independent"] = score_labelled(
+                generated.path, "independent corpus", configs, args
             )
-            print(f"\nrecorded corpus's tables: {args.report / 'recorded.html'}")
+    for path in args.corpus:
+        labelled[str(path)] = score_labelled(path, f"corpus {path}", configs, args)
     sweep_summary: dict[str, Any] = {}
     together: dict[str, dict[str, Any]] = {}
     if not args.no_sweep:
@@ -470,7 +569,8 @@ def main() -> None:
                 k: sweep_figures[k]
                 for k in ("alerts", "noise", "precision", "recall", "delay_p50_s", "delay_p90_s")
             }
-            parts = [corpus[name] for corpus in (results, recorded) if name in corpus]
+            parts = [corpus[name] for corpus in (results, recorded, *labelled.values())
+                     if name in corpus]  # fmt: skip
             if parts:
                 both_l = pd.concat([*(p["_labels"] for p in parts), s_labels], ignore_index=True)
                 both_a = pd.concat([*(p["_alerts"] for p in parts), s_alerts], ignore_index=True)
@@ -484,7 +584,8 @@ def main() -> None:
             if name in together:
                 t = together[name]
                 print(
-                    f"{name} on sweep + fleet{' + recorded' if recorded else ''}: precision "
+                    f"{name} on sweep + fleet{' + recorded' if recorded else ''}"
+                    f"{''.join(' + ' + Path(c).name for c in labelled)}: precision "
                     f"{t['precision']:.3f}, recall "
                     f"{t['recall']:.3f}, delay p50 {t['delay_p50_s']:.0f} s p90 "
                     f"{t['delay_p90_s']:.0f} s, per kind recall "
@@ -492,7 +593,23 @@ def main() -> None:
                 )
     scored = together or results or {n: {**sweep_summary[n], "kinds": sweep_summary[n]["kinds"]}
                                      for n in sweep_names if n in sweep_summary}  # fmt: skip
-    scored = scored or recorded
+    if not scored:
+        parts = [p for p in (recorded, *labelled.values()) if p]
+        if len(parts) == 1:
+            scored = parts[0]
+        elif parts:
+            days = sum(p["defaults"]["_group_days"] for p in parts)
+            scored = {
+                name: _figures(
+                    pd.concat([p[name]["_labels"] for p in parts], ignore_index=True),
+                    pd.concat([p[name]["_alerts"] for p in parts], ignore_index=True),
+                    days,
+                )
+                for name in configs
+            }
+            print("\nall labelled corpora together:")
+            for name, figures in scored.items():
+                _print(name, figures)
     baselines = {name: scored[name] for name in ("burrow_mc0", "burrow_mc1") if name in scored}
     met = _met(scored["defaults"], baselines)
     if sweep_summary:
@@ -518,6 +635,10 @@ def main() -> None:
                     "fleet": not args.no_fleet,
                     "sweep": not args.no_sweep,
                     "recorded": None if args.no_recorded else str(args.recorded),
+                    "independent": None
+                    if args.no_independent
+                    else (INDEPENDENT_FULL if args.full else INDEPENDENT),
+                    "corpora": [str(c) for c in args.corpus],
                 },
                 "figures": {k: scored["defaults"].get(k) for k in headline}
                 | {"recall_by_kind": by_kind},
@@ -527,6 +648,14 @@ def main() -> None:
                     n: {k: r[k] for k in headline}
                     | {"kinds": r["kinds"], "benign_pages_by_scenario": r["benign_pages"]}
                     for n, r in recorded.items()
+                },
+                "corpora": {
+                    corpus: {
+                        n: {k: r[k] for k in headline}
+                        | {"kinds": r["kinds"], "benign_pages_by_scenario": r["benign_pages"]}
+                        for n, r in figures.items()
+                    }
+                    for corpus, figures in labelled.items()
                 },
                 "baseline": {n: {k: b.get(k) for k in headline} for n, b in baselines.items()},
                 "targets": TARGETS | {"benign_pages": 0},

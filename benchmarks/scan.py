@@ -21,6 +21,14 @@ no members is listed like any other), on topics that hold three records per part
                                                # topic, 50,000 group-partitions
     python benchmarks/scan.py --kafka --full   # Apache Kafka: 10,000 groups, 10^6 (issue 29)
 
+The service runs as ``notifier run`` does by default, writing the history (``--no-history``:
+without). Its peak RSS is this process's alone: the cluster's set-up and the floor run in a
+child process and the broker in its own. On Linux it is read at the boundaries of each stage of
+every cycle (collect: the requests and the sample table; columns: ScanColumns; step: window
+store, rules and transitions; history: handing the table to the writer; between: the rest),
+with the peak within each, and printed per stage for the timed cycles; the one cycle traced by
+tracemalloc for ``cycle_alloc_peak_mib`` comes after and counts in no RSS figure.
+
 Targets (at the full size): embedded, a cycle in under 5 s and within 2x of the floor; Apache
 Kafka, a cycle (scan + evaluate) in at most 10 s, at most 100 requests per cycle and a peak RSS
 of at most 1 GiB.
@@ -64,7 +72,8 @@ from notifier.collect.protocol import OffsetFetch  # noqa: E402
 from notifier.config import parse_service_config  # noqa: E402
 from notifier.embedded import EmbeddedBroker  # noqa: E402
 from notifier.embedded.apache_kafka import KAFKA_VERSION, ApacheKafkaBroker  # noqa: E402
-from notifier.rules import load_rules  # noqa: E402
+from notifier.history import HistoryWriter  # noqa: E402
+from notifier.rules import ScanColumns, load_rules  # noqa: E402
 from notifier.service import Coordinator, LogSink, make_collector  # noqa: E402
 
 RECORDS_PER_PARTITION = 3
@@ -314,8 +323,125 @@ def _cpu() -> float:
     return time.process_time()
 
 
-async def measure_service(bootstrap: str, layout: Layout, cycles: int, data_dir: Path) -> dict:
-    """Coordinator.scan_once, back to back: scan, store, evaluate, transitions."""
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_mib() -> tuple[float, float]:
+    """This process's resident set now and its peak since the last reset (Linux), in MiB."""
+    fields = {}
+    for line in _STATUS.read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0]) / 1024
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+class StageMemory:
+    """The resident set at the boundaries of a cycle's stages and its peak within each.
+
+    Linux only: the peak is ``VmHWM``, reset at every boundary by writing 5 to
+    ``/proc/self/clear_refs``. That reset also resets what ``getrusage`` reports as the peak,
+    so the process's peak is kept here: the peak before the first boundary (imports, warm-up)
+    and the highest of every stage's since. Stages are the calls wrapped with :meth:`wrap`;
+    the time between two of them counts as ``"between"``."""
+
+    def __init__(self) -> None:
+        self.process_peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        self.enabled = _STATUS.exists() and _can_write(_CLEAR_REFS)
+        self.peak_mib: dict[str, float] = {}
+        self.rise_mib: dict[str, float] = {}
+        self.rss_after_mib: dict[str, float] = {}
+        self._entered_at = 0.0
+        self._wrapped: list[tuple[Any, str, Any]] = []
+        if self.enabled:
+            self.boundary("before")
+
+    def boundary(self, stage: str) -> None:
+        """``stage`` ends here: its peak and the resident set it leaves are recorded."""
+        if not self.enabled:
+            return
+        rss, peak = _status_mib()
+        self.process_peak_mib = max(self.process_peak_mib, peak)
+        self.peak_mib[stage] = max(self.peak_mib.get(stage, 0.0), peak)
+        self.rise_mib[stage] = max(self.rise_mib.get(stage, 0.0), peak - self._entered_at)
+        self.rss_after_mib[stage] = rss
+        _CLEAR_REFS.write_text("5")
+        self._entered_at = rss
+
+    def wrap(self, owner: Any, name: str, stage: str, *, cls: bool = False) -> None:
+        """Count calls of ``owner.name`` as ``stage`` (``cls``: a classmethod of ``owner``)."""
+        self._wrapped.append((owner, name, vars(owner).get(name)))
+        original = getattr(owner, name)
+        function = original.__func__ if cls else original
+        memory = self
+
+        if asyncio.iscoroutinefunction(function):
+
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                memory.boundary("between")
+                try:
+                    return await function(*args, **kwargs)
+                finally:
+                    memory.boundary(stage)
+
+            setattr(owner, name, timed_async)
+            return
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            memory.boundary("between")
+            try:
+                return function(*args, **kwargs)
+            finally:
+                memory.boundary(stage)
+
+        setattr(owner, name, classmethod(timed) if cls else timed)
+
+    def restart(self) -> float:
+        """Stage figures from here on only (the process's peak goes on); returns the peak so
+        far (the warm-up's)."""
+        peak_so_far = self.process_peak_mib
+        self.peak_mib.clear()
+        self.rise_mib.clear()
+        self.rss_after_mib.clear()
+        return peak_so_far
+
+    def unwrap(self) -> None:
+        """Every wrapped call as it was."""
+        for owner, name, saved in reversed(self._wrapped):
+            if saved is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, saved)
+        self._wrapped.clear()
+
+    def figures(self) -> dict[str, dict[str, float]]:
+        return {
+            stage: {
+                "peak_rss_mib": round(self.peak_mib[stage]),
+                "rise_mib": round(self.rise_mib[stage]),
+                "rss_after_mib": round(self.rss_after_mib[stage]),
+            }
+            for stage in self.peak_mib
+            if stage != "before"
+        }
+
+
+def _can_write(path: Path) -> bool:
+    try:
+        path.write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+async def measure_service(
+    bootstrap: str, layout: Layout, cycles: int, data_dir: Path, history: bool
+) -> dict:
+    """Coordinator.scan_once, back to back: scan, store, evaluate, transitions, and (as
+    ``notifier run`` does by default) the history. The resident set is read at each stage's
+    boundaries (:class:`StageMemory`) during every cycle, warm-up included; the one cycle
+    traced by tracemalloc comes after and counts in none of the memory figures."""
     config = parse_service_config(
         {
             "clusters": [
@@ -327,16 +453,28 @@ async def measure_service(bootstrap: str, layout: Layout, cycles: int, data_dir:
                     "group_allow": ["^bench-"],
                 }
             ],
-            "history": {"enabled": False},
+            "history": {"enabled": history},
         },
         "benchmark",
     )
     coordinator = Coordinator(config, load_rules(ROOT / "rules.yaml"), data_dir, LogSink())
     state = coordinator.clusters["bench"]
     state.collector = make_collector(state.config)
+    if config.history.enabled:  # as Coordinator.start opens it
+        coordinator.history = HistoryWriter(
+            data_dir / "history", config.history.roll_interval, config.history.retention_days
+        )
+    memory = StageMemory()
+    memory.wrap(state.collector, "scan", "collect")
+    memory.wrap(ScanColumns, "from_table", "columns", cls=True)
+    memory.wrap(state.pipeline, "step", "step")
+    if coordinator.history is not None:
+        memory.wrap(coordinator.history, "append", "history")
     try:
         for _ in range(2):  # warm-up: metadata, learned batch sizes, store rows
             await coordinator.scan_once("bench")
+            memory.boundary("between")
+        warm_up_peak = memory.restart()
         seconds, cpu, requests, scan_s, evaluate_s = [], [], [], [], []
         for _ in range(cycles):
             state.retry_at = 0.0
@@ -347,15 +485,28 @@ async def measure_service(bootstrap: str, layout: Layout, cycles: int, data_dir:
             requests.append(dict(state.metrics.last_requests))
             scan_s.append(state.metrics.last_duration_s)
             evaluate_s.append(state.metrics.last_evaluate_s)
+            memory.boundary("between")
         if state.metrics.failures:
             raise RuntimeError(f"{state.metrics.failures} scans failed: {state.metrics.last_error}")
         rows = state.store.rows_in_use
+        rss_between_cycles = memory.rss_after_mib.get("between")
+        peak_rss = max(memory.process_peak_mib, _peak_so_far())
+        if coordinator.history is not None:
+            # Its last scan written out (it counts in the figures above) before the traced cycle.
+            await asyncio.to_thread(coordinator.history.flush)
+            memory.boundary("between")
+            peak_rss = max(memory.process_peak_mib, _peak_so_far())
+        figures = memory.figures()
+        memory.unwrap()
         tracemalloc.start()
         await coordinator.scan_once("bench")
         _, traced_peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     finally:
+        memory.unwrap()
         await state.collector.close()
+        if coordinator.history is not None:
+            await asyncio.to_thread(coordinator.history.close)
     return {
         "seconds_per_cycle": round(statistics.median(seconds), 3),
         "seconds_min": round(min(seconds), 3),
@@ -366,8 +517,20 @@ async def measure_service(bootstrap: str, layout: Layout, cycles: int, data_dir:
         "requests": requests[-1],
         "requests_constant": all(r == requests[0] for r in requests),
         "windows": rows,
+        "history": coordinator.history is not None,
+        "peak_rss_mib": round(peak_rss),
+        "warm_up_peak_rss_mib": round(warm_up_peak),
+        "rss_between_cycles_mib": None if rss_between_cycles is None else round(rss_between_cycles),
+        "stages": figures,
         "cycle_alloc_peak_mib": round(traced_peak / 2**20, 1),
     }
+
+
+def _peak_so_far() -> float:
+    """The peak since the last reset of ``VmHWM`` (Linux), else the process's."""
+    if _STATUS.exists():
+        return _status_mib()[1]
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 async def measure_floor(
@@ -421,7 +584,7 @@ def set_up_and_measure_floor(
 
 
 async def run(
-    layout: Layout, cycles: int, concurrency: int, fetch_batch: int, kafka: bool
+    layout: Layout, cycles: int, concurrency: int, fetch_batch: int, kafka: bool, history: bool
 ) -> tuple[dict, dict, float]:
     with tempfile.TemporaryDirectory(prefix="notifier-bench-") as tmp:
         broker: EmbeddedBroker | ApacheKafkaBroker
@@ -446,7 +609,7 @@ async def run(
                     fetch_batch,
                 )
             service = await measure_service(
-                broker.bootstrap_servers, layout, cycles, Path(tmp) / "data"
+                broker.bootstrap_servers, layout, cycles, Path(tmp) / "data", history
             )
         finally:
             if isinstance(broker, ApacheKafkaBroker):
@@ -471,6 +634,12 @@ def main() -> None:
         help=f"on Apache Kafka {KAFKA_VERSION} (Java and Maven needed), groups on one topic",
     )
     parser.add_argument("--cycles", type=int, default=10, help="timed cycles of each (default 10)")
+    parser.add_argument(
+        "--no-history",
+        action="store_true",
+        help="without the history (notifier run writes it by default; the figures before "
+        "this option existed were taken without it)",
+    )
     args = parser.parse_args()
     # The collector's one-time probe of "OffsetFetch for all partitions" breaks a connection on
     # brokers without it, on purpose; aiokafka logs a traceback for that. Keep the output to the
@@ -483,18 +652,26 @@ def main() -> None:
         layout = Layout(1000, 50, 50) if args.full else Layout(100, 10, 20)
     concurrency, fetch_batch = collector_defaults()
     service, floor, setup_s = asyncio.run(
-        run(layout, args.cycles, concurrency, fetch_batch, args.kafka)
+        run(layout, args.cycles, concurrency, fetch_batch, args.kafka, not args.no_history)
     )
 
     ratio = service["seconds_per_cycle"] / floor["seconds_per_cycle"]
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mib = service["peak_rss_mib"]
     print(
         f"service: {service['seconds_per_cycle']:.3f} s/cycle (scan {service['scan_s']:.3f} s, "
         f"evaluate {service['evaluate_s']:.3f} s), {service['requests_per_cycle']} requests "
         f"{service['requests']}, {service['cpu_s_per_cycle']:.3f} s CPU, "
         f"{service['windows']:,} windows, {service['cycle_alloc_peak_mib']} MiB allocated at "
-        f"peak in a cycle, process peak RSS {peak_mib:.0f} MiB"
+        f"peak in a cycle, process peak RSS {peak_mib:.0f} MiB "
+        f"({service['warm_up_peak_rss_mib']} MiB in the two warm-up cycles, "
+        f"{service['rss_between_cycles_mib']} MiB between cycles), history "
+        f"{'on' if service['history'] else 'off'}; in the timed cycles:"
     )
+    for stage, figures in service["stages"].items():
+        print(
+            f"  {stage:8s} peak RSS {figures['peak_rss_mib']:6,} MiB, up to "
+            f"{figures['rise_mib']:+5,} MiB within it, {figures['rss_after_mib']:6,} MiB after"
+        )
     print(
         f"floor:   {floor['seconds_per_cycle']:.3f} s/cycle, {floor['requests_per_cycle']} "
         f"requests {floor['requests']}, {floor['cpu_s_per_cycle']:.3f} s CPU "

@@ -227,6 +227,37 @@ def test_rolls_early_when_the_queue_is_large(tmp_path: Path) -> None:
         assert w.files_written == 1 and w.dropped_rows == 0
 
 
+def test_a_scan_of_roll_rows_is_written_without_waiting_for_the_interval(tmp_path: Path) -> None:
+    with HistoryWriter(tmp_path, roll_interval_s=3600, retention_days=0, roll_rows=3) as w:
+        w.append(scan(T0 + 20_000))
+        deadline = time.monotonic() + 5
+        while w.files_written == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert w.files_written == 1 and w.rows_written == 3 and w.queued_rows == 0
+
+
+def test_a_roll_due_at_once_that_fails_waits_in_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(path: Path, write: Any) -> None:
+        raise OSError("disk full")
+
+    real = history.write_parquet_atomic
+    monkeypatch.setattr(history, "write_parquet_atomic", broken)
+    crashed = HistoryWriter(
+        tmp_path, roll_interval_s=3600, retention_days=0, roll_rows=3, retry_s=3600
+    )
+    crashed.append(scan(T0 + 20_000))
+    with pytest.raises(HistoryWriteError):
+        crashed.flush()  # not written: in memory and, for a crash, in the journal
+    monkeypatch.setattr(history, "write_parquet_atomic", real)
+
+    restarted = HistoryWriter(tmp_path, roll_interval_s=3600, retention_days=0)
+    restarted.close()
+    assert restarted.recovered_rows == 3
+    assert rows(read_history(tmp_path)) == rows(scan(T0 + 20_000))
+
+
 def test_close_flushes_and_refuses_more(tmp_path: Path) -> None:
     writer = HistoryWriter(tmp_path, roll_interval_s=3600, retention_days=0)
     writer.flush()  # nothing queued: no file, no error

@@ -36,8 +36,11 @@ import asyncio
 import re
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 
+import numpy as np
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.helpers import create_ssl_context
 
@@ -46,6 +49,7 @@ from notifier.collect.commits import CommitReader
 from notifier.collect.groups import GroupReader
 from notifier.collect.grouptypes import SHARE, unevaluated_reason
 from notifier.collect.logoffsets import LogOffsetReader
+from notifier.collect.protocol import CommittedOffsets, Group
 from notifier.collect.readonly import ReadOnly
 from notifier.collect.requestcount import KAFKA_REQUESTS, KafkaRequests
 from notifier.collect.results import (
@@ -60,6 +64,24 @@ from notifier.collect.session import ClusterSession, parse_address
 from notifier.collect.sharegroups import ShareOffsets
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _partitions_wanted(
+    groups: Mapping[str, Group], commits: Mapping[str, CommittedOffsets]
+) -> set[TopicPartition]:
+    """Every partition a group committed to or is assigned: each once, gathered a topic at a
+    time (a million group-partitions are often a few hundred partitions)."""
+    by_topic: defaultdict[str, list[np.ndarray]] = defaultdict(list)
+    wanted: set[TopicPartition] = set()
+    for name, group in groups.items():
+        found = commits.get(name)
+        if found is not None:
+            for topic, (partitions, _) in found.by_topic.items():
+                by_topic[topic].append(partitions)
+        wanted.update(group.assigned)
+    for topic, chunks in by_topic.items():
+        wanted.update(zip(repeat(topic), np.unique(np.concatenate(chunks)).tolist()))
+    return wanted
 
 
 def _compile(patterns: str | Sequence[str] | None) -> list[re.Pattern[str]]:
@@ -279,15 +301,14 @@ class ClusterCollector:
                 skipped.pop(name, None)
             skipped.update(share_skipped)
             groups.update(share_groups)
-            commits.update({name: found.starts for name, found in share_offsets.items()})
+            commits.update(
+                {name: CommittedOffsets.from_mapping(found.starts)
+                 for name, found in share_offsets.items()}
+            )  # fmt: skip
 
-        wanted: set[TopicPartition] = set()
-        for name, group in groups.items():
-            wanted.update(commits.get(name, {}))
-            wanted.update(group.assigned)
-        offsets = await self._log_offsets.read(wanted)
+        offsets = await self._log_offsets.read(_partitions_wanted(groups, commits))
         for name, found in share_offsets.items():
-            commits[name] = found.offsets(offsets.log_end)
+            commits[name] = CommittedOffsets.from_mapping(found.offsets(offsets.log_end))
 
         samples = build_samples(
             ts=offsets.ts,

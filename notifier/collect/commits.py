@@ -26,20 +26,22 @@ from aiokafka.errors import IncompatibleBrokerVersion
 
 from notifier.collect.batching import LearnedBatch
 from notifier.collect.protocol import (
+    NO_COMMITS,
+    CommittedOffsets,
     CoordinatorMoved,
     Group,
     OffsetFetch,
     OffsetFetchWanted,
+    offset_fetch_answers,
     parse_offset_fetch,
-    parse_offset_fetch_groups,
 )
-from notifier.collect.results import ScanError, TopicPartition
+from notifier.collect.results import ScanError
 from notifier.collect.session import RETRY_BACKOFF_S, ClusterSession, TransportError, run_all
 
 log = logging.getLogger("notifier.collect")  # the name it logged under before the split
 
-Commits = dict[str, dict[TopicPartition, int]]
-"""Committed offsets by group, then by partition."""
+Commits = dict[str, CommittedOffsets]
+"""Committed offsets by group (each group's as arrays, by topic)."""
 
 
 class CommitReader:
@@ -83,7 +85,7 @@ class CommitReader:
         for group in pending:
             named = None if self.fetch_all else self._named_partitions(group, rediscover)
             if named == []:
-                commits[group.name] = {}  # nothing the group could have committed to
+                commits[group.name] = NO_COMMITS  # nothing the group could have committed to
             else:
                 wanted[group.name] = named
         asking = sorted(wanted)
@@ -108,11 +110,11 @@ class CommitReader:
             await asyncio.sleep(RETRY_BACKOFF_S)
             asking = sorted(moved)
         for name, found in commits.items():
-            self._group_topics[name] = {topic for topic, _ in found}
+            self._group_topics[name] = set(found.by_topic)
         self._seen_groups = set(groups)
         return commits
 
-    async def _probe_fetch_all(self, group: Group) -> dict[TopicPartition, int] | None:
+    async def _probe_fetch_all(self, group: Group) -> CommittedOffsets | None:
         """One OffsetFetch for every partition of ``group``: its commits, or ``None`` when the
         broker cannot answer that (learned once; partitions are named from then on)."""
         session = self._session
@@ -143,7 +145,7 @@ class CommitReader:
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             self.fetch_all = True
-            return found
+            return CommittedOffsets.from_mapping(found)
         raise AssertionError("unreachable")
 
     async def _fetch_on(
@@ -190,11 +192,11 @@ class CommitReader:
         if response.API_VERSION < 8:
             (name,) = batch
             try:
-                out[name] = parse_offset_fetch(name, response)
+                out[name] = CommittedOffsets.from_mapping(parse_offset_fetch(name, response))
             except CoordinatorMoved:
                 moved.append(name)
             return
-        answers = parse_offset_fetch_groups(response)
+        answers = offset_fetch_answers(response)
         missing = [name for name in batch if name not in answers]
         if missing:
             raise ScanError(f"OffsetFetch on broker {node_id} did not answer for {missing}")

@@ -116,12 +116,19 @@ def _recover_journal(root: Path, journal: Path, start_ms: int, token: str) -> in
     return rows_written
 
 
+ROLL_ROWS = 1_000_000
+"""Queued rows that make a roll due before its interval is up. Rows wait for their roll in
+memory (about 100 B each as a scan table), so at a million group-partitions a scan is written
+as it comes rather than 30 of them held for a 5-minute roll (about 0.1 GB each); a file of a
+million rows is also as large as readers want one."""
+
+
 class HistoryWriter:
     """Appends scan tables to the history from the scan loop without ever blocking it.
 
     :meth:`append` only queues the table; the background thread journals it at once (see the
     module docstring: a crash loses at most the scan being journaled). Every
-    ``roll_interval_s`` (or sooner, once more than ``max_queued_rows`` are queued) the thread
+    ``roll_interval_s`` (or sooner, once ``roll_rows`` are queued) the thread
     writes the queued rows as one file per date partition (atomically, see
     :func:`write_parquet_atomic`), then prunes partitions older than ``retention_days``
     (``<= 0`` keeps everything). A new writer first recovers the journals a crash left
@@ -142,14 +149,18 @@ class HistoryWriter:
         *,
         retry_s: float = 5.0,
         max_queued_rows: int = 5_000_000,
+        roll_rows: int = ROLL_ROWS,
     ) -> None:
         if roll_interval_s <= 0:
             raise ValueError("roll_interval_s must be positive")
+        if roll_rows < 1:
+            raise ValueError("roll_rows must be at least 1")
         self.root = Path(root)
         self.roll_interval_s = float(roll_interval_s)
         self.retention_days = int(retention_days)
         self.retry_s = float(retry_s)
         self.max_queued_rows = int(max_queued_rows)
+        self.roll_rows = int(roll_rows)
         self.errors = 0
         self.last_error: BaseException | None = None
         self.last_error_text: str | None = None
@@ -277,15 +288,27 @@ class HistoryWriter:
                 self._roll_started_ms = int(time.time() * 1000)
                 self._roll_deadline = time.monotonic() + self.roll_interval_s
             self._pending.extend(incoming)
-            if incoming:
+            # Rows that are a roll of their own, due at once (a scan of roll_rows or more), go
+            # straight to their files: a journal of them would be deleted as soon as written
+            # (at 10^6 rows, a zstd stream of the whole scan) and hold their table longer. Only
+            # if the roll fails are they journaled, to wait for the retry.
+            unjournaled = (
+                bool(incoming)
+                and self._journal is None
+                and len(self._pending) == len(incoming)
+                and self._retry_at is None
+                and self._queued_rows >= self.roll_rows
+            )
+            if incoming and not unjournaled:
                 self._journal_rows(incoming)
             flushing = ticket > self._flush_served
             error: HistoryWriteError | None = None
             try:
                 now = time.monotonic()
                 failing = self._retry_at is not None
+                queued = self._queued_rows
                 due = (self._roll_deadline is not None and now >= self._roll_deadline) or (
-                    not failing and self._queued_rows > self.max_queued_rows
+                    not failing and (queued > self.max_queued_rows or queued >= self.roll_rows)
                 )
                 retry_due = self._retry_at is None or now >= self._retry_at
                 if self._pending and (flushing or (due and retry_due)):
@@ -296,6 +319,8 @@ class HistoryWriter:
                 self._record_error(exc, "in the writer loop", "roll")
                 self._retry_at = time.monotonic() + self.retry_s
                 error = HistoryWriteError(f"history writer failed: {exc}")
+            if unjournaled and self._pending:
+                self._journal_rows(self._pending)
             if flushing:
                 with self._cond:
                     self._flush_error = error

@@ -74,7 +74,12 @@ def copy_history(source: Path, target: Path, until_ms: int) -> int:
     """Copy the scans of the history ``source`` up to ``until_ms`` (the recording's end: the
     service may have scanned once or twice more before it stopped) into ``target`` (replaced),
     in the service's layout, one file per date partition; returns the rows copied."""
-    table = read_history(source)
+    return write_history(read_history(source), target, until_ms)
+
+
+def write_history(table: pa.Table, target: Path, until_ms: int) -> int:
+    """Write the scans of ``table`` up to ``until_ms`` into ``target`` (replaced), in the
+    service's layout, one file per date partition; returns the rows written."""
     table = table.filter(pc.less_equal(table.column("ts").cast(pa.int64()), until_ms))
     if target.exists():
         shutil.rmtree(target)
@@ -92,26 +97,33 @@ def _write_table(table: pa.Table, handle: Any) -> None:
 
 def write_corpus(
     out: Path,
-    history: Path,
+    history: Path | pa.Table,
     plans: Sequence[Plan],
     labels: Sequence[Label],
     meta: dict[str, Any],
+    *,
+    cluster: str = CLUSTER,
 ) -> None:
-    """Write a corpus into ``out`` (replacing one there): ``history``'s scans up to the
-    recording's end (``meta["ended_ms"]``), the labels, the groups and ``meta``."""
+    """Write a corpus into ``out`` (replacing one there): ``history``'s scans (a history
+    directory, or a table in the sample schema) up to the recording's end
+    (``meta["ended_ms"]``), the labels, the groups and ``meta``; ``cluster`` is the cluster
+    name the history's rows carry (a generated corpus has its own)."""
     out.mkdir(parents=True, exist_ok=True)
-    copy_history(history, out / "history", int(meta["ended_ms"]))
+    if isinstance(history, pa.Table):
+        write_history(history, out / "history", int(meta["ended_ms"]))
+    else:
+        copy_history(history, out / "history", int(meta["ended_ms"]))
     with open(out / "incidents.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(LABEL_COLUMNS)
         for lb in sorted(labels, key=lambda lb: (lb.start_ms, lb.group)):
-            writer.writerow([CLUSTER, lb.group, iso_ms(lb.start_ms), iso_ms(lb.end_ms), lb.kind,
+            writer.writerow([cluster, lb.group, iso_ms(lb.start_ms), iso_ms(lb.end_ms), lb.kind,
                              iso_ms(lb.onset_ms), lb.scenario])  # fmt: skip
     with open(out / "groups.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(GROUP_COLUMNS)
         for plan in plans:
-            row = asdict(plan) | {"cluster": CLUSTER}
+            row = asdict(plan) | {"cluster": cluster}
             writer.writerow([row[c] for c in GROUP_COLUMNS])
     summary = {
         **meta,

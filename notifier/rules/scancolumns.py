@@ -72,13 +72,13 @@ class ScanColumns:
             ts=ts,
             group=_shared_strings(table.column("group")),
             topic=_shared_strings(table.column("topic")),
-            partition=table.column("partition").to_numpy().astype(np.int32),
+            partition=_numbers(table.column("partition"), np.int32),
             committed=_int_column(table, "committed_offset"),
             log_end=_int_column(table, "log_end_offset"),
             log_start=_int_column(table, "log_start_offset"),
             state=states,
-            members=table.column("members").to_numpy().astype(np.int32),
-            member_hash=table.column("member_hash").to_numpy().astype(np.int64),
+            members=_numbers(table.column("members"), np.int32),
+            member_hash=_numbers(table.column("member_hash"), np.int64),
         )
         scan.unavailable = unavailable
         return scan
@@ -116,12 +116,23 @@ class ScanColumns:
 
 def _shared_strings(column: pa.ChunkedArray) -> list[str]:
     """A string column as a list whose equal values are one string object (a group's or a
-    topic's name repeats on every row; ``to_pylist`` makes a new object per row)."""
+    topic's name repeats on every row; ``to_pylist`` makes a new object per row, and a list
+    of indices an int object per row)."""
     encoded = pc.dictionary_encode(column).combine_chunks()
-    names = encoded.dictionary.to_pylist()
-    return list(map(names.__getitem__, encoded.indices.to_numpy(zero_copy_only=False).tolist()))
+    names = np.empty(len(encoded.dictionary), dtype=object)
+    names[:] = encoded.dictionary.to_pylist()
+    return cast("list[str]", names[encoded.indices.to_numpy(zero_copy_only=False)].tolist())
+
+
+def _numbers(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
+    """A column without nulls as an array of ``dtype``: the table's own buffer (read only)
+    when it is one chunk of that type already, a copy otherwise. A scan's columns are read,
+    never written, downstream."""
+    return np.asarray(column.to_numpy(), dtype=dtype)
 
 
 def _int_column(table: pa.Table, name: str) -> NDArray[np.int64]:
     column = table.column(name)  # pyarrow is untyped
-    return cast("NDArray[np.int64]", pc.fill_null(column, NULL).to_numpy().astype(np.int64))
+    if column.null_count:
+        column = pc.fill_null(column, NULL)
+    return cast("NDArray[np.int64]", _numbers(column, np.int64))
