@@ -23,11 +23,12 @@ and every incident kind over its own grid (detection delay per cell), simulated 
 :mod:`notifier.backtest.kafkasim`, a model of what brokers and clients do written apart from
 the rules. Precision, recall and delays are then given on the sweep, the fleet, and both.
 
-A third corpus is recorded from a real broker (:mod:`notifier.recorder`, committed in
-``benchmarks/corpora/kafka-4.4-recorded``): real aiokafka and Java consumers scripted to crash,
-restart, roll, pause, stall, stop, fall behind, rewind and lose records on Apache Kafka 4.4,
-scanned by the service itself, labelled by the scripts. It is scored the same way, per kind,
-with the benign pages per scenario, and counts in the figures of all corpora together.
+Two more corpora are recorded from real brokers (:mod:`notifier.recorder`, committed in
+``benchmarks/corpora/kafka-4.4-recorded`` and ``kafka-3.9-recorded``): real aiokafka and Java
+consumers scripted to crash, restart, roll, pause, stall, stop, fall behind, rewind and lose
+records on Apache Kafka 4.4 and 3.9 (the latter with a broker restart), scanned by the service
+itself, labelled by the scripts. Each is scored the same way, per kind, with the benign pages
+per scenario; then both together, and they count in the figures of all corpora together.
 
     python benchmarks/alert_quality.py            # 3 seeds x 150 groups x 6 h, sweep 2 replicas
     python benchmarks/alert_quality.py --full     # 5 seeds x 300 groups x 12 h, 4 replicas
@@ -70,12 +71,16 @@ from notifier.backtest.scoring import labels_frame  # noqa: E402
 from notifier.backtest.sweepreport import write_sweep_report  # noqa: E402
 from notifier.history import load_incidents, read_history  # noqa: E402
 from notifier.recorder import load_corpus  # noqa: E402
+from notifier.recorder.corpus import iso_ms  # noqa: E402
 from notifier.rules import RulesConfig, load_rules, parse_rules  # noqa: E402
 from notifier.synth import synthesize_fleet  # noqa: E402
 
 INTERVAL_S = 10.0
 WARMUP_MS = 30 * 60_000
-RECORDED = ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded"
+RECORDED = [
+    ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded",
+    ROOT / "benchmarks" / "corpora" / "kafka-3.9-recorded",
+]
 TARGETS = {
     "precision": 0.98,
     "recall": 0.98,
@@ -150,12 +155,37 @@ def _print_recorded(
     for row in groups.itertuples():
         cells = "".join(f"{recorded[n]['benign_pages'][row.scenario]:>12}" for n in names)
         print(f"  {row.scenario:<26}{row.kind or '-':<16}{cells}")
+    scenario = groups.set_index("group")["scenario"]
+    started = int(meta["started_ms"])
+    for n in names:
+        alerts = recorded[n]["_alerts"]
+        false = alerts[~alerts["matched"].astype(bool)].sort_values("start")
+        if not len(false):
+            continue
+        print(f"  false pages of {n} (minute of the recording, UTC, how long open):")
+        for a in false.itertuples():
+            open_s = f"{(a.end - a.start) / 1000:.0f} s" if a.end >= 0 else "to the end"
+            minute = (a.start - started) / 60_000
+            print(f"    {scenario.get(a.group, a.group):<26} {a.rule:<24} minute {minute:5.1f}  "
+                  f"{iso_ms(int(a.start))}  {open_s}")  # fmt: skip
 
 
 def write_recorded_report(
-    path: Path, recorded: dict[str, dict[str, Any]], groups: pd.DataFrame, meta: dict[str, Any]
+    path: Path, corpora: list[tuple[dict[str, dict[str, Any]], pd.DataFrame, dict[str, Any]]]
 ) -> None:
-    """The recorded corpus's tables as one HTML page: figures, per kind, per scenario."""
+    """The recorded corpora's tables as one HTML page: figures, per kind, per scenario, one
+    section per corpus."""
+    path.write_text(
+        "<!doctype html><meta charset=utf-8><title>Recorded corpora</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 8px}</style>"
+        + "".join(_recorded_section(*corpus) for corpus in corpora)
+    )
+
+
+def _recorded_section(
+    recorded: dict[str, dict[str, Any]], groups: pd.DataFrame, meta: dict[str, Any]
+) -> str:
     names = list(recorded)
     overall = pd.DataFrame.from_dict(
         {n: {k: recorded[n][k] for k in ("alerts", "noise", "precision", "recall",
@@ -169,10 +199,7 @@ def write_recorded_report(
     pages = pd.DataFrame({n: recorded[n]["benign_pages"] for n in names})
     pages.insert(0, "kind", groups.set_index("scenario")["kind"].reindex(pages.index))
     pages.insert(1, "description", groups.set_index("scenario")["description"])
-    path.write_text(
-        "<!doctype html><meta charset=utf-8><title>Recorded corpus</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 8px}</style>"
+    return (
         f"<h1>The recorded corpus: {meta['broker']}</h1>"
         f"<p>{len(groups)} groups, {meta['duration_s'] / 60:.0f} min at "
         f"{meta['scan_interval_s']:g} s scans, warm-up {meta['warmup_s'] / 60:g} min; "
@@ -390,10 +417,13 @@ def main() -> None:
     parser.add_argument(
         "--recorded",
         type=Path,
+        nargs="+",
         default=RECORDED,
-        help="the recorded corpus (default benchmarks/corpora/kafka-4.4-recorded)",
+        metavar="DIR",
+        help="the recorded corpora (default benchmarks/corpora/kafka-4.4-recorded and "
+        "kafka-3.9-recorded)",
     )
-    parser.add_argument("--no-recorded", action="store_true", help="leave the recorded corpus out")
+    parser.add_argument("--no-recorded", action="store_true", help="leave the recorded corpora out")
     parser.add_argument("--report", type=Path, help="write the sweep's heat maps (HTML, PNG) here")
     args = parser.parse_args()
     seeds = args.seeds or ([7, 8, 9, 10, 11] if args.full else [7, 8, 9])
@@ -423,19 +453,31 @@ def main() -> None:
         for name, figures in results.items():
             _print(name, figures)
     recorded: dict[str, dict[str, Any]] = {}
+    each_recorded: dict[str, dict[str, dict[str, Any]]] = {}
     if not args.no_recorded:
-        corpus, recorded_groups, recorded_meta = build_recorded(args.recorded)
-        recorded = score([corpus], configs)
+        built = {path.name: build_recorded(path) for path in args.recorded}
+        sections = []
+        for corpus_name, (corpus, recorded_groups, recorded_meta) in built.items():
+            figures_of = score([corpus], configs)
+            for name, figures in figures_of.items():
+                figures["benign_pages"] = benign_pages(figures["_alerts"], recorded_groups)
+                _print(f"{name} on {corpus_name}", figures)
+            _print_recorded(figures_of, recorded_groups, recorded_meta)
+            each_recorded[corpus_name] = figures_of
+            sections.append((figures_of, recorded_groups, recorded_meta))
+        recorded = score([c for c, _, _ in built.values()], configs)
         for name, figures in recorded.items():
-            figures["benign_pages"] = benign_pages(figures["_alerts"], recorded_groups)
-            _print(f"{name} on the recorded corpus", figures)
-        _print_recorded(recorded, recorded_groups, recorded_meta)
+            figures["benign_pages"] = {
+                f"{corpus_name}/{scenario}": pages
+                for corpus_name, figures_of in each_recorded.items()
+                for scenario, pages in figures_of[name]["benign_pages"].items()
+            }
+            if len(built) > 1:
+                _print(f"{name} on the recorded corpora together", figures)
         if args.report:
             args.report.mkdir(parents=True, exist_ok=True)
-            write_recorded_report(
-                args.report / "recorded.html", recorded, recorded_groups, recorded_meta
-            )
-            print(f"\nrecorded corpus's tables: {args.report / 'recorded.html'}")
+            write_recorded_report(args.report / "recorded.html", sections)
+            print(f"\nrecorded corpora's tables: {args.report / 'recorded.html'}")
     sweep_summary: dict[str, Any] = {}
     together: dict[str, dict[str, Any]] = {}
     if not args.no_sweep:
@@ -517,7 +559,7 @@ def main() -> None:
                     "labels": labels,
                     "fleet": not args.no_fleet,
                     "sweep": not args.no_sweep,
-                    "recorded": None if args.no_recorded else str(args.recorded),
+                    "recorded": None if args.no_recorded else [str(p) for p in args.recorded],
                 },
                 "figures": {k: scored["defaults"].get(k) for k in headline}
                 | {"recall_by_kind": by_kind},
@@ -527,6 +569,14 @@ def main() -> None:
                     n: {k: r[k] for k in headline}
                     | {"kinds": r["kinds"], "benign_pages_by_scenario": r["benign_pages"]}
                     for n, r in recorded.items()
+                },
+                "recorded_each": {
+                    corpus_name: {
+                        n: {k: r[k] for k in headline}
+                        | {"kinds": r["kinds"], "benign_pages_by_scenario": r["benign_pages"]}
+                        for n, r in figures_of.items()
+                    }
+                    for corpus_name, figures_of in each_recorded.items()
                 },
                 "baseline": {n: {k: b.get(k) for k in headline} for n, b in baselines.items()},
                 "targets": TARGETS | {"benign_pages": 0},
