@@ -84,14 +84,17 @@ def _fault(stage: Stage, rng: random.Random) -> tuple[float, float]:
     return rng.uniform(*t.onset_s), rng.uniform(*t.fault_length_s)
 
 
-def _faults(stage: Stage, rng: random.Random, settle_s: float = 120.0) -> list[tuple[float, float]]:
+def _faults(
+    stage: Stage, rng: random.Random, settle_s: float = 120.0, lasts_s: float | None = None
+) -> list[tuple[float, float]]:
     """A healing fault's rounds (onset, length): one, or one every ``fault_every_s`` of the
-    timeline as long as the fault and ``settle_s`` to heal fit before the end."""
+    timeline as long as the fault (its length, or ``lasts_s`` for one whose label has a fixed
+    span, a rewind) and ``settle_s`` to heal fit before the end."""
     t = stage.timeline
     rounds = [_fault(stage, rng)]
     while t.fault_every_s > 0:
         onset, length = rounds[-1][0] + t.fault_every_s, rng.uniform(*t.fault_length_s)
-        if onset + length + settle_s > t.duration_s:
+        if onset + (length if lasts_s is None else lasts_s) + settle_s > t.duration_s:
             break
         rounds.append((onset, length))
     return rounds
@@ -381,7 +384,7 @@ def _rewound(rewind_to: float, count: int) -> Script:
         capacity = f"{3 * plan.rate / count:g}"
         options = ("--capacity", capacity, "--rewind-to", f"{rewind_to:g}")
         members = _members(stage, plan, count, *options)
-        for onset, _ in _faults(stage, rng, settle_s=600.0):
+        for onset, _ in _faults(stage, rng, settle_s=0.0, lasts_s=600.0):
             await stage.until(onset)
             for m in members:
                 m.signal(signal.SIGHUP)
