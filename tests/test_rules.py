@@ -229,6 +229,16 @@ def test_retention_lost_is_err_and_near_the_edge_is_warn():
     assert evaluate(rule, [safe], 540).status is GroupStatus.OK
 
 
+def test_retention_does_not_warn_on_a_log_nothing_was_ever_deleted_from():
+    """A re-created topic or a fresh partition: a few records from offset 0, one not yet read
+    is "within 10%" of the range, but retention has deleted nothing; losing them still pages."""
+    rule = only({"kind": "retention", "warn_fraction": 0.1})
+    fresh = series(committed="0x9", log_end="1x9", log_start="0x9")
+    assert evaluate(rule, [fresh], 540).status is GroupStatus.OK
+    trimmed = series(committed="3x9", log_end="6x9", log_start="3x9")
+    assert evaluate(rule, [trimmed], 540).status is GroupStatus.WARN
+
+
 def test_consumers_gone_when_no_members_and_lag_grows():
     rule = only({"kind": "consumers_gone"})
     gone = series(committed="10x9", log_end="10+5x9", members="0x9", group_state="Emptyx9")
