@@ -131,13 +131,14 @@ def in_a_burst(rows: Rows) -> np.ndarray:
     return burst
 
 
-def behind_for_churn(rows: Rows) -> np.ndarray:
+def behind_for_churn(rows: Rows, firing: np.ndarray) -> np.ndarray:
     """Seconds behind beyond the usual wait, where the churn can be what holds the consumer
     back: NaN (never behind) while a producer burst is arriving, which puts any consumer
     behind for a while (a rolling deploy during a burst reads at full speed between its
-    changes; a storm lasts longer than a burst and is judged once it has passed)."""
+    changes; a storm lasts longer than a burst and is judged once it has passed). Only for
+    groups not yet ``firing``: a burst in the middle of a storm does not close its page."""
     behind: np.ndarray = np.where(
-        in_a_burst(rows), np.nan, rows.lag_seconds - rows.usual_wait_ms / 1000.0
+        ~firing & in_a_burst(rows), np.nan, rows.lag_seconds - rows.usual_wait_ms / 1000.0
     )
     return behind
 
@@ -157,7 +158,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             p["lasting"] * 1000.0,
             p["max_changes"],
             sev,
-            behind_for_churn(rows),
+            behind_for_churn(rows, run.state.firing[rows.gids]),
             p["min_lag_seconds"],
             np.all(rows.members > 0, axis=1),
         )
