@@ -123,7 +123,8 @@ def retention(point: Point, warn_fraction: float) -> str | None:
     if point.committed < point.log_start:
         return "lost"
     retained = max(point.log_end - point.log_start, 0)
-    if point.committed - point.log_start < warn_fraction * retained:
+    trimmed = point.log_start > 0
+    if trimmed and point.committed - point.log_start < warn_fraction * retained:
         return "near"
     return None
 

@@ -379,6 +379,46 @@ def test_rebalancing_for_a_minute_while_committing_is_not_stuck():
     assert (seen[0].previous.value, seen[0].current.value) == ("OK", "ERR")
 
 
+def _restart_rebalance(waiting: int, members_during: list[int]) -> dict[str, Any]:
+    """One member crashed at scan 20 (nothing committed since); its replacement joins at
+    scan 24 while the dead one is still listed, and the group waits in PreparingRebalance for
+    ``waiting`` scans (``members_during`` listed at each), then settles with one member."""
+    scans = 24 + waiting + 10
+    states = ["Stable"] * 24 + ["PreparingRebalance"] * waiting + ["Stable"] * 10
+    members = [1] * 24 + members_during + [1] * 10
+    generation, hashes = 1, []
+    for i in range(scans):
+        generation += (
+            i == 24 or i == 24 + waiting or (24 < i < 24 + waiting and members[i] != members[i - 1])
+        )
+        hashes.append(generation)
+    committed = list(range(0, 200, 10)) + [190] * (scans - 20)
+    return series(committed=joined(committed), log_end=joined(list(range(5, 10 * scans, 10))),
+                  group_state=joined(states), members=joined(members),
+                  member_hash=joined(hashes))  # fmt: skip
+
+
+STUCK = {"kind": "stuck_rebalance", "samples": 6, "reading_nothing": True}
+
+
+def test_a_restart_waiting_for_the_dead_members_session_is_not_a_stuck_rebalance():
+    # session.timeout.ms 120 s: twelve scans in PreparingRebalance, the new member beside the
+    # dead one it replaces.
+    restart = [_restart_rebalance(12, [2] * 12)]
+    assert transitions(only({**STUCK, "join_wait": "5m"}), restart) == []
+    assert transitions(only(STUCK), restart) != []  # without join_wait: stuck after 6 scans
+
+
+def test_a_joined_rebalance_that_outlasts_the_rebalance_timeout_or_churns_is_stuck():
+    rule = only({**STUCK, "join_wait": "5m"})
+    never_settles = transitions(rule, [_restart_rebalance(40, [2] * 40)])
+    assert [(t.previous.value, t.current.value) for t in never_settles][:1] == [("OK", "ERR")]
+    assert never_settles[0].at == (24 + 30) * 10_000  # after 5 min of waiting, not later
+    churning = transitions(rule, [_restart_rebalance(20, [2, 2, 2, 3, 2, 3, 2] + [3] * 13)])
+    assert [(t.previous.value, t.current.value) for t in churning][:1] == [("OK", "ERR")]
+    assert churning[0].at <= (24 + 7) * 10_000  # after its 6 scans, as without join_wait
+
+
 def test_a_long_rolling_deploy_that_keeps_up_is_not_a_storm():
     # Eight pods replaced in turn, two member-set changes each, 20 s apart: five minutes of
     # changes while the consumer keeps up.
@@ -387,6 +427,24 @@ def test_a_long_rolling_deploy_that_keeps_up_is_not_a_storm():
     inputs = [steady(120, member_hash=member_sets(deploy, 120), members="8x119")]
     assert transitions(STORM, inputs) != []  # without min_lag_seconds: a storm
     assert transitions(behind, inputs) == []
+
+
+def test_a_rolling_deploy_behind_only_through_a_producer_burst_is_not_a_storm():
+    # Six pods replaced in turn over seven minutes (a change every 20 s) on a topic that
+    # normally brings 1 record/s; a burst of 10/s meets a consumer that reads at most 4/s,
+    # which falls minutes behind while the deploy goes on. A storm without a burst pages.
+    behind = {**STORM, "rules": [{**STORM["rules"][0], "min_lag_seconds": "30s"}]}
+    deploy = list(range(60, 102, 2))
+    rates = [1.0] * 80 + [10.0] * 26 + [1.0] * 54
+    log_end, committed = positions(rates, 4.0)
+    burst = [series(committed=joined(committed), log_end=joined(log_end),
+                    member_hash=member_sets(deploy, 160), members="6x159")]  # fmt: skip
+    assert transitions(behind, burst) == []
+    log_end, committed = positions([1.0] * 160, 0.5)
+    storm = [series(committed=joined(committed), log_end=joined(log_end),
+                    member_hash=member_sets(deploy, 160), members="6x159")]  # fmt: skip
+    seen = transitions(behind, storm)
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
 
 
 def test_a_pause_and_its_catch_up_are_not_falling_behind_a_slow_consumer_is():

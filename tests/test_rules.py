@@ -183,6 +183,31 @@ def test_a_consumer_behind_on_a_recreated_topic_is_timed_against_the_new_log():
     assert result.max_lag_seconds == pytest.approx(120.0)
 
 
+def test_a_read_committed_consumer_on_the_commit_marker_of_an_idle_topic_is_not_behind():
+    # 60 records a minute, then the producer stops; the consumer has read everything and sits
+    # on the last transaction's commit marker, one below the log end, for 20 minutes.
+    rule = only({"kind": "lag_seconds", "threshold": "5m"})
+    idle = [series(committed="0+60x30 1739x120", log_end="1+60x30 1740x120")]
+    assert evaluate(rule, idle, 149 * 60).status is GroupStatus.OK
+    # One stuck on a record that arrived after its last commit is behind (also one below).
+    stuck = [series(committed="0+60x30 1740x120", log_end="0+60x30 1740x4 1741x115")]
+    assert evaluate(rule, stuck, 149 * 60).status is GroupStatus.WARN
+
+
+def test_lag_in_seconds_does_not_open_while_the_consumer_is_about_to_catch_up():
+    # A new group reads an hour of history from the earliest offset, 400 offsets a minute
+    # while 60 arrive: 9 minutes behind at the last scan, caught up within two at that pace.
+    rule = {"kind": "lag_seconds", "threshold": "5m", "catching_up_within": "10m"}
+    catching_up = [series(committed="0+400x10", log_end="3600+60x10")]
+    assert evaluate(only(rule), catching_up, 540).status is GroupStatus.OK
+    assert evaluate(only({**rule, "catching_up_within": "0s"}), catching_up, 540).status is (
+        GroupStatus.WARN
+    )
+    # One that reads slower than records arrive never catches up: it opens.
+    falling = [series(committed="0+50x10", log_end="3600+60x10")]
+    assert evaluate(only(rule), falling, 540).status is GroupStatus.WARN
+
+
 def test_lag_in_seconds_unknown_is_not_zero_and_never_fires():
     result = evaluate(
         only({"kind": "lag_seconds", "threshold": "0s"}), [series(committed="_", log_end="500")], 0
@@ -227,6 +252,16 @@ def test_retention_lost_is_err_and_near_the_edge_is_warn():
     assert "deleted by retention" in evaluate(rule, [lost], 540).findings[0].message
     assert evaluate(rule, [near], 540).status is GroupStatus.WARN
     assert evaluate(rule, [safe], 540).status is GroupStatus.OK
+
+
+def test_retention_does_not_warn_on_a_log_nothing_was_ever_deleted_from():
+    """A re-created topic or a fresh partition: a few records from offset 0, one not yet read
+    is "within 10%" of the range, but retention has deleted nothing; losing them still pages."""
+    rule = only({"kind": "retention", "warn_fraction": 0.1})
+    fresh = series(committed="0x9", log_end="1x9", log_start="0x9")
+    assert evaluate(rule, [fresh], 540).status is GroupStatus.OK
+    trimmed = series(committed="3x9", log_end="6x9", log_start="3x9")
+    assert evaluate(rule, [trimmed], 540).status is GroupStatus.WARN
 
 
 def test_consumers_gone_when_no_members_and_lag_grows():

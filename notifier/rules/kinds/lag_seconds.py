@@ -1,4 +1,5 @@
-"""``lag_seconds``: how far behind in time (notifier.rules.lagtime) above a threshold."""
+"""``lag_seconds``: how far behind in time (notifier.rules.lagtime) above a threshold; the log
+end when the committed offset last moved is this kind's own evidence (``e_leo_at_move``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import numpy as np
 
 from notifier.config.base import Duration
 from notifier.config.rules import Hysteresis, KindRule, RuleBase
+from notifier.rules.habits import NULL, ScanTimes, ScanView
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
     ChartLine,
     Description,
+    KindEvidence,
     PartitionView,
     Rows,
     RuleKind,
@@ -30,7 +33,52 @@ class LagSecondsRule(Hysteresis, KindRule):
     severity: Severity = Severity.WARN
     threshold: Duration
     clear_below: Duration | None = None
-    TUNABLE: ClassVar[tuple[str, ...]] = (*RuleBase.TUNABLE, "threshold", "clear_below")
+    catching_up_within: Duration = 0.0
+    """Do not open while the consumer, at the pace it closed the gap over the window, will be
+    caught up within this long (0: off): a new group reading weeks of history from the
+    earliest offset, or one draining what a pause left, needs nobody. A consumer that reads
+    slower than records arrive never closes the gap."""
+    TUNABLE: ClassVar[tuple[str, ...]] = (
+        *RuleBase.TUNABLE, "threshold", "clear_below", "catching_up_within"
+    )  # fmt: skip
+
+
+MARKER_OFFSETS = 1
+"""Offsets a ``read_committed`` consumer that has read everything may sit below a log end: the
+transaction's commit marker (a consumer committing the last record's offset + 1 stays on it)."""
+
+
+def follow_commits(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
+) -> None:
+    """The log end seen when the committed offset last moved (or was first seen)."""
+    known = (scan.committed != NULL) & (scan.log_end != NULL)
+    moved = known & (~scan.had_sample | (scan.previous_committed != scan.committed))
+    columns["e_leo_at_move"][index] = np.where(moved, scan.log_end, columns["e_leo_at_move"][index])
+
+
+def on_the_marker(lag: np.ndarray, latest_leo: np.ndarray, leo_at_move: np.ndarray) -> np.ndarray:
+    """Rows at most :data:`MARKER_OFFSETS` below a log end that has not moved since the
+    committed offset last did: nothing has arrived since it committed, what is left is the
+    commit marker, and its lag in seconds (the age of the last record) waits for nothing."""
+    resting: np.ndarray = (lag > 0) & (lag <= MARKER_OFFSETS) & (latest_leo == leo_at_move)
+    return resting
+
+
+def seconds_to_catch_up(rows: Rows) -> np.ndarray:
+    """Seconds until the lag is gone at the pace the committed offset gained on the log end
+    over the window (first to last sample); infinite when it did not gain or is unknown."""
+    width = rows.committed.shape[1]
+    first = np.clip(width - rows.count, 0, width - 1)
+    at = np.arange(rows.committed.shape[0])
+    committed0, log_end0 = rows.committed[at, first], rows.log_end[at, first]
+    ts = rows.store.s_ts[rows.index]
+    span_s = (ts[:, -1] - ts[at, first]) / 1000.0
+    known = (committed0 != NULL) & (log_end0 != NULL) & (rows.lag >= 0) & (span_s > 0)
+    gained = (rows.latest_committed - committed0) - (rows.latest_leo - log_end0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        seconds = np.where(known & (gained > 0), rows.lag * span_s / gained, np.inf)
+    return np.where(np.isnan(seconds), np.inf, seconds)
 
 
 def lag_seconds_above(
@@ -43,7 +91,16 @@ def lag_seconds_above(
 
 
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
-    return Verdict(with_hysteresis(lag_seconds_above, rows.lag_seconds, rows, run))
+    leo_at_move = rows.store.evidence["e_leo_at_move"][rows.index]
+    waiting = on_the_marker(rows.lag, rows.latest_leo, leo_at_move)
+    seconds = np.where(waiting, 0.0, rows.lag_seconds)
+    within_s = np.asarray(run.params["catching_up_within"])
+    if np.any(within_s > 0):
+        opening = ~run.state.firing[rows.gids] & (seconds > run.params["threshold"])
+        if np.any(opening):
+            catching_up = opening & (seconds_to_catch_up(rows) < within_s)
+            seconds = np.where(catching_up, 0.0, seconds)
+    return Verdict(with_hysteresis(lag_seconds_above, seconds, rows, run))
 
 
 def describe(view: PartitionView) -> Description:
@@ -63,9 +120,10 @@ def chart_line(rule: Any) -> ChartLine:
 KIND = RuleKind(
     name="lag_seconds",
     model=LagSecondsRule,
-    params=("threshold", "clear_below"),
+    params=("threshold", "clear_below", "catching_up_within"),
     evaluate=evaluate,
     describe=describe,
     chart_line=chart_line,
     sets_slo_wait=True,
+    evidence=KindEvidence(columns=(("e_leo_at_move", np.int64, NULL),), update=follow_commits),
 )

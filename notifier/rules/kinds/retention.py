@@ -94,11 +94,19 @@ def retention_risk(
     range from log-start (the next retention pass may delete them), or when
     ``seconds_to_loss`` (:func:`time_to_loss_s`) is under ``warn_within``: retention will
     overtake it if it goes on at this pace (only where retention is ``deleting``: its log
-    start moved forward within ``warn_within``)."""
+    start moved forward within ``warn_within``).
+
+    The near-the-edge WARN needs a log that retention has deleted from (its start is past
+    offset 0): a re-created topic, a freshly added partition or a topic younger than its
+    retention holds a few records from offset 0, and a lag of one record would be "within 10%"
+    of such a range although nothing is being deleted. Records of a log that has never been
+    trimmed are reported when they are lost (ERR), since nothing here says when retention will
+    first reach them."""
     known = (committed >= 0) & (log_start >= 0) & (log_end > committed)
     lost = known & (committed < log_start)
     retained = np.maximum(log_end - log_start, 0)
-    near = known & ~lost & ((committed - log_start) < warn_fraction * retained)
+    trimmed = log_start > 0
+    near = known & ~lost & trimmed & ((committed - log_start) < warn_fraction * retained)
     if seconds_to_loss is not None:
         at_pace = seconds_to_loss < warn_within_s
         if deleting is not None:
