@@ -477,3 +477,101 @@ def test_a_consumer_keeping_up_on_a_ninety_second_topic_is_not_warned_when_a_sca
     inputs = [series(committed=joined(seen_commits), log_end=joined(log_end),
                      log_start=joined(start))]  # fmt: skip
     assert transitions(RETENTION, inputs) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 28, second round: what the recorded corpus and the sweep still paged
+
+
+def batch_runs(moves_at: list[int], seen_at: int, scans: int) -> list[dict[str, Any]]:
+    """A job that reads everything, commits and leaves between two scans (its members seen by
+    one scan only, ``seen_at``), a record a second arriving."""
+    log_end = [10 * i + 5 for i in range(scans)]
+    committed, last = [], log_end[0]
+    for i in range(scans):
+        if i in moves_at:
+            last = log_end[i] - 2
+        committed.append(last)
+    members = joined([1 if i == seen_at else 0 for i in range(scans)])
+    states = joined(["Stable" if i == seen_at else "Empty" for i in range(scans)])
+    hashes = joined([7 if i == seen_at else 0 for i in range(scans)])
+    return [series(committed=joined(committed), log_end=joined(log_end), members=members,
+                   group_state=states, member_hash=hashes)]  # fmt: skip
+
+
+def test_a_batch_job_whose_runs_fall_between_scans_is_not_stopped_when_a_scan_sees_one():
+    # A run every 4 minutes (24 scans), none of them seen by a scan but one at 72 minutes:
+    # the spells between runs are its habit, and the one after the run it was seen in is too.
+    # (Judged after half an hour: before its first run nothing is known of it.)
+    runs = list(range(24, 600, 24))
+    assert [t for t in transitions(GRACEFUL, batch_runs(runs, 432, 600)) if t.at > 1_800_000] == []
+    # The job that stops running after it is paged once its usual spell and the grace are over.
+    stops = transitions(GRACEFUL, batch_runs([r for r in runs if r <= 432], 432, 600))
+    seen = [t for t in stops if t.at > 1_800_000]
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STOP"
+    assert 432 * 10 + 240 <= seen[0].at / 1000 <= 432 * 10 + 240 * 1.2 + 90 + 20
+
+
+FALLING_GRACE = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
+                      "grace": "90s"})  # fmt: skip
+
+
+def transactional_reader(scans: int, seed: int) -> tuple[list[int], list[int]]:
+    """A read_committed consumer of a topic with a transaction every 2 minutes (a commit
+    marker after each), of 0.1-1 records/s varying by the minute; it commits every 2 minutes,
+    always what is readable: its backlog at a commit is the transaction in flight."""
+    rng = __import__("random").Random(seed)
+    produced, readable, log_end, committed, last = 0, 0, [], [], 0
+    for i in range(scans):
+        if i % 6 == 0:
+            rate = rng.uniform(0.1, 1.0)
+        produced += round(rate * 10)
+        if i % 12 == 11:  # a transaction commits: its marker takes an offset
+            produced += 1
+            readable = produced - 1
+        if i % 12 == 7:  # the consumer commits
+            last = readable
+        log_end.append(produced)
+        committed.append(last)
+    return log_end, committed
+
+
+def test_a_reader_of_transactions_whose_backlog_swings_with_the_transaction_keeps_up():
+    for seed in range(12):
+        log_end, committed = transactional_reader(360, seed)
+        inputs = [series(committed=joined(committed), log_end=joined(log_end))]
+        assert [t for t in transitions(FALLING_GRACE, inputs) if t.at > 1_800_000] == [], seed
+
+
+def test_a_slow_consumer_whose_commits_trail_its_position_is_caught_hours_in():
+    # It reads everything but commits, every one or two minutes, the position it had 20 s
+    # before for 20 minutes, then 30-60 s before, for three hours, at 80-120 records/s; then it
+    # reads at half the rate. Its backlog at a commit never gets as low again as at the one its
+    # run of commits behind began with, hours ago: the slowdown must not be diluted in them.
+    rng = __import__("random").Random(3)
+    rates = [rng.uniform(80.0, 120.0) for _ in range(1440)]
+    log_end, _ = positions(rates, 300.0)
+    _, slow = positions(rates, 50.0)
+    position = list(log_end[:1080]) + [log_end[1079] + (s - slow[1079]) for s in slow[1080:]]
+    committed, last, due = [], 0, 6
+    for i in range(len(rates)):
+        if i == due:
+            last = position[i - (2 if i < 120 else rng.randint(3, 6))]
+            due += rng.choice((6, 12))
+        committed.append(last)
+    seen = transitions(FALLING_GRACE, [series(committed=joined(committed),
+                                               log_end=joined(log_end))])  # fmt: skip
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+    assert 10_800 < seen[0].at / 1000 <= 10_800 + 600
+
+
+def test_a_consumer_left_on_the_deleted_topics_offset_is_stalled_on_the_new_log():
+    # It commits every scan; at 5 minutes the topic is deleted and created again, and its
+    # committed offset stays the old log's 300 while the new log fills, still below it.
+    committed = list(range(0, 300, 10)) + [300] * 30
+    log_end = [c + 5 for c in range(0, 300, 10)] + list(range(0, 300, 10))
+    seen = transitions(GRACEFUL, [series(committed=joined(committed), log_end=joined(log_end))])
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STALL"
+    assert seen[0].at / 1000 <= 300 + 10 + 90 + 20  # the usual wait and the grace

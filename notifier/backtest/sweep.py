@@ -44,6 +44,8 @@ EVENT_EVERY_S = 720
 """A benign group goes through its pattern about every 12 minutes after the warm-up."""
 
 COMMIT_EVERY = (1, 5, 10, 30, 60, 120, 300)
+RARE_COMMIT_EVERY = (120, 300, 600)
+"""The rare committers' grid: the longest commit interval of any benign grid is its 10 min."""
 PARTITIONS = (1, 4, 16, 64)
 TRAFFIC = (0.1, 1.0, 10.0, 100.0, 10_000.0)
 
@@ -443,8 +445,9 @@ def _frozen_at_start(pop: Population, cell: Cell, name: str) -> None:
     spec = _spec(name, cell, commit_every_s=cell.x, rate=max(cell.y, 1.0), frozen_from_start=True)
     group = pop.add(spec, (cell.x, cell.y))
     group.end_tenure(0.0, commit=False)
-    # A person wants to know once it is longer than the longest ordinary commit interval.
-    pop.label(group, "frozen_at_start", 0.0, float(max(COMMIT_EVERY)), pop.T)
+    # A person wants to know once it has stood still longer than any benign grid's commit
+    # interval: until then it may be a rare committer (up to 10 min, RARE_COMMIT_EVERY).
+    pop.label(group, "frozen_at_start", 0.0, float(max(*COMMIT_EVERY, *RARE_COMMIT_EVERY)), pop.T)
 
 
 BENIGN: tuple[Pattern, ...] = (
@@ -499,7 +502,7 @@ BENIGN: tuple[Pattern, ...] = (
         "rare-committer",
         "commits every few minutes",
         "commit interval (s)",
-        (120, 300, 600),
+        RARE_COMMIT_EVERY,
         "records/s",
         TRAFFIC,
         _rare_committer,

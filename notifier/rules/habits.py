@@ -148,6 +148,23 @@ def offset_moved(scan: ScanView) -> NDArray[np.bool_]:
     )
 
 
+def log_started_over(scan: ScanView) -> NDArray[np.bool_]:
+    """Rows whose log started over since the previous scan (a topic deleted and created again,
+    a cluster rebuilt): the log end went back, or the committed offset stepped back from
+    beyond the log end. The group's offset of the deleted topic can outlive it by a scan (seen
+    on Apache Kafka 4.4: the new log at 0, the old offset still 237), and in one log a
+    committed offset is at most the log end of its time, which only grows.
+
+    An old offset that stays beyond the new log end without moving is not counted at every
+    scan: the clock of a consumer that reads nothing of the new log would otherwise be held
+    until the new log grows past the old offset (millions of records, on a busy topic)."""
+    leo, previous_leo = scan.log_end, scan.previous_log_end
+    c, previous_c = scan.committed, scan.previous_committed
+    went_back = (leo != NULL) & (previous_leo != NULL) & (leo < previous_leo)
+    from_old_log = (previous_c != NULL) & (leo != NULL) & (previous_c > leo) & (c != previous_c)
+    return cast("NDArray[np.bool_]", scan.had_sample & (went_back | from_old_log))
+
+
 def memberless(state: np.ndarray, members: np.ndarray) -> NDArray[np.bool_]:
     """No live members: an Empty or Dead group, or no member listed."""
     return cast("NDArray[np.bool_]", (members == 0) | np.isin(state, _MEMBERLESS_STATES))
@@ -207,7 +224,7 @@ def update(
 
     # The clock restarts on a move, a first commit, a new member set or a log that starts
     # over, at the log end of that moment.
-    restart = moved | fresh_commit | changed | ~known | (had & (leo < scan.previous_log_end))
+    restart = moved | fresh_commit | changed | ~known | log_started_over(scan)
     columns["e_wait_base"][index] = np.where(
         known, np.where(restart | (base == NULL), leo, base), NULL
     )
@@ -217,16 +234,21 @@ def update(
     # the group had no consumer meantime): a restart's pause is not a commit habit.
     columns["e_wait_disturbed"][index] = np.where(restart, changed | absent, disturbed | absent)
 
-    # Memberless spells, and the usual one (a restart) once members are back.
+    # Memberless spells, and the usual one (a restart) once members are back. An offset that
+    # moved while no members were listed was committed by a consumer that came and went
+    # between two scans (a batch job whose run is shorter than a scan interval): that spell
+    # ended, and a new one begins at this scan.
     since = columns["e_memberless_since"][index]
     spell = ts - since
-    back = ~gone & (since != UNSET_TS) & had
+    visited = gone & was_gone & moved & had
+    back = (~gone | visited) & (since != UNSET_TS) & had
     learn_spell = back & (spell <= LEARN_AT_MOST_MS)
     if learn_spell.any():
         usual_ml = columns["e_usual_memberless_ms"][index]
         columns["e_usual_memberless_ms"][index] = np.where(
             learn_spell, np.maximum(usual_ml, spell), usual_ml
         )
+    since = np.where(visited, UNSET_TS, since)
     begins = gone & (since == UNSET_TS)
     columns["e_memberless_since"][index] = np.where(gone, np.where(begins, ts, since), UNSET_TS)
     columns["e_memberless_leo"][index] = np.where(

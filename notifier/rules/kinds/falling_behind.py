@@ -1,6 +1,8 @@
 """``falling_behind``: consuming slower than the partition normally gets records; the run of
 commits at which the consumer was behind is this kind's own evidence (``e_behind_since``,
-``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``)."""
+``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``), and so is whether, at its
+latest move, the offset fell short of where the log ended at its move before
+(``e_reach_leo``, ``e_short``)."""
 
 from __future__ import annotations
 
@@ -51,16 +53,38 @@ def follow_runs(
     """Since when the consumer has been behind at every measured move (records it had not
     read when it committed, beyond what one scan interval brings), and where its offset and
     the log end were then. A run starts again at a commit no further behind than when it
-    began: a consumer that keeps a steady backlog is not losing ground."""
-    measured = (columns["e_move_ts"][index] == scan.ts) & columns["e_move_measured"][index]
+    began, or one that gained ground on the commit before (by more than a scan interval of
+    records): a consumer that keeps a steady backlog is not losing ground, and one whose
+    commits trail its position by varying amounts is judged from its latest gain, not from the
+    lowest backlog it ever had (over hours, a slowdown of half an hour hardly shows).
+
+    And whether, at its latest move, the offset fell short of the log end seen at its move
+    before (by more than one scan interval of records): a consumer that keeps up has read, a
+    whole commit interval later, at least what was there when it last committed. So has a
+    ``read_committed`` consumer of a transactional topic, whose offset moves only when a
+    transaction commits: its backlog at a commit (the open transaction) swings by up to a
+    transaction's records as the producer's and the consumer's commits drift against each
+    other, which over a few commits looks like reading slower than records arrive."""
+    moved_now = columns["e_move_ts"][index] == scan.ts
+    measured = moved_now & columns["e_move_measured"][index]
     noise = np.nan_to_num(columns["e_normal_rate"][index]) * times.scan_interval_ms / 1000.0
     known = scan.committed != NULL
+    reach = columns["e_reach_leo"][index]
+    short = known & (reach != NULL) & (scan.committed < reach - noise)
+    previous_backlog = np.where(
+        scan.had_sample & (scan.previous_committed != NULL) & (reach != NULL),
+        reach - scan.previous_committed,
+        NULL,
+    )
+    columns["e_short"][index] = np.where(moved_now, short, columns["e_short"][index])
+    columns["e_reach_leo"][index] = np.where(moved_now, np.where(known, scan.log_end, NULL), reach)
     backlog = scan.log_end - scan.committed
     behind_now = known & (backlog > noise)
     since = columns["e_behind_since"][index]
     run_backlog = columns["e_behind_leo"][index] - columns["e_behind_committed"][index]
     holding = (since != UNSET_TS) & (backlog <= run_backlog)
-    begins = measured & behind_now & ((since == UNSET_TS) | holding)
+    gained = (previous_backlog != NULL) & (backlog < previous_backlog - noise)
+    begins = measured & behind_now & ((since == UNSET_TS) | holding | gained)
     ends = measured & ~behind_now
     columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
     # Commits behind since the run began: a pause is one long interval and a catch-up, a slow
@@ -77,6 +101,12 @@ def follow_runs(
 MIN_INTERVALS_BEHIND = 2
 """``falling_behind`` with a grace: commit intervals, each ending further behind, before a run
 of commits behind counts as lasting."""
+
+MIN_PARTITIONS_WIDE = 2
+"""``falling_behind`` with a grace: partitions of a group in a run of commits behind at once
+for the runs to be confirmed on their ratio alone. One partition alone must also have fallen
+short of where the log ended at its move before: its backlog at a commit can swing by a whole
+transaction in flight, and a partition's runs start where that swing is lowest."""
 
 MIN_RECORDS_TO_JUDGE_RATE = 20
 """``falling_behind`` needs this many records expected in its span to compare rates."""
@@ -105,14 +135,18 @@ def falling_behind(
     behind_committed: np.ndarray | None = None,
     behind_log_end: np.ndarray | None = None,
     behind_moves: np.ndarray | None = None,
+    short: np.ndarray | None = None,
+    group_ids: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
     records) behind; with ``grace``, also behind at every commit across that long
     (``behind_since`` to the last move) or more than ``min_lag_seconds`` + ``grace`` + its
     usual wait behind,
-    having read less than ``ratio`` of what arrived over that run: a pause falls behind and
-    catches up within a few commits, a slow consumer never does.
+    having read less than ``ratio`` of what arrived over that run, and (``short``) not even
+    up to where the log ended at its move before: a pause falls behind and catches up within
+    a few commits, a slow consumer never does; a reader of transactions has read at each
+    commit what was there at the one before.
 
     Speeds are measured between the offset's moves, and the lag as it was at the last move,
     so a consumer that commits every five minutes is judged at its commits, never half way
@@ -148,20 +182,35 @@ def falling_behind(
             with np.errstate(invalid="ignore"):
                 beyond_grace = behind_at_move_s > min_lag_seconds + grace_s
             lasting &= (behind_moves >= MIN_INTERVALS_BEHIND) | beyond_grace
-        confirmed = lasting | beyond_pause
+        overall = np.ones_like(hit)
         if behind_committed is not None and behind_log_end is not None:
             # Over the whole run it read less than ``ratio`` of what arrived: a consumer that
             # reads in bursts (whole transactions, a pause and its catch-up) keeps up overall.
             read = committed - behind_committed
             arrived = move_log_end - behind_log_end
             with np.errstate(invalid="ignore"):
-                confirmed &= (
+                overall = (
                     (behind_committed != NULL)
                     & (read < ratio * arrived)
                     & (arrived >= MIN_RECORDS_TO_JUDGE_RUN)
                 )
+        if short is not None:
+            # One partition's run of commits behind is confirmed once it has not even read
+            # what was there at its move before; a consumer slow on several of the group's
+            # partitions at once is slow, whatever the backlog of each does.
+            lasting &= short | _group_wide(hit & lasting & overall, group_ids)
+        confirmed = (lasting | beyond_pause) & overall
         hit &= np.where(np.asarray(grace_s) > 0, confirmed, True)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def _group_wide(candidate: np.ndarray, group_ids: np.ndarray | None) -> np.ndarray:
+    """Rows of groups where at least :data:`MIN_PARTITIONS_WIDE` partitions are candidates."""
+    if group_ids is None or not candidate.any():
+        return np.zeros_like(candidate)
+    # Group ids are small non-negative integers (the store's), so a count per id is direct.
+    wide: np.ndarray = np.bincount(group_ids, weights=candidate)[group_ids] >= MIN_PARTITIONS_WIDE
+    return wide
 
 
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
@@ -186,6 +235,8 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             store.evidence["e_behind_committed"][index],
             store.evidence["e_behind_leo"][index],
             store.evidence["e_behind_moves"][index],
+            store.evidence["e_short"][index],
+            rows.gids,
         )
     )
 
@@ -220,6 +271,8 @@ KIND = RuleKind(
             ("e_behind_committed", np.int64, NULL),
             ("e_behind_leo", np.int64, NULL),
             ("e_behind_moves", np.int16, 0),
+            ("e_reach_leo", np.int64, NULL),
+            ("e_short", np.bool_, False),
         ),
         update=follow_runs,
     ),

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.habits import NULL, ScanTimes, ScanView, offset_moved
+from notifier.rules.habits import NULL, ScanTimes, ScanView, log_started_over, offset_moved
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
     Description,
@@ -39,12 +39,8 @@ def remember_rewinds(
     c, prev_c = scan.committed, scan.previous_committed
     rewind_from = columns["e_rewind_from"][index]
     # A log that starts over (topic recreated, cluster rebuilt) takes the offset back with it:
-    # that is not a rewind, and it ends one. The group's offset of the deleted topic can outlive
-    # it by a scan (seen on Apache Kafka 4.4: the new log at 0, the old offset still 237), so a
-    # step back from an offset the log end has never reached is a log that started over too:
-    # in one log a committed offset is at most the log end of its time, which only grows.
-    from_old_log = (prev_c != NULL) & (scan.log_end != NULL) & (prev_c > scan.log_end)
-    log_reset = scan.had_sample & ((scan.log_end < scan.previous_log_end) | from_old_log)
+    # that is not a rewind, and it ends one.
+    log_reset = log_started_over(scan)
     went_back = offset_moved(scan) & (c < prev_c) & ~log_reset
     rewind_from = np.where(log_reset, NULL, rewind_from)
     rewind_from = np.where(went_back, np.maximum(prev_c, rewind_from), rewind_from)
