@@ -76,9 +76,9 @@ LEARN_OUTRIGHT_MS = 5 * 60_000
 """Waits and spells up to this long are learned as soon as they end (a commit cadence, a
 restart). A longer one that is also more than :data:`OUTAGE_FACTOR` times the habit learned so
 far looks like a fault that healed (a stall, a stopped consumer brought back): it is learned
-only when another one of its length follows (:func:`_confirmed`), so a fault is never the habit
-its repeat is judged by, while a group whose rhythm is slow (a rare committer, a batch job)
-learns it at its second long wait or spell."""
+only when another one no more than twice as long follows (:func:`_confirmed`), so a fault is
+never the habit its repeat is judged by, while a group whose rhythm is slow (a rare committer,
+a batch job) learns it at its second long wait or spell."""
 
 FORGET_HALF_LIFE_MS = 6 * 3_600_000
 """A learned usual wait halves over this much time without a longer one."""
@@ -288,7 +288,7 @@ def _confirmed(
 ) -> NDArray[np.bool_]:
     """Which of the waits or spells that ``ended`` are learned. A short one, or one within
     :data:`OUTAGE_FACTOR` of the ``usual`` so far, is; a long one beyond it is a fault that
-    healed until another one at least half as long follows. The last unconfirmed length is
+    healed until another one follows, no more than twice as long. The last unconfirmed length is
     kept per row in ``unconfirmed`` (0 when none), and cleared when it is confirmed."""
     held = unconfirmed[index]
     long = ended & (length > LEARN_OUTRIGHT_MS) & (length > OUTAGE_FACTOR * usual)
