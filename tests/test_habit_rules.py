@@ -664,3 +664,40 @@ def test_a_batch_job_every_forty_minutes_is_paged_only_while_new_and_when_it_sto
     assert late[0].result.findings[0].status == "STOP"
     last_run_ended_s = (3 * every + 3) * 10
     assert late[0].at / 1000 - last_run_ended_s <= 1.2 * (every - 3) * 10 + 20
+
+
+def job_and_gaps(phases: list[tuple[int, bool]]) -> list[dict[str, Any]]:
+    """A group through ``(scans, running)`` phases: running, it reads everything and commits
+    each scan, its member listed, and commits on the way out; between runs, no member, a
+    record a second arriving."""
+    committed, log_end, members, generation, last = [], [], [], 1, 0
+    for scans, running in phases:
+        generation += 1
+        for scan in range(scans):
+            end = 10 * len(log_end) + 5
+            leaving = not running and scan == 0 and len(log_end) > 0
+            last = end if running else end - 3 if leaving else last
+            committed.append(last)
+            log_end.append(end)
+            members.append(generation if running else 0)
+    states = ["Stable" if m else "Empty" for m in members]
+    return [series(committed=joined(committed), log_end=joined(log_end),
+                   members=joined([1 if m else 0 for m in members]), group_state=joined(states),
+                   member_hash=joined(members))]  # fmt: skip
+
+
+def test_a_half_hourly_batch_job_is_stopped_between_runs_only_until_it_has_left_once():
+    # 25 minutes without members, a 2-minute run that commits and leaves: its next pause is
+    # not a stop (the second run leaves within twice the pause it followed).
+    gap, run = 150, 12
+    job = job_and_gaps([(gap, False), (run, True), (gap, False), (run, True), (gap, False)])
+    assert transitions(GRACEFUL, job) == [
+        t for t in transitions(GRACEFUL, job) if t.at <= (gap + run) * 10_000
+    ]
+    # A service down for 25 minutes that then ran for three hours is stopped a minute and a
+    # half after it stops again: its long spell was an outage, not a job's pause.
+    service = job_and_gaps([(gap, False), (1080, True), (gap, False)])
+    late = [t for t in transitions(GRACEFUL, service) if t.at > (gap + 1080) * 10_000]
+    assert [(t.previous.value, t.current.value) for t in late][:1] == [("OK", "ERR")]
+    assert late[0].result.findings[0].status == "STOP"
+    assert late[0].at / 1000 - (gap + 1080) * 10 <= 100

@@ -12,7 +12,15 @@ from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.habits import NULL, UNSET_TS, WAITS_TO_LEARN, ScanTimes, ScanView, offset_moved
+from notifier.rules.habits import (
+    LEARN_AT_MOST_MS,
+    NULL,
+    UNSET_TS,
+    WAITS_TO_LEARN,
+    ScanTimes,
+    ScanView,
+    offset_moved,
+)
 from notifier.rules.kernels import SEVERITY_NONE, STALL, STOP
 from notifier.rules.kinds.base import (
     Description,
@@ -58,19 +66,43 @@ class ProgressRule(KindRule):
     )  # fmt: skip
 
 
+LONG_SPELL_AT_MOST_MS = 6 * 3_600_000
+"""The longest memberless spell learned as a batch job's habit (see :func:`follow_departures`)."""
+
+
 def follow_departures(
     columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
 ) -> None:
     """Whether the current memberless spell began abruptly: members that leave on purpose
     commit on the way out (``close()``, a revoke); a spell that begins with the offset
-    standing still and records waiting is a crash whose session timed out."""
-    began = columns["e_memberless_since"][index] == scan.ts
+    standing still and records waiting is a crash whose session timed out.
+
+    And the spells of a batch job that runs every half hour or every few hours: a memberless
+    spell longer than :data:`~notifier.rules.habits.LEARN_AT_MOST_MS` is not learned as the
+    group's usual restart when it ends (it may have been an outage), but it is once the
+    members that came back leave again on purpose within twice its length: come, read,
+    commit, leave is a job's run, and the spell before it was the job's pause."""
+    since = columns["e_memberless_since"][index]
+    began = since == scan.ts
     known = scan.committed != NULL
     abrupt = began & ~offset_moved(scan) & known & (scan.log_end > scan.committed)
-    still = columns["e_memberless_since"][index] != UNSET_TS
+    still = since != UNSET_TS
     columns["e_memberless_abrupt"][index] = np.where(
         began, abrupt, columns["e_memberless_abrupt"][index] & still
     )
+    mirrored = columns["e_spell_began"][index]
+    spell = scan.ts - mirrored
+    ended = scan.had_sample & (mirrored != UNSET_TS) & (since != mirrored)
+    long = ended & (spell > LEARN_AT_MOST_MS) & (spell <= LONG_SPELL_AT_MOST_MS)
+    pending = np.where(long, spell, columns["e_long_spell_ms"][index])
+    pending_end = np.where(long, scan.ts, columns["e_long_spell_end"][index])
+    due = began & (pending > 0)
+    learn = due & ~abrupt & (scan.ts - pending_end <= 2 * pending)
+    usual = columns["e_usual_memberless_ms"][index]
+    columns["e_usual_memberless_ms"][index] = np.where(learn, np.maximum(usual, pending), usual)
+    columns["e_long_spell_ms"][index] = np.where(due, 0.0, pending)
+    columns["e_long_spell_end"][index] = np.where(due, UNSET_TS, pending_end)
+    columns["e_spell_began"][index] = since
 
 
 @dataclass(slots=True)
@@ -261,6 +293,12 @@ KIND = RuleKind(
     evaluate=evaluate,
     describe=describe,
     evidence=KindEvidence(
-        columns=(("e_memberless_abrupt", np.bool_, False),), update=follow_departures
+        columns=(
+            ("e_memberless_abrupt", np.bool_, False),
+            ("e_spell_began", np.int64, UNSET_TS),
+            ("e_long_spell_ms", np.float64, 0.0),
+            ("e_long_spell_end", np.int64, UNSET_TS),
+        ),
+        update=follow_departures,
     ),
 )
