@@ -23,23 +23,29 @@ and every incident kind over its own grid (detection delay per cell), simulated 
 :mod:`notifier.backtest.kafkasim`, a model of what brokers and clients do written apart from
 the rules. Precision, recall and delays are then given on the sweep, the fleet, and both.
 
-A third corpus is recorded from a real broker (:mod:`notifier.recorder`, committed in
-``benchmarks/corpora/kafka-4.4-recorded``): real aiokafka and Java consumers scripted to crash,
-restart, roll, pause, stall, stop, fall behind, rewind and lose records on Apache Kafka 4.4,
-scanned by the service itself, labelled by the scripts. It is scored the same way, per kind,
-with the benign pages per scenario, and counts in the figures of all corpora together.
+Two more corpora are recorded from real brokers (:mod:`notifier.recorder`, committed in
+``benchmarks/corpora/kafka-4.4-recorded`` and ``kafka-3.9-recorded``): real aiokafka and Java
+consumers scripted to crash, restart, roll, pause, stall, stop, fall behind, rewind and lose
+records on Apache Kafka 4.4 and 3.9 (the latter with a broker restart), scanned by the service
+itself, labelled by the scripts. Each is scored the same way, per kind, with the benign pages
+per scenario; then both together, and they count in the figures of all corpora together.
 
-A fourth corpus is generated apart from the rules (:mod:`notifier.synth.independent`: a fleet
+Another corpus is generated apart from the rules (:mod:`notifier.synth.independent`: a fleet
 modelled from the domain notes and client defaults by someone who had not read the rules, every
-benign pattern at random points of its range, faults of every kind) and scored the same way, as
-is any labelled corpus in the recorded corpus's format given with ``--corpus DIR``. For each of
-these, every false page and every missed label of the defaults is listed with its group's
-pattern and parameters (``--details``: Burrow's too).
+benign pattern at random points of its range, faults of every kind) in the recorded corpora's
+format, and any labelled corpus in that format can be given with ``--corpus DIR``. Every
+labelled corpus on disk, recorded or not, is scored by :func:`score_labelled` and printed by
+:func:`print_labelled`: figures per configuration and kind, false pages per scenario, and every
+false page, missed label and label caught later than the p90 target with its scenario, minute
+and group (every configuration's on the recorded corpora, the defaults' on the others;
+``--details``: every configuration's everywhere). The JSON line holds each corpus under
+``corpora`` by name (``kafka-4.4-recorded``, ``kafka-3.9-recorded``, ``independent``, each
+``--corpus`` path) and the recorded ones pooled under ``recorded``.
 
     python benchmarks/alert_quality.py            # 3 seeds x 150 groups x 6 h, sweep 2 replicas
     python benchmarks/alert_quality.py --full     # 5 seeds x 300 groups x 12 h, 4 replicas
     python benchmarks/alert_quality.py --report DIR   # also the sweep's heat maps (HTML, PNG)
-                                                      # and the recorded corpus's tables
+                                                      # and every labelled corpus's tables
     python benchmarks/alert_quality.py --no-sweep --no-fleet --corpus DIR   # your own corpus
 
 Targets for the defaults (10 s scans, the sweep and the fleet together): precision >= 0.98,
@@ -51,6 +57,7 @@ Ends with one JSON line (the sweep's figures in it too).
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import shutil
 import sys
@@ -78,13 +85,17 @@ from notifier.backtest.scoring import labels_frame  # noqa: E402
 from notifier.backtest.sweepreport import write_sweep_report  # noqa: E402
 from notifier.history import load_incidents, read_history  # noqa: E402
 from notifier.recorder import load_corpus  # noqa: E402
+from notifier.recorder.corpus import iso_ms  # noqa: E402
 from notifier.rules import RulesConfig, load_rules, parse_rules  # noqa: E402
 from notifier.synth import synthesize_fleet  # noqa: E402
 from notifier.synth.independent import generate as generate_independent  # noqa: E402
 
 INTERVAL_S = 10.0
 WARMUP_MS = 30 * 60_000
-RECORDED = ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded"
+RECORDED = [
+    ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded",
+    ROOT / "benchmarks" / "corpora" / "kafka-3.9-recorded",
+]
 INDEPENDENT = {"groups": 160, "hours": 4.0, "seed": 1}
 INDEPENDENT_FULL = {"groups": 300, "hours": 8.0, "seed": 1}
 TARGETS = {
@@ -106,6 +117,21 @@ class Corpus:
     groups: int
     counted_from_ms: int
     end_ms: int
+
+
+@dataclass
+class Labelled:
+    """A labelled corpus on disk (recorded from a broker, generated apart from the rules, or
+    given with ``--corpus``) scored through every configuration by :func:`score_labelled`."""
+
+    name: str
+    title: str
+    recorded: bool
+    figures: dict[str, dict[str, Any]]  # per configuration, with its benign pages per scenario
+    labels: pd.DataFrame
+    groups: pd.DataFrame
+    meta: dict[str, Any]
+    started_ms: int
 
 
 def build_corpus(seed: int, groups: int, hours: float, workdir: Path) -> Corpus:
@@ -150,14 +176,16 @@ def benign_pages(alerts: pd.DataFrame, groups: pd.DataFrame) -> dict[str, int]:
     return {name: int(counts.get(name, 0)) for name in groups["scenario"]}
 
 
-def _print_recorded(
-    recorded: dict[str, dict[str, Any]],
-    groups: pd.DataFrame,
-    meta: dict[str, Any],
-    title: str = "recorded corpus",
-) -> None:
-    names = list(recorded)
-    print(f"\n{title} ({meta['broker']}, {len(groups)} groups, "
+def print_labelled(corpus: Labelled, every_config: bool) -> None:
+    """What :func:`score_labelled` found on one corpus: the figures of every configuration,
+    the false pages per scenario, and the defaults' false pages, misses and late detections one
+    by one, each with its scenario, minute and group (every configuration's with
+    ``every_config``)."""
+    figures_of, groups, meta = corpus.figures, corpus.groups, corpus.meta
+    for name, figures in figures_of.items():
+        _print(f"{name} on the {corpus.title}", figures)
+    names = list(figures_of)
+    print(f"\n{corpus.title} ({meta['broker']}, {len(groups)} groups, "
           f"{meta['duration_s'] / 60:.0f} min at {meta['scan_interval_s']:g} s scans, warm-up "
           f"{meta['warmup_s'] / 60:g} min): false pages per scenario")  # fmt: skip
     per_scenario = groups.groupby("scenario", sort=False).agg(
@@ -165,71 +193,87 @@ def _print_recorded(
     )
     print(f"  {'scenario':<26}{'kind':<16}{'groups':>7}" + "".join(f"{n:>12}" for n in names))
     for scenario, row in per_scenario.iterrows():
-        cells = "".join(f"{recorded[n]['benign_pages'][scenario]:>12}" for n in names)
+        cells = "".join(f"{figures_of[n]['benign_pages'][scenario]:>12}" for n in names)
         print(f"  {scenario:<26}{row.kind or '-':<16}{row.groups:>7}{cells}")
+    for name in names:
+        if name == "defaults" or every_config:
+            _print_details(corpus, name)
 
 
-def _print_details(
-    name: str,
-    figures: dict[str, Any],
-    labels: pd.DataFrame,
-    groups: pd.DataFrame,
-) -> None:
-    """Every false page and every missed label of one configuration, with the group's pattern
-    and set-up, so that each can be read against what the group did."""
-    by_group = groups.set_index("group")
+def _print_details(corpus: Labelled, name: str) -> None:
+    """Every false page, missed label and late detection of one configuration: minute of the
+    corpus, UTC, scenario, rule or kind, how long the page stayed open or how late it came, the
+    group and what it was set up to do, so that each can be read against what the group did."""
+    figures = corpus.figures[name]
+    by_group = corpus.groups.set_index("group")
+    started = corpus.started_ms
+
+    def when(ms: int) -> str:
+        return f"minute {(ms - started) / 60_000:6.1f}  {iso_ms(int(ms))}"
+
+    def who(group: str) -> tuple[str, str]:
+        if group not in by_group.index:
+            return group, group
+        row = by_group.loc[group]
+        return str(row["scenario"]), f"{group}: {row['description']}"
+
     alerts = figures["_alerts"]
-    false = alerts[~alerts["matched"].astype(bool)].sort_values(["group", "start"])
-    print(f"\n  {name}: {len(false)} false pages")
+    false = alerts[~alerts["matched"].astype(bool)].sort_values(["start", "group"])
+    print(f"\n  {name} on the {corpus.title}: {len(false)} false pages "
+          "(minute of the corpus, UTC, scenario, rule, how long open)")  # fmt: skip
     for a in false.itertuples():
-        g = by_group.loc[a.group]
-        end = "open" if a.end < 0 else f"{(a.end - a.start) / 1000:.0f} s"
-        print(f"    {_clock(a.start)} {a.group} [{g['scenario']}] {a.rule} ({end}): "
-              f"{g['description']}")  # fmt: skip
+        scenario, group = who(a.group)
+        open_s = "to the end" if a.end < 0 else f"{(a.end - a.start) / 1000:.0f} s"
+        print(f"    {when(a.start)}  {scenario:<26} {a.rule:<24} {open_s:>10}  {group}")
     per_label = figures["_labels"].reset_index(drop=True)
-    missed = labels[~per_label["caught"].to_numpy()]
-    late = labels.assign(delay=per_label["delay_s"].to_numpy())
-    late = late[late["delay"] > TARGETS["delay_p90_s"]]
+    labels = corpus.labels.reset_index(drop=True).assign(
+        caught=per_label["caught"].to_numpy(), delay=per_label["delay_s"].to_numpy()
+    )
+    missed = labels[~labels["caught"].astype(bool)]
+    late = labels[labels["delay"] > TARGETS["delay_p90_s"]]
     for title, rows in ((f"{len(missed)} missed labels", missed),
                         (f"{len(late)} labels caught later than {TARGETS['delay_p90_s']:g} s "
                          "after their start", late)):  # fmt: skip
-        print(f"  {name}: {title}")
+        print(f"  {name} on the {corpus.title}: {title}")
         for lb in rows.itertuples():
-            g = by_group.loc[lb.group]
-            delay = f" caught after {lb.delay:.0f} s" if hasattr(lb, "delay") else ""
-            print(f"    {_clock(lb.start_ms)} {lb.group} [{lb.kind}] until "
-                  f"{_clock(lb.end_ms)}{delay}: {g['description']}")  # fmt: skip
+            scenario, group = who(lb.group)
+            caught = f"caught after {lb.delay:.0f} s" if lb.caught else "missed"
+            print(f"    {when(lb.start_ms)}  {scenario:<26} {lb.kind:<24} {caught:>10}  until "
+                  f"minute {(lb.end_ms - started) / 60_000:.1f}  {group}")  # fmt: skip
 
 
-def _clock(ms: int) -> str:
-    return pd.Timestamp(int(ms), unit="ms", tz="UTC").strftime("%Y-%m-%d %H:%M:%S")
-
-
-def write_recorded_report(
-    path: Path, recorded: dict[str, dict[str, Any]], groups: pd.DataFrame, meta: dict[str, Any]
-) -> None:
-    """The recorded corpus's tables as one HTML page: figures, per kind, per scenario."""
-    names = list(recorded)
-    overall = pd.DataFrame.from_dict(
-        {n: {k: recorded[n][k] for k in ("alerts", "noise", "precision", "recall",
-                                         "delay_p50_s", "delay_p90_s")} for n in names},
-        orient="index",
-    )  # fmt: skip
-    kinds = sorted({k for n in names for k in recorded[n]["kinds"]})
-    per_kind = pd.DataFrame(
-        {n: {k: _kind_cell(recorded[n]["kinds"].get(k)) for k in kinds} for n in names}
-    )
-    pages = pd.DataFrame({n: recorded[n]["benign_pages"] for n in names})
-    pages.insert(0, "kind", groups.set_index("scenario")["kind"].reindex(pages.index))
-    pages.insert(1, "description", groups.set_index("scenario")["description"])
+def write_corpora_report(path: Path, title: str, corpora: list[Labelled]) -> None:
+    """Labelled corpora's tables as one HTML page: figures, per kind, per scenario, one section
+    per corpus."""
     path.write_text(
-        "<!doctype html><meta charset=utf-8><title>Recorded corpus</title>"
+        f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 8px}</style>"
-        f"<h1>The recorded corpus: {meta['broker']}</h1>"
+        + "".join(_corpus_section(corpus) for corpus in corpora)
+    )
+
+
+def _corpus_section(corpus: Labelled) -> str:
+    figures_of, groups, meta = corpus.figures, corpus.groups, corpus.meta
+    names = list(figures_of)
+    overall = pd.DataFrame.from_dict(
+        {n: {k: figures_of[n][k] for k in ("alerts", "noise", "precision", "recall",
+                                           "delay_p50_s", "delay_p90_s")} for n in names},
+        orient="index",
+    )  # fmt: skip
+    kinds = sorted({k for n in names for k in figures_of[n]["kinds"]})
+    per_kind = pd.DataFrame(
+        {n: {k: _kind_cell(figures_of[n]["kinds"].get(k)) for k in kinds} for n in names}
+    )
+    scenarios = groups.drop_duplicates("scenario").set_index("scenario")
+    pages = pd.DataFrame({n: figures_of[n]["benign_pages"] for n in names})
+    pages.insert(0, "kind", scenarios["kind"].reindex(pages.index))
+    pages.insert(1, "description", scenarios["description"].reindex(pages.index))
+    return (
+        f"<h1>The {html.escape(corpus.title)}: {html.escape(str(meta['broker']))}</h1>"
         f"<p>{len(groups)} groups, {meta['duration_s'] / 60:.0f} min at "
         f"{meta['scan_interval_s']:g} s scans, warm-up {meta['warmup_s'] / 60:g} min; "
-        f"recorded {meta.get('started', '')} with <code>{meta.get('command', '')}</code></p>"
+        f"from {meta.get('started', '')} with <code>{meta.get('command', '')}</code></p>"
         "<h2>Alerts</h2>"
         + overall.to_html()
         + "<h2>Per incident kind: recall, delay p50 / p90 (s)</h2>"
@@ -246,27 +290,33 @@ def _kind_cell(k: dict[str, Any] | None) -> str:
 
 
 def score_labelled(
-    path: Path, title: str, configs: dict[str, RulesConfig], args: argparse.Namespace
-) -> dict[str, dict[str, Any]]:
-    """Score a labelled corpus in the recorded corpus's format (:func:`build_recorded`): the
-    figures per configuration, the false pages per scenario, and the defaults' false pages
-    and misses one by one (every configuration's with ``--details``)."""
+    path: Path, name: str, title: str, configs: dict[str, RulesConfig], recorded: bool = False
+) -> Labelled:
+    """Score a labelled corpus in the recorded corpus's format (:func:`build_recorded`) through
+    every configuration, with the false pages per scenario; :func:`print_labelled` prints it."""
     corpus, groups, meta = build_recorded(path)
-    figures_by_config = score([corpus], configs)
-    for name, figures in figures_by_config.items():
+    figures_of = score([corpus], configs)
+    for figures in figures_of.values():
         figures["benign_pages"] = benign_pages(figures["_alerts"], groups)
-        _print(f"{name} on the {title}", figures)
-    _print_recorded(figures_by_config, groups, meta, title)
-    if path != args.recorded or args.details:
-        for name, figures in figures_by_config.items():
-            if name == "defaults" or args.details:
-                _print_details(name, figures, corpus.labels, groups)
-    if args.report:
-        args.report.mkdir(parents=True, exist_ok=True)
-        page = "recorded.html" if path == args.recorded else f"{Path(path).name}.html"
-        write_recorded_report(args.report / page, figures_by_config, groups, meta)
-        print(f"\n{title}'s tables: {args.report / page}")
-    return figures_by_config
+    # a corpus that does not say when it began is timed from its first scan
+    started = meta.get("started_ms", corpus.counted_from_ms - round(float(meta["warmup_s"]) * 1000))
+    return Labelled(name, title, recorded, figures_of, corpus.labels, groups, meta, int(started))
+
+
+def pooled(parts: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Figures per configuration of several scored corpora taken as one (their labels, alerts
+    and group-days pooled), as :func:`score` gives them for one."""
+    figures: dict[str, dict[str, Any]] = {}
+    for name in parts[0]:
+        labels = pd.concat([p[name]["_labels"] for p in parts], ignore_index=True)
+        alerts = pd.concat([p[name]["_alerts"] for p in parts], ignore_index=True)
+        days = sum(p[name]["_group_days"] for p in parts)
+        figures[name] = _figures(labels, alerts, days) | {
+            "_labels": labels,
+            "_alerts": alerts,
+            "_group_days": days,
+        }
+    return figures
 
 
 def burrow_only(rules: RulesConfig, minimum_complete: float) -> RulesConfig:
@@ -467,10 +517,13 @@ def main() -> None:
     parser.add_argument(
         "--recorded",
         type=Path,
+        nargs="+",
         default=RECORDED,
-        help="the recorded corpus (default benchmarks/corpora/kafka-4.4-recorded)",
+        metavar="DIR",
+        help="the recorded corpora (default benchmarks/corpora/kafka-4.4-recorded and "
+        "kafka-3.9-recorded)",
     )
-    parser.add_argument("--no-recorded", action="store_true", help="leave the recorded corpus out")
+    parser.add_argument("--no-recorded", action="store_true", help="leave the recorded corpora out")
     parser.add_argument(
         "--no-independent",
         action="store_true",
@@ -482,13 +535,16 @@ def main() -> None:
         type=Path,
         action="append",
         default=[],
+        metavar="DIR",
         help="also score this labelled corpus (the recorded corpus's format: history/, "
         "incidents.csv, groups.csv, corpus.json); repeatable",
     )
     parser.add_argument(
         "--details",
         action="store_true",
-        help="list every false page and miss of every configuration, not only the defaults'",
+        help="list every false page, miss and late detection of every configuration on every "
+        "corpus (by default: every configuration's on the recorded corpora, the defaults' on "
+        "the others)",
     )
     parser.add_argument("--report", type=Path, help="write the sweep's heat maps (HTML, PNG) here")
     args = parser.parse_args()
@@ -518,10 +574,15 @@ def main() -> None:
         results = score(corpora, configs)
         for name, figures in results.items():
             _print(name, figures)
-    recorded: dict[str, dict[str, Any]] = {}
+    labelled: list[Labelled] = []
+
+    def add(corpus: Labelled) -> None:
+        labelled.append(corpus)
+        print_labelled(corpus, every_config=args.details or corpus.recorded)
+
     if not args.no_recorded:
-        recorded = score_labelled(args.recorded, "recorded corpus", configs, args)
-    labelled: dict[str, dict[str, dict[str, Any]]] = {}
+        for path in args.recorded:
+            add(score_labelled(path, path.name, f"recorded corpus {path.name}", configs, True))
     if not args.no_independent:
         size = INDEPENDENT_FULL if args.full else INDEPENDENT
         with tempfile.TemporaryDirectory(prefix="independent-") as tmp:
@@ -530,11 +591,30 @@ def main() -> None:
             print(f"\nindependent corpus: {size['groups']} groups x {size['hours']:g} h, seed "
                   f"{size['seed']}, {generated.rows} rows, {len(generated.labels)} labels, "
                   f"generated in {time.perf_counter() - made:.0f} s")  # fmt: skip
-            labelled["independent"] = score_labelled(
-                generated.path, "independent corpus", configs, args
-            )
+            add(score_labelled(generated.path, "independent", "independent corpus", configs))
     for path in args.corpus:
-        labelled[str(path)] = score_labelled(path, f"corpus {path}", configs, args)
+        add(score_labelled(path, str(path), f"corpus {path}", configs))
+    recorded_corpora = [c for c in labelled if c.recorded]
+    recorded: dict[str, dict[str, Any]] = {}
+    if recorded_corpora:
+        recorded = pooled([c.figures for c in recorded_corpora])
+        for name, figures in recorded.items():
+            figures["benign_pages"] = {
+                f"{c.name}/{scenario}": pages
+                for c in recorded_corpora
+                for scenario, pages in c.figures[name]["benign_pages"].items()
+            }
+            if len(recorded_corpora) > 1:
+                _print(f"{name} on the recorded corpora together", figures)
+    if args.report and labelled:
+        args.report.mkdir(parents=True, exist_ok=True)
+        pages = {"recorded.html": ("Recorded corpora", recorded_corpora)} | {
+            f"{Path(c.name).name}.html": (c.title, [c]) for c in labelled if not c.recorded
+        }
+        for page, (title, corpora) in pages.items():
+            if corpora:
+                write_corpora_report(args.report / page, title, corpora)
+                print(f"\n{title}'s tables: {args.report / page}")
     sweep_summary: dict[str, Any] = {}
     together: dict[str, dict[str, Any]] = {}
     if not args.no_sweep:
@@ -560,6 +640,8 @@ def main() -> None:
                 f"rules {args.rules.name}, {replicas} replicas",
             )
             print(f"\nheat maps: {args.report / 'sweep.html'} and {len(pngs)} PNG files")
+        all_corpora = ["sweep", *(["fleet"] if results else []),
+                       *(Path(c.name).name for c in labelled)]  # fmt: skip
         for name in sweep_names:
             s_labels, s_alerts = sweep_frames(swept, name)
             days = sum((p.duration_s - p.warmup_s) / 86400 * len(p.x_values) * len(p.y_values)
@@ -569,7 +651,7 @@ def main() -> None:
                 k: sweep_figures[k]
                 for k in ("alerts", "noise", "precision", "recall", "delay_p50_s", "delay_p90_s")
             }
-            parts = [corpus[name] for corpus in (results, recorded, *labelled.values())
+            parts = [corpus[name] for corpus in (results, *(c.figures for c in labelled))
                      if name in corpus]  # fmt: skip
             if parts:
                 both_l = pd.concat([*(p["_labels"] for p in parts), s_labels], ignore_index=True)
@@ -584,8 +666,7 @@ def main() -> None:
             if name in together:
                 t = together[name]
                 print(
-                    f"{name} on sweep + fleet{' + recorded' if recorded else ''}"
-                    f"{''.join(' + ' + Path(c).name for c in labelled)}: precision "
+                    f"{name} on {' + '.join(all_corpora)}: precision "
                     f"{t['precision']:.3f}, recall "
                     f"{t['recall']:.3f}, delay p50 {t['delay_p50_s']:.0f} s p90 "
                     f"{t['delay_p90_s']:.0f} s, per kind recall "
@@ -593,23 +674,17 @@ def main() -> None:
                 )
     scored = together or results or {n: {**sweep_summary[n], "kinds": sweep_summary[n]["kinds"]}
                                      for n in sweep_names if n in sweep_summary}  # fmt: skip
-    if not scored:
-        parts = [p for p in (recorded, *labelled.values()) if p]
-        if len(parts) == 1:
-            scored = parts[0]
-        elif parts:
-            days = sum(p["defaults"]["_group_days"] for p in parts)
-            scored = {
-                name: _figures(
-                    pd.concat([p[name]["_labels"] for p in parts], ignore_index=True),
-                    pd.concat([p[name]["_alerts"] for p in parts], ignore_index=True),
-                    days,
-                )
-                for name in configs
-            }
+    if not scored and labelled:
+        scored = pooled([c.figures for c in labelled])
+        if len(labelled) > 1:
             print("\nall labelled corpora together:")
             for name, figures in scored.items():
                 _print(name, figures)
+    if not scored:
+        raise SystemExit(
+            "nothing to score: every corpus was left out (--no-fleet, --no-sweep, "
+            "--no-recorded, --no-independent and no --corpus)"
+        )
     baselines = {name: scored[name] for name in ("burrow_mc0", "burrow_mc1") if name in scored}
     met = _met(scored["defaults"], baselines)
     if sweep_summary:
@@ -634,7 +709,7 @@ def main() -> None:
                     "labels": labels,
                     "fleet": not args.no_fleet,
                     "sweep": not args.no_sweep,
-                    "recorded": None if args.no_recorded else str(args.recorded),
+                    "recorded": None if args.no_recorded else [str(p) for p in args.recorded],
                     "independent": None
                     if args.no_independent
                     else (INDEPENDENT_FULL if args.full else INDEPENDENT),
@@ -650,12 +725,12 @@ def main() -> None:
                     for n, r in recorded.items()
                 },
                 "corpora": {
-                    corpus: {
+                    c.name: {
                         n: {k: r[k] for k in headline}
                         | {"kinds": r["kinds"], "benign_pages_by_scenario": r["benign_pages"]}
-                        for n, r in figures.items()
+                        for n, r in c.figures.items()
                     }
-                    for corpus, figures in labelled.items()
+                    for c in labelled
                 },
                 "baseline": {n: {k: b.get(k) for k in headline} for n, b in baselines.items()},
                 "targets": TARGETS | {"benign_pages": 0},

@@ -1,4 +1,4 @@
-"""The corpus recorded from a real broker (issue 28): the committed corpus loads and its labels
+"""The corpora recorded from real brokers (issue 28): each committed corpus loads and its labels
 name groups its history holds; the recorder, end to end on Apache Kafka, writes a history and
 labels that the backtest scores."""
 
@@ -15,10 +15,11 @@ from notifier.backtest import GridConfig, ReplayOptions, SampleArrays, match_inc
 from notifier.backtest.scoring import labels_frame
 from notifier.embedded.apache_kafka import ApacheKafkaBroker
 from notifier.recorder import BY_NAME, CLUSTER, Timeline, load_corpus, record
+from notifier.recorder.scenarios import SETS
 from notifier.rules import load_rules
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded"
+CORPORA = ROOT / "benchmarks" / "corpora"
 FAULT_KINDS = {"stalled", "stopped", "consumers_gone", "lagging", "rewound", "retention_loss"}
 
 
@@ -28,12 +29,23 @@ def _per_scan(table: pd.DataFrame, group: str) -> pd.DataFrame:
     return rows.groupby("ts")[["committed_offset", "log_end_offset"]].sum()
 
 
-def test_the_committed_corpus_loads_and_its_labels_name_groups_of_its_history() -> None:
-    corpus = load_corpus(CORPUS)
+@pytest.mark.parametrize(
+    ("name", "broker", "labels_per_kind"),
+    [
+        ("kafka-4.4-recorded", "Apache Kafka 4.4.0", 3),
+        # 5-6 of every kind but the rewinds (3: recorded before their second round fitted).
+        ("kafka-3.9-recorded", "Apache Kafka 3.9.2", 3),
+    ],
+)
+def test_a_committed_corpus_loads_and_its_labels_name_groups_of_its_history(
+    name: str, broker: str, labels_per_kind: int
+) -> None:
+    path = CORPORA / name
+    corpus = load_corpus(path)
     table = corpus.table.to_pandas()
     scanned = set(table["group"])
 
-    assert corpus.meta["broker"] == "Apache Kafka 4.4.0"
+    assert corpus.meta["broker"] == broker
     assert corpus.scan_interval_s == 10.0
     assert set(corpus.groups["group"]) == scanned, "every scripted group is in the history"
     assert set(table["cluster"]) == {CLUSTER}
@@ -45,9 +57,32 @@ def test_the_committed_corpus_loads_and_its_labels_name_groups_of_its_history() 
     first, last = table["ts"].min(), table["ts"].max()
     assert ((corpus.labels["start"] >= first) & (corpus.labels["start"] <= last)).all()
     assert (corpus.labels["onset"].map(pd.Timestamp) <= corpus.labels["start"]).all()
+    assert corpus.labels["kind"].value_counts().min() >= labels_per_kind
+    # A group's faults (two rounds of those that heal, in the longer corpus) do not overlap.
+    for _, faults in corpus.labels.sort_values("start").groupby("group"):
+        assert (faults["start"].iloc[1:].to_numpy() > faults["end"].iloc[:-1].to_numpy()).all()
     # Small enough to live in the repository.
-    size = sum(f.stat().st_size for f in CORPUS.rglob("*") if f.is_file())
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     assert size < 5_000_000
+
+
+def test_the_classic_corpus_has_a_broker_restart_and_the_load_it_was_recorded_under() -> None:
+    """Kafka 3.9's corpus: its scenario set (classic groups only), the broker restarted once
+    mid-recording (the service's scans failed meanwhile: a gap in the history), no consumer
+    that failed by itself, and the load average the scans were made under."""
+    corpus = load_corpus(CORPORA / "kafka-3.9-recorded")
+    assert set(corpus.groups["scenario"]) == {s.name for s in SETS["kafka-3.9"].scenarios}
+    assert {s.protocol for s in SETS["kafka-3.9"].scenarios} == {"classic"}
+    assert corpus.meta["client_failures"] == []
+    (restart,) = corpus.meta["broker_restarts"]
+    assert 0 < restart["down_s"] < 300
+    scans = np.unique(corpus.table.column("ts").cast("int64").to_numpy())
+    down = pd.Timestamp(restart["down"]).value // 1_000_000
+    gap_at = scans[np.argmax(np.diff(scans)) + 1]
+    assert np.diff(scans).max() > 2 * corpus.scan_interval_s * 1000
+    assert down < gap_at < down + 300_000, "the longest gap between scans follows the restart"
+    assert corpus.meta["load_average"]["cores"] >= 1
+    assert corpus.meta["load_average"]["during_1min_median"] > 0
 
 
 @pytest.mark.kafka

@@ -4,10 +4,12 @@ restart, roll, rebalance, stall, fall behind, rewind and lose records, scanned b
 itself into its history, with labels written by the scripts.
 
 Modules: ``member`` (the aiokafka member process, steered by signals), ``stage`` (what a script
-works with: timeline, plans, consumers, labels), ``scenarios`` (the scripts, :data:`SCENARIOS`),
-``recording`` (:func:`record`: topics, traffic, the service, the scripts), ``corpus`` (the corpus
-on disk: :func:`write_corpus`, :func:`load_corpus`). ``benchmarks/record_corpus.py`` records one;
-``benchmarks/alert_quality.py`` scores the committed one.
+works with: timeline, plans, consumers, labels), ``scenarios`` (the scripts, :data:`SCENARIOS`
+for Kafka 4.4, and the scenario sets, ``SETS``: ``kafka-4.4`` and the classic-only ``kafka-3.9``),
+``recording`` (:func:`record`: topics, traffic, the service, the scripts, a broker restart),
+``corpus`` (the corpus on disk: :func:`write_corpus`, :func:`load_corpus`).
+``benchmarks/record_corpus.py`` records one; ``benchmarks/alert_quality.py`` scores the
+committed ones.
 
 Each name is imported from its module when first used: every consumer process the recorder starts
 runs ``python -m notifier.recorder.member``, which imports this package first, and forty of them

@@ -67,7 +67,11 @@ class Member:
         self.rewind_requested = False
         self.stopping = asyncio.Event()
         self.consumed: dict[TopicPartition, int] = {}
-        self.consumer = AIOKafkaConsumer(
+        self.consumer = self._new_consumer()
+
+    def _new_consumer(self) -> AIOKafkaConsumer:
+        args = self.args
+        return AIOKafkaConsumer(
             bootstrap_servers=args.bootstrap,
             group_id=args.group,
             group_instance_id=args.instance_id,
@@ -104,8 +108,26 @@ class Member:
     def rate(self) -> float:
         return float(self.args.slow_rate if self.slow else self.args.capacity)
 
+    async def _start(self) -> bool:
+        """Start the consumer; while the broker cannot be reached (a broker restart), try again
+        every two seconds, as a supervisor restarts a pod that crashed at start. False when
+        told to stop first."""
+        while not self.stopping.is_set():
+            try:
+                await self.consumer.start()
+                return True
+            except CLIENT_ERRORS as exc:
+                log.warning("start failed, again in 2 s: %r", exc)
+                with contextlib.suppress(*CLIENT_ERRORS):
+                    await asyncio.wait_for(self.consumer.stop(), 10)
+                self.consumer = self._new_consumer()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), 2.0)
+        return False
+
     async def run(self) -> None:
-        await self.consumer.start()
+        if not await self._start():
+            return
         if not self.args.assign:
             self.consumer.subscribe([self.args.topic], listener=_Revoked(self))
         else:
@@ -183,8 +205,12 @@ class Member:
         assigned = self.consumer.assignment()
         if not assigned:
             return False
-        ends = await self.consumer.end_offsets(list(assigned))
-        positions = [await self.consumer.position(tp) for tp in assigned]
+        try:
+            ends = await self.consumer.end_offsets(list(assigned))
+            positions = [await self.consumer.position(tp) for tp in assigned]
+        except CLIENT_ERRORS as exc:  # the broker away: not known to be caught up yet
+            log.info("end offsets failed: %r", exc)
+            return False
         return all(p >= ends[tp] for p, tp in zip(positions, assigned))
 
 

@@ -3,8 +3,9 @@
 :func:`record` creates each scenario's topic, produces its traffic, starts ``notifier run`` (the
 service, as a process: its collector scans the broker every ``scan_interval_s`` and its history
 writer writes every scan, exactly as in production; the rules it evaluates on the way play no
-part in what is recorded), runs every script at once for the timeline's duration, stops the
-service (which flushes its history), and writes the corpus (:mod:`notifier.recorder.corpus`).
+part in what is recorded), runs every script at once for the timeline's duration (restarting
+the broker once on the way when the timeline says so), stops the service (which flushes its
+history), and writes the corpus (:mod:`notifier.recorder.corpus`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,7 +33,7 @@ from aiokafka.errors import KafkaError
 
 from notifier.embedded.apache_kafka import KafkaTools
 from notifier.history import read_history
-from notifier.recorder.corpus import CLUSTER, write_corpus
+from notifier.recorder.corpus import CLUSTER, iso_ms, write_corpus
 from notifier.recorder.scenarios import Scenario
 from notifier.recorder.stage import Plan, Stage, Timeline, now_ms
 
@@ -66,16 +69,29 @@ async def record(
     seed: int = 1,
     command: str = "",
     workdir: Path | None = None,
+    restart_broker: Callable[[], object] | None = None,
+    load_average: Callable[[], tuple[float, float, float]] = os.getloadavg,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Recording:
     """Record ``scenarios`` on the broker at ``bootstrap`` into the corpus folder ``out``.
 
     ``tools`` (the broker's :class:`KafkaTools`) runs the Java consumers; ``workdir`` (a temp
-    directory by default) keeps the service's data and every client's log. Raises
-    :class:`RuntimeError` when the service does not come up or writes no history.
+    directory by default) keeps the service's data and every client's log. ``restart_broker``
+    (blocking: stop the broker, start it again with its data) is called at the timeline's
+    ``broker_restart_s``, which needs it. Raises :class:`RuntimeError` when the service does
+    not come up or writes no history, :class:`ValueError` when a scenario cannot run on
+    ``kafka_version`` or the timeline wants a restart nobody can do.
     """
     timeline = timeline or Timeline()
     plans = [s.plan(prefix) for s in scenarios]
+    kafka_4 = int(kafka_version.split(".", 1)[0]) >= 4
+    for plan in plans:
+        if plan.client == "java" and plan.protocol == "consumer" and not kafka_4:
+            raise ValueError(f"scenario {plan.scenario}: group.protocol=consumer (KIP-848) "
+                             f"needs Apache Kafka 4 or later, not {kafka_version}")  # fmt: skip
+    if timeline.broker_restart_s is not None and restart_broker is None:
+        raise ValueError(f"the timeline restarts the broker at {timeline.broker_restart_s:g} "
+                         "s, but no restart_broker was given")  # fmt: skip
     own_workdir = workdir is None
     work = Path(tempfile.mkdtemp(prefix="notifier-record-")) if workdir is None else workdir
     work.mkdir(parents=True, exist_ok=True)
@@ -88,6 +104,8 @@ async def record(
         stage = Stage(bootstrap, tools, timeline, work)
         stopping = asyncio.Event()
         producing: asyncio.Task[None] | None = None
+        restarts: list[dict[str, object]] = []
+        loads: list[tuple[float, float, float]] = [load_average()]
         try:
             await service.start()
             stage.begin()
@@ -97,8 +115,12 @@ async def record(
                 asyncio.create_task(scenario.script(stage, plan, random.Random(rng.random())))
                 for scenario, plan in zip(scenarios, plans)
             ]
+            if timeline.broker_restart_s is not None and restart_broker is not None:
+                scripts.append(asyncio.create_task(_restart_broker(
+                    stage, timeline.broker_restart_s, restart_broker, restarts, progress
+                )))  # fmt: skip
             progress(f"{len(scripts)} scripts running for {timeline.duration_s:g} s")
-            await _watch(scripts, stage, progress)
+            await _watch(scripts, stage, progress, lambda: loads.append(load_average()))
             ended_ms = stage.end_ms
         finally:
             await service.stop()
@@ -127,6 +149,8 @@ async def record(
                 "seed": seed,
                 "command": command,
                 "client_failures": sorted(c.name for c in stage.failed()),
+                "broker_restarts": restarts,
+                "load_average": _load_summary(loads),
             },
         )
         scans = len(set(table.column("ts").cast("int64").to_pylist()))
@@ -138,8 +162,42 @@ async def record(
             shutil.rmtree(work, ignore_errors=True)
 
 
+async def _restart_broker(
+    stage: Stage,
+    at_s: float,
+    restart: Callable[[], object],
+    restarts: list[dict[str, object]],
+    progress: Callable[[str], None],
+) -> None:
+    """Restart the broker at ``at_s`` (in a thread: the clients and the traffic go on meanwhile,
+    failing as they would), and note when it went down and when it served again."""
+    await stage.until(at_s)
+    progress(f"  {stage.elapsed_s:5.0f} s: restarting the broker")
+    down_ms = now_ms()
+    await asyncio.to_thread(restart)
+    up_ms = now_ms()
+    restarts.append({"down": iso_ms(down_ms), "up": iso_ms(up_ms), "at_s": round(at_s, 1),
+                     "down_s": round((up_ms - down_ms) / 1000, 1)})  # fmt: skip
+    progress(f"  {stage.elapsed_s:5.0f} s: the broker serves again after "
+             f"{(up_ms - down_ms) / 1000:.0f} s")  # fmt: skip
+
+
+def _load_summary(loads: list[tuple[float, float, float]]) -> dict[str, object]:
+    """The machine's 1-minute load average: before the recording, and over it (every minute)."""
+    ones = [one for one, _, _ in loads]
+    return {
+        "before": list(loads[0]),
+        "during_1min_median": round(statistics.median(ones[1:] or ones), 2),
+        "during_1min_max": round(max(ones), 2),
+        "cores": os.cpu_count(),
+    }
+
+
 async def _watch(
-    scripts: list[asyncio.Task[None]], stage: Stage, progress: Callable[[str], None]
+    scripts: list[asyncio.Task[None]],
+    stage: Stage,
+    progress: Callable[[str], None],
+    every_minute: Callable[[], object] = lambda: None,
 ) -> None:
     """Wait for every script, saying how far the recording is every minute; a script that
     fails fails the recording."""
@@ -153,6 +211,7 @@ async def _watch(
             await asyncio.gather(*pending, return_exceptions=True)
             return
         done, pending = await asyncio.wait(pending, timeout=min(60.0, left))
+        every_minute()
         for task in done:
             task.result()
         for consumer in stage.failed():
@@ -163,7 +222,8 @@ async def _watch(
         if pending:
             alive = sum(1 for c in stage.consumers if c.running)
             progress(f"  {stage.elapsed_s:5.0f} s: {alive} consumer processes, "
-                     f"{len(stage.labels)} labels so far")  # fmt: skip
+                     f"{len(stage.labels)} labels so far, "
+                     f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 async def _create_topics(bootstrap: str, plans: Sequence[Plan]) -> None:
@@ -185,52 +245,86 @@ async def _produce(
     transaction a second, one in eight aborted."""
     plain = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
     await plain.start()
-    producers = [plain]
     tasks = []
     try:
         for plan in plans:
-            producer = plain
-            if plan.transactional:
-                producer = AIOKafkaProducer(
-                    bootstrap_servers=bootstrap, transactional_id=f"{plan.topic}-tx"
-                )
-                await producer.start()
-                producers.append(producer)
+            producer = _Transactional(bootstrap, plan.topic) if plan.transactional else None
             tasks.append(asyncio.create_task(
-                _traffic(producer, plan, stopping, random.Random(rng.random()))
+                _traffic(plain, producer, plan, stopping, random.Random(rng.random()))
             ))  # fmt: skip
         await stopping.wait()
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for producer in producers:
+        with contextlib.suppress(KafkaError, OSError, TimeoutError):
+            await asyncio.wait_for(plain.stop(), 10)
+
+
+class _Transactional:
+    """A topic's transactional producer, started anew (same ``transactional.id``: the new one
+    fences the old and aborts its open transaction) after a failure such as a broker restart,
+    from which an aiokafka transactional producer does not recover by itself."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.transactional_id = f"{topic}-tx"
+        self.producer: AIOKafkaProducer | None = None
+
+    async def get(self) -> AIOKafkaProducer:
+        if self.producer is None:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.bootstrap, transactional_id=self.transactional_id
+            )
+            try:
+                await producer.start()
+            except BaseException:
+                with contextlib.suppress(KafkaError, OSError, TimeoutError):
+                    await asyncio.wait_for(producer.stop(), 10)
+                raise
+            self.producer = producer
+        return self.producer
+
+    async def discard(self) -> None:
+        producer, self.producer = self.producer, None
+        if producer is not None:
             with contextlib.suppress(KafkaError, OSError, TimeoutError):
                 await asyncio.wait_for(producer.stop(), 10)
 
 
 async def _traffic(
-    producer: AIOKafkaProducer, plan: Plan, stopping: asyncio.Event, rng: random.Random
+    plain: AIOKafkaProducer,
+    transactional: _Transactional | None,
+    plan: Plan,
+    stopping: asyncio.Event,
+    rng: random.Random,
 ) -> None:
     sent = 0
-    while not stopping.is_set():
-        started = time.monotonic()
-        count = max(0, round(rng.gauss(plan.rate, plan.rate**0.5)))
-        try:
-            if plan.transactional:
-                aborted = rng.random() < 1 / 8
-                await producer.begin_transaction()
-                await _send(producer, plan, count, sent)
-                if aborted:
-                    await producer.abort_transaction()
+    try:
+        while not stopping.is_set():
+            started = time.monotonic()
+            count = max(0, round(rng.gauss(plan.rate, plan.rate**0.5)))
+            try:
+                if transactional is not None:
+                    aborted = rng.random() < 1 / 8
+                    producer = await transactional.get()
+                    await producer.begin_transaction()
+                    await _send(producer, plan, count, sent)
+                    if aborted:
+                        await producer.abort_transaction()
+                    else:
+                        await producer.commit_transaction()
                 else:
-                    await producer.commit_transaction()
-            else:
-                await _send(producer, plan, count, sent)
-            sent += count
-        except (KafkaError, TimeoutError) as exc:
-            log.warning("producing to %s failed: %r", plan.topic, exc)
-        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+                    await _send(plain, plan, count, sent)
+                sent += count
+            except (KafkaError, TimeoutError, OSError) as exc:
+                log.warning("producing to %s failed: %r", plan.topic, exc)
+                if transactional is not None:
+                    await transactional.discard()
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+    finally:
+        if transactional is not None:
+            await transactional.discard()
 
 
 async def _send(producer: AIOKafkaProducer, plan: Plan, count: int, sent: int) -> None:

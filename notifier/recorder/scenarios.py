@@ -20,7 +20,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from notifier.recorder.stage import COOPERATIVE_STICKY, Consumer, Plan, Stage
+from notifier.embedded.apache_kafka import CLASSIC_KAFKA_VERSION, KAFKA_VERSION
+from notifier.recorder.stage import COOPERATIVE_STICKY, RANGE, Consumer, Plan, Stage, Timeline
 
 Script = Callable[[Stage, Plan, random.Random], Coroutine[Any, Any, None]]
 
@@ -39,6 +40,8 @@ class Scenario:
     rate: float = 8.0
     topic_config: dict[str, str] = field(default_factory=dict)
     transactional: bool = False
+    protocol: str = "classic"
+    """The Java consumer's ``group.protocol`` (``consumer``: KIP-848, Kafka 4 only)."""
 
     def plan(self, prefix: str) -> Plan:
         name = f"{prefix}{self.name}"
@@ -54,6 +57,7 @@ class Scenario:
             description=self.description,
             topic_config=dict(self.topic_config),
             transactional=self.transactional,
+            protocol=self.protocol,
         )
 
 
@@ -80,6 +84,22 @@ def _fault(stage: Stage, rng: random.Random) -> tuple[float, float]:
     return rng.uniform(*t.onset_s), rng.uniform(*t.fault_length_s)
 
 
+def _faults(
+    stage: Stage, rng: random.Random, settle_s: float = 120.0, lasts_s: float | None = None
+) -> list[tuple[float, float]]:
+    """A healing fault's rounds (onset, length): one, or one every ``fault_every_s`` of the
+    timeline as long as the fault (its length, or ``lasts_s`` for one whose label has a fixed
+    span, a rewind) and ``settle_s`` to heal fit before the end."""
+    t = stage.timeline
+    rounds = [_fault(stage, rng)]
+    while t.fault_every_s > 0:
+        onset, length = rounds[-1][0] + t.fault_every_s, rng.uniform(*t.fault_length_s)
+        if onset + (length if lasts_s is None else lasts_s) + settle_s > t.duration_s:
+            break
+        rounds.append((onset, length))
+    return rounds
+
+
 def _members(stage: Stage, plan: Plan, count: int, *options: str) -> list[Consumer]:
     return [stage.member(plan, *options) for _ in range(count)]
 
@@ -100,21 +120,29 @@ def _healthy(count: int, *options: str) -> Script:
     return script
 
 
-async def _batch_job(stage: Stage, plan: Plan, rng: random.Random) -> None:
-    """A job every 4 minutes: joins, reads everything, commits, leaves (the group Empty)."""
-    await _start(stage, rng)
-    while stage.elapsed_s < stage.timeline.duration_s - 30:
-        job = stage.member(plan, "--until-caught-up", "--capacity", "400")
-        if not await job.wait(120):
-            await job.stop()
-        await stage.until(stage.elapsed_s + 240 + rng.uniform(-20, 20))
+def _batch_job(every_s: float) -> Script:
+    """A job every ``every_s``: joins, reads everything, commits, leaves (the group Empty)."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        while stage.elapsed_s < stage.timeline.duration_s - 30:
+            job = stage.member(plan, "--until-caught-up", "--capacity", "400")
+            if not await job.wait(120):
+                await job.stop()
+            await stage.until(stage.elapsed_s + every_s + rng.uniform(-20, 20))
+
+    return script
 
 
-async def _java_healthy(stage: Stage, plan: Plan, rng: random.Random) -> None:
-    await _start(stage, rng)
-    protocol = "consumer" if "consumer" in plan.scenario else "classic"
-    stage.java_member(plan, protocol)
-    await _run_out(stage)
+def _java_healthy(**properties: str) -> Script:
+    """Kafka's console consumer with ``properties`` (see :meth:`Stage.java_member`)."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        stage.java_member(plan, **properties)
+        await _run_out(stage)
+
+    return script
 
 
 # -- benign -----------------------------------------------------------------------------------
@@ -137,23 +165,49 @@ def _crash_restart(count: int, restart_s: tuple[float, float], *options: str) ->
     return script
 
 
-async def _static_restart(stage: Stage, plan: Plan, rng: random.Random) -> None:
+def _static_restart(
+    count: int = 2, session_ms: int = 45_000, restart_s: tuple[float, float] = (5, 25)
+) -> Script:
     """Static members (``group.instance.id``): one killed and back within the session timeout
     under the same instance id, so the group does not rebalance at all."""
-    await _start(stage, rng)
-    ids = [f"{plan.group}-static-{i}" for i in range(2)]
 
-    def start(i: int) -> Consumer:
-        return stage.member(plan, "--instance-id", ids[i], "--session-timeout-ms", "45000")
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        ids = [f"{plan.group}-static-{i}" for i in range(count)]
 
-    members = [start(i) for i in range(2)]
-    for at in _events(stage, rng):
-        await stage.until(at)
-        victim = rng.randrange(2)
-        await members[victim].kill()
-        await asyncio.sleep(rng.uniform(5, 25))
-        members[victim] = start(victim)
-    await _run_out(stage)
+        def start(i: int) -> Consumer:
+            return stage.member(plan, "--instance-id", ids[i], "--session-timeout-ms",
+                                str(session_ms))  # fmt: skip
+
+        members = [start(i) for i in range(count)]
+        for at in _events(stage, rng):
+            await stage.until(at)
+            victim = rng.randrange(count)
+            await members[victim].kill()
+            await asyncio.sleep(rng.uniform(*restart_s))
+            members[victim] = start(victim)
+        await _run_out(stage)
+
+    return script
+
+
+def _dead_member_frozen(count: int, frozen_s: tuple[float, float]) -> Script:
+    """One of ``count`` members frozen (SIGSTOP) for longer than its 45 s session: the broker
+    keeps it, and its partitions stand still, until the session times out and the others take
+    them over; thawed (SIGCONT), it finds itself out of the group and joins again."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        members = _members(stage, plan, count, "--session-timeout-ms", "45000")
+        for at in _events(stage, rng):
+            await stage.until(at)
+            victim = members[rng.randrange(count)]
+            victim.signal(signal.SIGSTOP)
+            await asyncio.sleep(rng.uniform(*frozen_s))
+            victim.signal(signal.SIGCONT)
+        await _run_out(stage)
+
+    return script
 
 
 async def _rolling_eager(stage: Stage, plan: Plan, rng: random.Random) -> None:
@@ -172,32 +226,43 @@ async def _rolling_eager(stage: Stage, plan: Plan, rng: random.Random) -> None:
     await _run_out(stage)
 
 
-async def _rolling_cooperative(stage: Stage, plan: Plan, rng: random.Random) -> None:
-    """A rolling deploy of two Java classic members with the cooperative-sticky assignor
-    (only the moved partitions pause); the new pod starts before the old one stops."""
-    await _start(stage, rng)
-    members = [stage.java_member(plan, "classic", COOPERATIVE_STICKY) for _ in range(2)]
-    for at in _events(stage, rng):
-        await stage.until(at)
-        for i in range(len(members)):
-            replacement = stage.java_member(plan, "classic", COOPERATIVE_STICKY)
-            await asyncio.sleep(rng.uniform(8, 15))
-            await members[i].stop()
-            members[i] = replacement
-            await asyncio.sleep(rng.uniform(10, 20))
-    await _run_out(stage)
+def _rolling_java(count: int, assignor: str, surge: bool) -> Script:
+    """A rolling deploy of ``count`` Java classic members with ``assignor`` (cooperative-sticky:
+    only the moved partitions pause; range: eager, every step revokes everything). With
+    ``surge`` the new pod starts before the old one stops; without, it replaces it a few
+    seconds after."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        members = [stage.java_member(plan, assignor) for _ in range(count)]
+        for at in _events(stage, rng):
+            await stage.until(at)
+            for i in range(len(members)):
+                if surge:
+                    replacement = stage.java_member(plan, assignor)
+                    await asyncio.sleep(rng.uniform(8, 15))
+                    await members[i].stop()
+                else:
+                    await members[i].stop()
+                    await asyncio.sleep(rng.uniform(3, 10))
+                    replacement = stage.java_member(plan, assignor)
+                members[i] = replacement
+                await asyncio.sleep(rng.uniform(10, 20))
+        await _run_out(stage)
+
+    return script
 
 
 async def _java_crash(stage: Stage, plan: Plan, rng: random.Random) -> None:
-    """Kafka's consumer (KIP-848 protocol) killed with ``kill -9`` and restarted: the broker
-    keeps the dead member's partitions until its session times out."""
+    """Kafka's consumer killed with ``kill -9`` and restarted: the broker keeps the dead
+    member's partitions until its session times out."""
     await _start(stage, rng)
-    member = stage.java_member(plan, "consumer")
+    member = stage.java_member(plan)
     for at in _events(stage, rng):
         await stage.until(at)
         await member.kill()
         await asyncio.sleep(rng.uniform(5, 15))
-        member = stage.java_member(plan, "consumer")
+        member = stage.java_member(plan)
     await _run_out(stage)
 
 
@@ -244,9 +309,9 @@ async def _stalled(stage: Stage, plan: Plan, rng: random.Random) -> None:
     committed offset frozen while records arrive; then it resumes and drains."""
     await _start(stage, rng)
     members = _members(stage, plan, 2 if plan.commit_every_s >= 30 else 1)
-    onset, length = _fault(stage, rng)
-    await _signal_over(stage, members, signal.SIGUSR2, onset, onset + length)
-    stage.label(plan, onset, onset + plan.commit_every_s, onset + length)
+    for onset, length in _faults(stage, rng):
+        await _signal_over(stage, members, signal.SIGUSR2, onset, onset + length)
+        stage.label(plan, onset, onset + plan.commit_every_s, onset + length)
     await _run_out(stage)
 
 
@@ -258,31 +323,36 @@ def _stopped(java: bool) -> Script:
         await _start(stage, rng)
 
         def start() -> Consumer:
-            return stage.java_member(plan, "consumer") if java else stage.member(plan)
+            return stage.java_member(plan) if java else stage.member(plan)
 
         count = 1 if java else 2
         members = [start() for _ in range(count)]
-        onset, length = _fault(stage, rng)
-        await stage.until(onset)
-        await asyncio.gather(*(m.stop() for m in members))
-        await stage.until(onset + length)
-        members = [start() for _ in range(count)]
-        stage.label(plan, onset, onset + 60, onset + length)
+        for onset, length in _faults(stage, rng):
+            await stage.until(onset)
+            await asyncio.gather(*(m.stop() for m in members))
+            await stage.until(onset + length)
+            members = [start() for _ in range(count)]
+            stage.label(plan, onset, onset + 60, onset + length)
         await _run_out(stage)
 
     return script
 
 
-def _consumers_gone(killed: bool, java: bool = False) -> Script:
+def _consumers_gone(
+    killed: bool, java: bool = False, count: int | None = None, static: bool = False
+) -> Script:
     """Every member gone for good (stopped, or killed: then kept until its session times
-    out); the group Empty to the end."""
+    out); the group Empty to the end. ``static`` members (``group.instance.id``) do not
+    leave the group when stopped: the broker keeps them until their session times out."""
 
     async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
         await _start(stage, rng)
         if java:
-            members = [stage.java_member(plan, "consumer")]
+            members = [stage.java_member(plan)]
         else:
-            members = _members(stage, plan, 1 if killed else 2)
+            many = count or (1 if killed else 2)
+            ids = [f"{plan.group}-static-{i}" for i in range(many)]
+            members = [stage.member(plan, *(("--instance-id", i) if static else ())) for i in ids]
         onset, _ = _fault(stage, rng)
         await stage.until(onset)
         await asyncio.gather(*(m.kill() if killed else m.stop() for m in members))
@@ -299,9 +369,9 @@ async def _lagging(stage: Stage, plan: Plan, rng: random.Random) -> None:
     count = 2
     slow = f"{plan.rate / 4 / count:g}"
     members = _members(stage, plan, count, "--slow-rate", slow)
-    onset, length = _fault(stage, rng)
-    await _signal_over(stage, members, signal.SIGUSR1, onset, onset + length)
-    stage.label(plan, onset, onset + max(60.0, plan.commit_every_s), onset + length)
+    for onset, length in _faults(stage, rng):
+        await _signal_over(stage, members, signal.SIGUSR1, onset, onset + length)
+        stage.label(plan, onset, onset + max(60.0, plan.commit_every_s), onset + length)
     await _run_out(stage)
 
 
@@ -314,11 +384,11 @@ def _rewound(rewind_to: float, count: int) -> Script:
         capacity = f"{3 * plan.rate / count:g}"
         options = ("--capacity", capacity, "--rewind-to", f"{rewind_to:g}")
         members = _members(stage, plan, count, *options)
-        onset, _ = _fault(stage, rng)
-        await stage.until(onset)
-        for m in members:
-            m.signal(signal.SIGHUP)
-        stage.label(plan, onset, onset, onset + 600)
+        for onset, _ in _faults(stage, rng, settle_s=0.0, lasts_s=600.0):
+            await stage.until(onset)
+            for m in members:
+                m.signal(signal.SIGHUP)
+            stage.label(plan, onset, onset, onset + 600)
         await _run_out(stage)
 
     return script
@@ -327,13 +397,21 @@ def _rewound(rewind_to: float, count: int) -> Script:
 async def _retention_loss(stage: Stage, plan: Plan, rng: random.Random) -> None:
     """The member slows to an eighth of the traffic on a topic that keeps 90 s: the log start
     overtakes its committed offset within a few minutes and records it never read are
-    deleted; it resets to the earliest offset and is overtaken again, to the end."""
+    deleted; it resets to the earliest offset and is overtaken again, to the end (or, when
+    the timeline repeats faults, until its speed is back after the fault's length, when it
+    catches up; then again)."""
     await _start(stage, rng)
     (member,) = _members(stage, plan, 1, "--slow-rate", f"{plan.rate / 8:g}")
-    onset, _ = _fault(stage, rng)
-    await stage.until(onset)
-    member.signal(signal.SIGUSR1)
-    stage.label(plan, onset, onset + max(60.0, plan.commit_every_s), stage.timeline.duration_s)
+    rounds = _faults(stage, rng)
+    heals = stage.timeline.fault_every_s > 0
+    for onset, length in rounds:
+        end = onset + length if heals else stage.timeline.duration_s
+        if heals:
+            await _signal_over(stage, [member], signal.SIGUSR1, onset, end)
+        else:
+            await stage.until(onset)
+            member.signal(signal.SIGUSR1)
+        stage.label(plan, onset, onset + max(60.0, plan.commit_every_s), end)
     await _run_out(stage)
 
 
@@ -347,11 +425,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("healthy-every150", "one member committing every 2.5 minutes", _healthy(1),
              commit="every:150", rate=2.0),
     Scenario("batch-job", "a job every 4 minutes: reads everything, commits, leaves",
-             _batch_job, commit="every:3600", rate=2.0),
+             _batch_job(240), commit="every:3600", rate=2.0),
     Scenario("java-consumer-healthy", "Kafka's console consumer, group.protocol=consumer",
-             _java_healthy, client="java", commit="auto:5"),
+             _java_healthy(), client="java", commit="auto:5", protocol="consumer"),
     Scenario("java-classic-healthy", "Kafka's console consumer, group.protocol=classic",
-             _java_healthy, client="java", commit="auto:5"),
+             _java_healthy(), client="java", commit="auto:5"),
     # benign
     Scenario("crash-restart-every30", "two members committing every 30 s; one killed "
              "(kill -9) and restarted after 5-20 s", _crash_restart(2, (5, 20)),
@@ -363,14 +441,15 @@ SCENARIOS: tuple[Scenario, ...] = (
              "kept until its 45 s session times out, back after 60-90 s",
              _crash_restart(3, (60, 90)), commit="every:10", partitions=6),
     Scenario("static-restart", "two static members (group.instance.id) committing every "
-             "30 s; one killed and back within the session timeout", _static_restart,
+             "30 s; one killed and back within the session timeout", _static_restart(),
              commit="every:30"),
     Scenario("rolling-eager", "a rolling deploy of three aiokafka members (eager)",
              _rolling_eager, partitions=6),
     Scenario("rolling-cooperative", "a rolling deploy of two Java classic members "
-             "(cooperative-sticky), surge first", _rolling_cooperative, client="java"),
+             "(cooperative-sticky), surge first", _rolling_java(2, COOPERATIVE_STICKY, surge=True),
+             client="java"),
     Scenario("java-consumer-crash", "Kafka's consumer (KIP-848) killed (kill -9) and "
-             "restarted after 5-15 s", _java_crash, client="java"),
+             "restarted after 5-15 s", _java_crash, client="java", protocol="consumer"),
     Scenario("backpressure-pause", "two members committing every 30 s pause() every "
              "partition for 20-45 s", _backpressure, commit="every:30"),
     Scenario("frozen-process", "one member's process frozen (SIGSTOP) for 10-25 s",
@@ -387,7 +466,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stopped-aiokafka", "both members stopped gracefully, back minutes later",
              _stopped(java=False), kind="stopped"),
     Scenario("stopped-java", "the Java (KIP-848) member stopped, back minutes later",
-             _stopped(java=True), kind="stopped", client="java"),
+             _stopped(java=True), kind="stopped", client="java", protocol="consumer"),
     Scenario("consumers-gone-stopped", "both members stopped gracefully, never back",
              _consumers_gone(killed=False), kind="consumers_gone", commit="every:30"),
     Scenario("consumers-gone-killed", "the member killed (kill -9), never back",
@@ -401,7 +480,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stopped-every60", "both members (commits every 60 s) stopped, back later",
              _stopped(java=False), kind="stopped", commit="every:60"),
     Scenario("consumers-gone-java", "the Java (KIP-848) member stopped, never back",
-             _consumers_gone(killed=False, java=True), kind="consumers_gone", client="java"),
+             _consumers_gone(killed=False, java=True), kind="consumers_gone", client="java",
+             protocol="consumer"),
     Scenario("lagging-every10", "both members (commits every 10 s) slow to a quarter",
              _lagging, kind="lagging", commit="every:10", rate=16.0),
     Scenario("rewound-quarter", "both members (commits every 10 s) seek a quarter of the "
@@ -420,4 +500,101 @@ SCENARIOS: tuple[Scenario, ...] = (
              topic_config=SHORT_RETENTION),
 )  # fmt: skip
 
-BY_NAME = {s.name: s for s in SCENARIOS}
+_KAFKA_4 = {s.name: s for s in SCENARIOS}
+
+CLASSIC_SCENARIOS: tuple[Scenario, ...] = (
+    # healthy
+    *(_KAFKA_4[n] for n in ("healthy-auto5", "healthy-every30", "healthy-every150",
+                            "batch-job", "java-classic-healthy")),
+    Scenario("healthy-trickle", "one member, auto-commit 5 s, one partition at 0.2 records/s",
+             _healthy(1), partitions=1, rate=0.2),
+    Scenario("healthy-16p-fast", "three members, auto-commit 5 s, 16 partitions at 50 "
+             "records/s", _healthy(3), partitions=16, rate=50.0),
+    Scenario("batch-job-7min", "a job every 7 minutes on 8 partitions: reads everything, "
+             "commits, leaves", _batch_job(420), commit="every:3600", partitions=8, rate=4.0),
+    # benign
+    *(_KAFKA_4[n] for n in ("crash-restart-auto5", "crash-restart-every30", "dead-member",
+                            "static-restart", "rolling-eager", "backpressure-pause",
+                            "frozen-process", "standalone-assign", "transactional")),
+    Scenario("crash-restart-every60", "two members committing every 60 s on 8 partitions; one "
+             "killed (kill -9) and restarted after 5-20 s", _crash_restart(2, (5, 20)),
+             commit="every:60", partitions=8, rate=4.0),
+    Scenario("dead-member-frozen", "three members committing every 30 s; one frozen (SIGSTOP) "
+             "for 55-80 s, past its 45 s session, kept until it times out, then thawed",
+             _dead_member_frozen(3, (55, 80)), commit="every:30", partitions=6),
+    Scenario("static-restart-three", "three static members (auto-commit 5 s, session 60 s) on "
+             "12 partitions; one killed, back after 10-40 s", _static_restart(3, 60_000, (10, 40)),
+             partitions=12, rate=12.0),
+    Scenario("rolling-eager-java", "a rolling deploy of three Java classic members (range "
+             "assignor: eager), each stopped before its replacement starts",
+             _rolling_java(3, RANGE, surge=False), client="java", partitions=6),
+    Scenario("rolling-cooperative-three", "a rolling deploy of three Java classic members "
+             "(cooperative-sticky), surge first", _rolling_java(3, COOPERATIVE_STICKY, surge=True),
+             client="java", partitions=6),
+    Scenario("standalone-assign-16p", "assign() of 16 partitions at 30 records/s, commits "
+             "every 30 s, no members", _healthy(1, "--assign", "16"), commit="every:30",
+             partitions=16, rate=30.0),
+    Scenario("transactional-java", "a transactional producer (1 in 8 aborted) and Kafka's "
+             "console consumer (classic) with isolation.level=read_committed",
+             _java_healthy(isolation_level="read_committed"), client="java",
+             transactional=True),
+    # faults: the kinds that heal come twice (the timeline's fault_every_s)
+    *(_KAFKA_4[n] for n in ("stalled-auto5", "stalled-every30", "stalled-every60",
+                            "stopped-aiokafka", "stopped-every60",
+                            "consumers-gone-stopped", "consumers-gone-killed",
+                            "lagging-auto5", "lagging-every30", "lagging-every10",
+                            "rewound-quarter", "rewound-start", "rewound-half",
+                            "retention-loss-auto5", "retention-loss-every10",
+                            "retention-loss-every30")),
+    Scenario("stopped-java-classic", "Kafka's console consumer (classic) stopped, back minutes "
+             "later", _stopped(java=True), kind="stopped", client="java"),
+    Scenario("consumers-gone-java-classic", "Kafka's console consumer (classic) stopped, never "
+             "back", _consumers_gone(killed=False, java=True), kind="consumers_gone",
+             client="java"),
+    Scenario("consumers-gone-every60", "two members committing every 60 s on 8 partitions, "
+             "both killed (kill -9), never back", _consumers_gone(killed=True, count=2),
+             kind="consumers_gone", commit="every:60", partitions=8, rate=4.0),
+    Scenario("consumers-gone-static", "two static members (group.instance.id) stopped: no "
+             "LeaveGroup, kept until their session times out, never back",
+             _consumers_gone(killed=False, static=True), kind="consumers_gone"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ScenarioSet:
+    """The scenarios of one recording, the broker they are written for and its timeline."""
+
+    name: str
+    description: str
+    kafka_version: str
+    timeline: Timeline
+    scenarios: tuple[Scenario, ...]
+
+
+SETS: dict[str, ScenarioSet] = {
+    s.name: s
+    for s in (
+        ScenarioSet(
+            "kafka-4.4",
+            "35 groups for 26 minutes, KIP-848 and classic groups, one fault per fault group",
+            KAFKA_VERSION,
+            Timeline(),
+            SCENARIOS,
+        ),
+        ScenarioSet(
+            "kafka-3.9",
+            "44 groups for 46 minutes, classic groups only, the faults that heal twice, "
+            "five groups gone for good, a broker restart between the two rounds",
+            CLASSIC_KAFKA_VERSION,
+            Timeline(
+                duration_s=2760.0,
+                fault_every_s=1200.0,
+                broker_restart_s=1440.0,
+            ),
+            CLASSIC_SCENARIOS,
+        ),
+    )
+}
+"""Scenario sets by name: ``kafka-4.4`` (the default, the first corpus), ``kafka-3.9``."""
+
+BY_NAME = {s.name: s for scenarios in (SCENARIOS, CLASSIC_SCENARIOS) for s in scenarios}

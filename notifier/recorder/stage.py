@@ -23,6 +23,8 @@ from typing import IO
 from notifier.embedded.apache_kafka import KafkaTools
 
 COOPERATIVE_STICKY = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
+RANGE = "org.apache.kafka.clients.consumer.RangeAssignor"
+"""The eager assignor: every rebalance revokes every partition of every member."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,13 @@ class Timeline:
     fault_length_s: tuple[float, float] = (360.0, 540.0)
     start_spread_s: float = 150.0
     """Members start spread over this long, so that forty processes do not start at once."""
+    fault_every_s: float = 0.0
+    """When set, a fault that heals (a stall, a stop, a slowdown, a rewind, a retention loss)
+    comes back this long after its previous onset, as many times as it fits before the end;
+    0: one fault per group (those of the kinds that heal last only ``fault_length_s``)."""
+    broker_restart_s: float | None = None
+    """When set, the broker is restarted (a controlled shutdown, then started again with its
+    data) this far into the recording, if the recorder can restart it."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,9 @@ class Plan:
     description: str
     topic_config: dict[str, str] = field(default_factory=dict)
     transactional: bool = False
+    protocol: str = "classic"
+    """The Java consumer's ``group.protocol``: ``classic`` or ``consumer`` (KIP-848, Kafka 4
+    brokers); aiokafka members are always classic."""
 
     @property
     def commit_every_s(self) -> float:
@@ -141,23 +153,29 @@ class Stage:
         ]  # fmt: skip
         return self._spawn(plan, n, command)
 
-    def java_member(self, plan: Plan, protocol: str, assignor: str | None = None) -> Consumer:
+    def java_member(self, plan: Plan, assignor: str | None = None, **properties: str) -> Consumer:
         """Start Kafka's own console consumer in ``plan``'s group, ``group.protocol`` =
-        ``protocol`` (``consumer``: KIP-848; ``classic``), auto-committing every 5 s."""
+        ``plan.protocol`` (``consumer``: KIP-848; ``classic``), auto-committing at
+        ``plan``'s interval (``auto:5``: every 5 s); ``properties`` are more consumer
+        settings (``isolation_level="read_committed"``: ``isolation.level=read_committed``)."""
         if self.tools is None:
             raise RuntimeError(f"{plan.scenario}: Java consumers need the broker's Kafka tools")
         n = next(self._count)
-        properties = {
-            "group.protocol": protocol,
+        settings = {
+            "group.protocol": plan.protocol,
             "client.id": f"{plan.group}-{n}",
             "auto.offset.reset": "earliest",
-            "auto.commit.interval.ms": "5000",
+            "auto.commit.interval.ms": str(round(plan.commit_every_s * 1000)),
+            **{key.replace("_", "."): value for key, value in properties.items()},
         }
         if assignor:
-            properties["partition.assignment.strategy"] = assignor
+            settings["partition.assignment.strategy"] = assignor
         args = ["--bootstrap-server", self.bootstrap, "--topic", plan.topic, "--group", plan.group]
-        for key, value in properties.items():
-            args += ["--command-property", f"{key}={value}"]
+        # Kafka 4.1 renamed the console consumer's --consumer-property (KIP-1147).
+        kafka_4 = int(self.tools.version.split(".", 1)[0]) >= 4
+        option = "--command-property" if kafka_4 else "--consumer-property"
+        for key, value in settings.items():
+            args += [option, f"{key}={value}"]
         return self._spawn(plan, n, self.tools.java_command("console-consumer", *args))
 
     def _spawn(self, plan: Plan, n: int, command: list[str]) -> Consumer:
