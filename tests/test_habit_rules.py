@@ -649,20 +649,20 @@ def batch_job(every: int, runs: int, scans: int) -> list[dict[str, Any]]:
                    members=joined(members), member_hash=joined(hashes))]  # fmt: skip
 
 
-def test_a_batch_job_every_forty_minutes_is_paged_only_while_new_and_when_it_stops_running():
-    every = 240  # scans: 40 minutes between runs, longer than any restart
-    seen = transitions(GRACEFUL, batch_job(every, 6, every * 6))
+def test_a_batch_job_every_ten_minutes_is_paged_only_while_new_and_when_it_stops_running():
+    every = 60  # scans: 10 minutes between runs, longer than any restart
+    seen = transitions(GRACEFUL, batch_job(every, 12, every * 12))
     pages = [t for t in seen if t.current.value == "ERR"]
     # Its first two spells page (nothing tells them from a stopped consumer yet); the second
     # confirms the first, and from the third on its rhythm is its habit.
     assert len(pages) == 2
     assert all(t.at < 2 * every * 10_000 for t in pages)
     # A job that stops running is paged once its usual spell x tolerance is over.
-    stopped = transitions(GRACEFUL, batch_job(every, 4, every * 7))
-    late = [t for t in stopped if t.current.value == "ERR" and t.at > 4 * every * 10_000]
+    stopped = transitions(GRACEFUL, batch_job(every, 6, every * 9))
+    late = [t for t in stopped if t.current.value == "ERR" and t.at > 6 * every * 10_000]
     assert len(late) == 1
     assert late[0].result.findings[0].status == "STOP"
-    last_run_ended_s = (3 * every + 3) * 10
+    last_run_ended_s = (5 * every + 3) * 10
     assert late[0].at / 1000 - last_run_ended_s <= 1.2 * (every - 3) * 10 + 20
 
 

@@ -26,9 +26,9 @@ build exactly the same evidence from the same samples:
   The learned value halves every :data:`FORGET_HALF_LIFE_MS`, so a group that changes its
   habits is not judged by an old one for ever.
 * **memberless**: since when the group has had no members, the log end then, and the longest
-  such spell (up to :data:`LEARN_SPELL_AT_MOST_MS`) that ended with members back: its usual
-  restart, or a batch job's time between runs. A long spell far beyond the usual one is, like
-  a long wait, learned only when a second one confirms it.
+  such spell (up to :data:`LEARN_AT_MOST_MS`) that ended with members back: its usual restart.
+  A long spell far beyond the usual one is, like a long wait, learned only when a second one
+  confirms it.
 * **rates**: records produced per second (a slow average that bursts hardly move: the
   partition's normal), and records
   consumed and produced per second between the offset's moves, averaged over about a minute
@@ -65,12 +65,8 @@ WAITS_TO_LEARN = 5
 ``assumed_commit_interval`` is the least it is assumed to be."""
 
 LEARN_AT_MOST_MS = 15 * 60_000
-"""Waits longer than this are outages, not habits: never learned."""
-
-LEARN_SPELL_AT_MOST_MS = 2 * 3_600_000
-"""Memberless spells longer than this are never learned: a batch job that runs up to hourly
-is judged by its own rhythm, and a group whose consumers left for good is still reported
-within ``tolerance`` times its longest learned spell."""
+"""Waits and memberless spells longer than this are outages, not habits: never learned here
+(a batch job's longer spells are learned by ``progress`` from its runs)."""
 
 LEARN_OUTRIGHT_MS = 5 * 60_000
 """Waits and spells up to this long are learned as soon as they end (a commit cadence, a
@@ -263,7 +259,7 @@ def update(
     visited = gone & was_gone & moved & had
     back = (~gone | visited) & (since != UNSET_TS) & had
     usual_ml = columns["e_usual_memberless_ms"][index]
-    ended_spell = back & (spell <= LEARN_SPELL_AT_MOST_MS)
+    ended_spell = back & (spell <= LEARN_AT_MOST_MS)
     learn_spell = _confirmed(columns["e_unconfirmed_spell_ms"], index, ended_spell, spell, usual_ml)
     if learn_spell.any():
         columns["e_usual_memberless_ms"][index] = np.where(
