@@ -635,6 +635,95 @@ def test_a_consumer_left_on_the_deleted_topics_offset_is_stalled_on_the_new_log(
     assert seen[0].at / 1000 <= 300 + 10 + 90 + 20  # the usual wait and the grace
 
 
+# --------------------------------------------------------------------------------------------
+# What is learned as a habit: a fault that healed is not, a slow rhythm that recurs is
+
+
+def paused_twice(first: int, gap: int, second: int, *, members_leave: bool) -> list[dict[str, Any]]:
+    """A group committing every scan (10 s) for half an hour, then standing still for ``first``
+    scans (its members gone when ``members_leave``, having committed on the way out), back for
+    ``gap`` scans, standing still again for ``second``, and back for ten minutes."""
+    phases = [(180, True), (first, False), (gap, True), (second, False), (60, True)]
+    committed, states, members, hashes, offset, generation = [], [], [], [], 0, 1
+    for length, reading in phases:
+        if reading:
+            generation += 1
+        for _ in range(length):
+            offset += 10 if reading else 0
+            committed.append(offset)
+            present = reading or not members_leave
+            states.append("Stable" if present else "Empty")
+            members.append(2 if present else 0)
+            hashes.append(generation if present else 0)
+    log_end = [10 * (i + 1) + 5 for i in range(len(committed))]
+    return [series(committed=joined(committed), log_end=joined(log_end), group_state=joined(states),
+                   members=joined(members), member_hash=joined(hashes))]  # fmt: skip
+
+
+def fired_after(seen: list[Transition], still_since_s: list[int]) -> list[float]:
+    """Seconds from each standstill's start to the page that followed it."""
+    pages = [t.at / 1000 for t in seen if t.current.value == "ERR"]
+    return [min(p for p in pages if p >= start) - start for start in still_since_s]
+
+
+@pytest.mark.parametrize("members_leave", [False, True])
+def test_a_fault_that_healed_is_not_the_habit_its_repeat_is_judged_by(members_leave: bool):
+    # An 8-minute stall (or stop) heals; twenty minutes later the same fault comes back: it is
+    # paged as fast as the first, not judged against a usual wait (or restart) of 8 minutes.
+    seen = transitions(GRACEFUL, paused_twice(48, 120, 48, members_leave=members_leave))
+    assert [(t.previous.value, t.current.value) for t in seen] == [
+        ("OK", "ERR"), ("ERR", "OK"), ("OK", "ERR"), ("ERR", "OK")
+    ]  # fmt: skip
+    status = "STOP" if members_leave else "STALL"
+    assert {t.result.findings[0].status for t in seen[::2]} == {status}
+    first, second = fired_after(seen, [1800, 1800 + 480 + 1200])
+    assert first <= 120
+    assert second <= first + 10
+
+
+def test_a_slow_rhythm_that_recurs_is_learned_at_its_second_long_wait():
+    # Waits of 8 minutes, again and again (a rare committer): at most paged while new.
+    rhythm = [series(committed=joined([10 * (i // 48) for i in range(48 * 12)]),
+                     log_end=joined([10 * i + 5 for i in range(48 * 12)]))]  # fmt: skip
+    pages = [t for t in transitions(GRACEFUL, rhythm) if t.current.value == "ERR"]
+    assert len(pages) <= 2
+    assert all(t.at <= 3 * 480_000 for t in pages)
+
+
+def batch_job(every: int, runs: int, scans: int) -> list[dict[str, Any]]:
+    """A job that joins every ``every`` scans (the first ``runs`` times), reads everything in
+    three scans, commits and leaves: Empty in between, a record a second arriving."""
+    log_end = [10 * i + 5 for i in range(scans)]
+    committed, states, members, hashes, last = [], [], [], [], 0
+    for i in range(scans):
+        run = i // every < runs and i % every < 3
+        if run:
+            last = log_end[i] - 1
+        committed.append(last)
+        states.append("Stable" if run else "Empty")
+        members.append(1 if run else 0)
+        hashes.append(i // every + 1 if run else 0)
+    return [series(committed=joined(committed), log_end=joined(log_end), group_state=joined(states),
+                   members=joined(members), member_hash=joined(hashes))]  # fmt: skip
+
+
+def test_a_batch_job_every_ten_minutes_is_paged_only_while_new_and_when_it_stops_running():
+    every = 60  # scans: 10 minutes between runs, longer than any restart
+    seen = transitions(GRACEFUL, batch_job(every, 12, every * 12))
+    pages = [t for t in seen if t.current.value == "ERR"]
+    # Its first two spells page (nothing tells them from a stopped consumer yet); the second
+    # confirms the first, and from the third on its rhythm is its habit.
+    assert len(pages) == 2
+    assert all(t.at < 2 * every * 10_000 for t in pages)
+    # A job that stops running is paged once its usual spell x tolerance is over.
+    stopped = transitions(GRACEFUL, batch_job(every, 6, every * 9))
+    late = [t for t in stopped if t.current.value == "ERR" and t.at > 6 * every * 10_000]
+    assert len(late) == 1
+    assert late[0].result.findings[0].status == "STOP"
+    last_run_ended_s = (5 * every + 3) * 10
+    assert late[0].at / 1000 - last_run_ended_s <= 1.2 * (every - 3) * 10 + 20
+
+
 def job_and_gaps(phases: list[tuple[int, bool]]) -> list[dict[str, Any]]:
     """A group through ``(scans, running)`` phases: running, it reads everything and commits
     each scan, its member listed, and commits on the way out; between runs, no member, a

@@ -21,10 +21,14 @@ build exactly the same evidence from the same samples:
   cadence as seen from outside, learned from its own history. Not learned: waits that a
   rebalance or an empty group interrupted, waits that ended in missed scans (the move happened
   some time in the gap), and waits over :data:`LEARN_AT_MOST_MS` (an outage, not a habit).
+  A wait over :data:`LEARN_OUTRIGHT_MS` and far beyond the habit so far is learned only once
+  a second one like it confirms it: the first is as likely a stall that healed.
   The learned value halves every :data:`FORGET_HALF_LIFE_MS`, so a group that changes its
   habits is not judged by an old one for ever.
 * **memberless**: since when the group has had no members, the log end then, and the longest
   such spell (up to :data:`LEARN_AT_MOST_MS`) that ended with members back: its usual restart.
+  A long spell far beyond the usual one is, like a long wait, learned only when a second one
+  confirms it.
 * **rates**: records produced per second (a slow average that bursts hardly move: the
   partition's normal), and records
   consumed and produced per second between the offset's moves, averaged over about a minute
@@ -61,7 +65,16 @@ WAITS_TO_LEARN = 5
 ``assumed_commit_interval`` is the least it is assumed to be."""
 
 LEARN_AT_MOST_MS = 15 * 60_000
-"""Waits and memberless spells longer than this are outages, not habits: never learned."""
+"""Waits and memberless spells longer than this are outages, not habits: never learned here
+(a batch job's longer spells are learned by ``progress`` from its runs)."""
+
+LEARN_OUTRIGHT_MS = 5 * 60_000
+"""Waits and spells up to this long are learned as soon as they end (a commit cadence, a
+restart). A longer one that is also more than :data:`OUTAGE_FACTOR` times the habit learned so
+far looks like a fault that healed (a stall, a stopped consumer brought back): it is learned
+only when another one no more than twice as long follows (:func:`_confirmed`), so a fault is
+never the habit its repeat is judged by, while a group whose rhythm is slow (a rare committer,
+a batch job) learns it at its second long wait or spell."""
 
 FORGET_HALF_LIFE_MS = 6 * 3_600_000
 """A learned usual wait halves over this much time without a longer one."""
@@ -99,6 +112,8 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_memberless_since", np.int64, UNSET_TS),
     ("e_memberless_leo", np.int64, NULL),
     ("e_usual_memberless_ms", np.float64, 0.0),
+    ("e_unconfirmed_wait_ms", np.float64, 0.0),
+    ("e_unconfirmed_spell_ms", np.float64, 0.0),
     ("e_normal_rate", np.float64, np.nan),
     ("e_rate_samples", np.int32, 0),
     ("e_consume_rate", np.float64, np.nan),
@@ -210,9 +225,10 @@ def update(
     usual_ts = columns["e_usual_wait_ts"][index]
     disturbed = columns["e_wait_disturbed"][index]
     waited = ts - wait_since
-    learn = moved & (wait_since != UNSET_TS) & ~disturbed & ~blind & (waited <= LEARN_AT_MOST_MS)
+    ended = moved & (wait_since != UNSET_TS) & ~disturbed & ~blind & (waited <= LEARN_AT_MOST_MS)
+    decayed = _decayed(usual, ts - usual_ts)
+    learn = _confirmed(columns["e_unconfirmed_wait_ms"], index, ended, waited, decayed)
     if learn.any():
-        decayed = _decayed(usual, ts - usual_ts)
         usual = np.where(learn, np.maximum(decayed, waited), usual)
         usual_ts = np.where(learn, ts, usual_ts)
         columns["e_usual_wait_ms"][index] = usual
@@ -242,9 +258,10 @@ def update(
     spell = ts - since
     visited = gone & was_gone & moved & had
     back = (~gone | visited) & (since != UNSET_TS) & had
-    learn_spell = back & (spell <= LEARN_AT_MOST_MS)
+    usual_ml = columns["e_usual_memberless_ms"][index]
+    ended_spell = back & (spell <= LEARN_AT_MOST_MS)
+    learn_spell = _confirmed(columns["e_unconfirmed_spell_ms"], index, ended_spell, spell, usual_ml)
     if learn_spell.any():
-        usual_ml = columns["e_usual_memberless_ms"][index]
         columns["e_usual_memberless_ms"][index] = np.where(
             learn_spell, np.maximum(usual_ml, spell), usual_ml
         )
@@ -256,6 +273,25 @@ def update(
     )
 
     _update_rates(columns, index, scan, moved, absent | blind, times.scan_interval_ms)
+
+
+def _confirmed(
+    unconfirmed: np.ndarray,
+    index: slice | np.ndarray,
+    ended: np.ndarray,
+    length: np.ndarray,
+    usual: np.ndarray,
+) -> NDArray[np.bool_]:
+    """Which of the waits or spells that ``ended`` are learned. A short one, or one within
+    :data:`OUTAGE_FACTOR` of the ``usual`` so far, is; a long one beyond it is a fault that
+    healed until another one follows, no more than twice as long. The last unconfirmed length is
+    kept per row in ``unconfirmed`` (0 when none), and cleared when it is confirmed."""
+    held = unconfirmed[index]
+    long = ended & (length > LEARN_OUTRIGHT_MS) & (length > OUTAGE_FACTOR * usual)
+    confirmed = long & (held > 0) & (held * OUTAGE_FACTOR >= length)
+    unconfirmed[index] = np.where(confirmed, 0.0, np.where(long & ~confirmed, length, held))
+    learned: NDArray[np.bool_] = ended & (~long | confirmed)
+    return learned
 
 
 def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:
