@@ -635,13 +635,13 @@ def parse_offset_fetch(group: str, response: Any) -> dict[TopicPartition, int]:
     """One group's committed offsets from an OffsetFetch answer of any version; raises
     :class:`CoordinatorMoved` when its coordinator is elsewhere now."""
     if response.API_VERSION >= 8:
-        answers = parse_offset_fetch_groups(response)
+        answers = offset_fetch_answers(response)
         if group not in answers:
             raise ScanError(f"OffsetFetch did not answer for {group!r}")
         answer = answers[group]
         if isinstance(answer, CoordinatorMoved):
             raise answer
-        return answer
+        return answer.as_dict()
     top_error = getattr(response, "error_code", NONE)
     if top_error in COORDINATOR_ERRORS:
         raise CoordinatorMoved(f"error code {top_error}")
