@@ -32,7 +32,7 @@ import itertools
 import json
 import math
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -713,21 +713,31 @@ def idle_topic(s: Script) -> None:
     s.members()
 
 
+def _crashes(
+    s: Script, every: tuple[float, float], back_after: tuple[float, float]
+) -> Iterator[tuple[int, float, int]]:
+    """Kill one live member (no commit on the way out) at each of ``s.times(every)``, back
+    after a time drawn from ``back_after``: each kill's time, how long until back, and how
+    many members were live."""
+    for at in s.times(every):
+        live = s.live(at)
+        if not live:
+            continue
+        victim = int(s.rng.choice(live))
+        back = float(s.rng.uniform(*back_after))
+        s.replace(victim, at, back, "crash")
+        yield at, back, len(live)
+
+
 def crash_restart(s: Script) -> None:
     """A member killed (OOM, node loss, kill -9): no commit on the way out, back after a while."""
     g = s.g
     s.bursts(0.5)
     g.build_log()
     s.members()
-    for at in s.times((900, 3600)):
-        live = s.live(at)
-        if not live:
-            continue
-        victim = int(s.rng.choice(live))
-        back = float(s.rng.uniform(5, 120))
-        s.replace(victim, at, back, "crash")
+    for at, back, members in _crashes(s, (900, 3600), (5, 120)):
         g.event("member killed", at, restart_s=back, session_s=g.spec.session_s,
-                commit=g.spec.commit, members=len(live))  # fmt: skip
+                commit=g.spec.commit, members=members)  # fmt: skip
 
 
 def dead_member(s: Script) -> None:
@@ -739,15 +749,9 @@ def dead_member(s: Script) -> None:
     s.bursts(0.5)
     g.build_log()
     s.members()
-    for at in s.times((1800, 4800)):
-        live = s.live(at)
-        if not live:
-            continue
-        victim = int(s.rng.choice(live))
-        back = float(s.rng.uniform(g.spec.session_s + 20, 600))
-        s.replace(victim, at, back, "crash")
+    for at, back, members in _crashes(s, (1800, 4800), (g.spec.session_s + 20, 600)):
         g.event("member's node lost", at, back_s=back, session_s=g.spec.session_s,
-                members=len(live))  # fmt: skip
+                members=members)  # fmt: skip
 
 
 def rolling_deploy(s: Script) -> None:
