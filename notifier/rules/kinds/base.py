@@ -71,6 +71,25 @@ class Rows:
     status: np.ndarray
     """Each partition's status code under Burrow's rules (``kernels.OK`` ...)."""
 
+    def window_start(self, at: np.ndarray) -> WindowStart:
+        """The oldest sample of the windows at positions ``at``: its committed offset, its log
+        end, and the seconds from it to the newest sample. Only the rows asked for have their
+        sample times read: the times are not among what the evaluator lays out for every row."""
+        width = self.committed.shape[1]
+        first = np.clip(width - self.count[at].astype(np.int64), 0, width - 1)
+        ts = self.store.s_ts[self.rows[at]]
+        span_s = (ts[:, -1] - ts[np.arange(at.size), first]) / 1000.0
+        return WindowStart(self.committed[at, first], self.log_end[at, first], span_s)
+
+
+class WindowStart(NamedTuple):
+    """The oldest sample of some windows (:meth:`Rows.window_start`)."""
+
+    committed: np.ndarray
+    log_end: np.ndarray
+    span_s: np.ndarray
+    """Seconds from the oldest sample to the newest."""
+
 
 @dataclass(slots=True)
 class RuleRun:

@@ -65,19 +65,16 @@ def on_the_marker(lag: np.ndarray, latest_leo: np.ndarray, leo_at_move: np.ndarr
     return resting
 
 
-def seconds_to_catch_up(rows: Rows) -> np.ndarray:
-    """Seconds until the lag is gone at the pace the committed offset gained on the log end
-    over the window (first to last sample); infinite when it did not gain or is unknown."""
-    width = rows.committed.shape[1]
-    first = np.clip(width - rows.count, 0, width - 1)
-    at = np.arange(rows.committed.shape[0])
-    committed0, log_end0 = rows.committed[at, first], rows.log_end[at, first]
-    ts = rows.store.s_ts[rows.index]
-    span_s = (ts[:, -1] - ts[at, first]) / 1000.0
-    known = (committed0 != NULL) & (log_end0 != NULL) & (rows.lag >= 0) & (span_s > 0)
-    gained = (rows.latest_committed - committed0) - (rows.latest_leo - log_end0)
+def seconds_to_catch_up(rows: Rows, at: np.ndarray) -> np.ndarray:
+    """For the rows at positions ``at``: seconds until the lag is gone at the pace the
+    committed offset gained on the log end over the window (first to last sample); infinite
+    when it did not gain or is unknown."""
+    start = rows.window_start(at)
+    lag = rows.lag[at]
+    known = (start.committed != NULL) & (start.log_end != NULL) & (lag >= 0) & (start.span_s > 0)
+    gained = (rows.latest_committed[at] - start.committed) - (rows.latest_leo[at] - start.log_end)
     with np.errstate(invalid="ignore", divide="ignore"):
-        seconds = np.where(known & (gained > 0), rows.lag * span_s / gained, np.inf)
+        seconds = np.where(known & (gained > 0), lag * start.span_s / gained, np.inf)
     return np.where(np.isnan(seconds), np.inf, seconds)
 
 
@@ -97,9 +94,12 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     within_s = np.asarray(run.params["catching_up_within"])
     if np.any(within_s > 0):
         opening = ~run.state.firing[rows.gids] & (seconds > run.params["threshold"])
-        if np.any(opening):
-            catching_up = opening & (seconds_to_catch_up(rows) < within_s)
-            seconds = np.where(catching_up, 0.0, seconds)
+        at = np.flatnonzero(opening)
+        if at.size:
+            catching_up = seconds_to_catch_up(rows, at) < (
+                within_s[at] if within_s.ndim else within_s
+            )
+            seconds[at[catching_up]] = 0.0
     return Verdict(with_hysteresis(lag_seconds_above, seconds, rows, run))
 
 

@@ -115,31 +115,34 @@ BURST_FACTOR = 2.0
 are a producer burst (the normal rate itself counts a scan for at most twice normal)."""
 
 
-def in_a_burst(rows: Rows) -> np.ndarray:
-    """Rows whose log end grew over the window (first to last sample) faster than
-    :data:`BURST_FACTOR` times the partition's normal production rate."""
-    width = rows.log_end.shape[1]
-    first = np.clip(width - rows.count, 0, width - 1)
-    at = np.arange(rows.log_end.shape[0])
-    log_end0 = rows.log_end[at, first]
-    ts = rows.store.s_ts[rows.index]
-    span_s = (ts[:, -1] - ts[at, first]) / 1000.0
-    normal_rate = rows.store.evidence["e_normal_rate"][rows.index]
+def in_a_burst(rows: Rows, at: np.ndarray) -> np.ndarray:
+    """Of the rows at positions ``at``, those whose log end grew over the window (first to last
+    sample) faster than :data:`BURST_FACTOR` times the partition's normal production rate."""
+    start = rows.window_start(at)
+    normal_rate = rows.store.evidence["e_normal_rate"][rows.rows[at]]
     with np.errstate(invalid="ignore", divide="ignore"):
-        rate = (rows.latest_leo - log_end0) / span_s
-        burst: np.ndarray = (log_end0 >= 0) & (span_s > 0) & (rate > BURST_FACTOR * normal_rate)
+        rate = (rows.latest_leo[at] - start.log_end) / start.span_s
+        burst: np.ndarray = (
+            (start.log_end >= 0) & (start.span_s > 0) & (rate > BURST_FACTOR * normal_rate)
+        )
     return burst
 
 
-def behind_for_churn(rows: Rows, firing: np.ndarray) -> np.ndarray:
+def behind_for_churn(
+    rows: Rows, firing: np.ndarray, min_lag_seconds: np.ndarray | float
+) -> np.ndarray:
     """Seconds behind beyond the usual wait, where the churn can be what holds the consumer
     back: NaN (never behind) while a producer burst is arriving, which puts any consumer
     behind for a while (a rolling deploy during a burst reads at full speed between its
     changes; a storm lasts longer than a burst and is judged once it has passed). Only for
-    groups not yet ``firing``: a burst in the middle of a storm does not close its page."""
-    behind: np.ndarray = np.where(
-        ~firing & in_a_burst(rows), np.nan, rows.lag_seconds - rows.usual_wait_ms / 1000.0
-    )
+    groups not yet ``firing``: a burst in the middle of a storm does not close its page. Only
+    rows more than ``min_lag_seconds`` behind are looked at for a burst: below it, being
+    behind counts for nothing anyway."""
+    behind: np.ndarray = rows.lag_seconds - rows.usual_wait_ms / 1000.0
+    with np.errstate(invalid="ignore"):
+        at = np.flatnonzero(~firing & (behind > min_lag_seconds))
+    if at.size:
+        behind[at[in_a_burst(rows, at)]] = np.nan
     return behind
 
 
@@ -158,7 +161,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             p["lasting"] * 1000.0,
             p["max_changes"],
             sev,
-            behind_for_churn(rows, run.state.firing[rows.gids]),
+            behind_for_churn(rows, run.state.firing[rows.gids], p["min_lag_seconds"]),
             p["min_lag_seconds"],
             np.all(rows.members > 0, axis=1),
         )

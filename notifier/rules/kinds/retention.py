@@ -133,14 +133,12 @@ def losing_ground(rows: Rows, normal_rate: np.ndarray, candidates: np.ndarray) -
     out = np.zeros(candidates.shape, dtype=np.bool_)
     at = np.flatnonzero(candidates)
     if at.size:
-        width = rows.committed.shape[1]
-        first = np.clip(width - rows.count[at], 0, width - 1)
-        committed0, log_end0 = rows.committed[at, first], rows.log_end[at, first]
+        start = rows.window_start(at)
         lag = rows.lag[at]
         with np.errstate(invalid="ignore"):
             allowance = WAITS_OF_WOBBLE * normal_rate[at] * rows.usual_wait_ms[at] / 1000.0
-            grew = (lag - (log_end0 - committed0)) > np.nan_to_num(allowance)
-        out[at] = (committed0 != NULL) & (log_end0 != NULL) & (lag >= 0) & grew
+            grew = (lag - (start.log_end - start.committed)) > np.nan_to_num(allowance)
+        out[at] = (start.committed != NULL) & (start.log_end != NULL) & (lag >= 0) & grew
     return out
 
 
