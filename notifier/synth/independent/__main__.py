@@ -1,0 +1,5 @@
+"""``python -m notifier.synth.independent``: write a corpus (see the package's docstring)."""
+
+from notifier.synth.independent.fleet import main
+
+main()
