@@ -35,9 +35,10 @@ build exactly the same evidence from the same samples:
   (what the consumer does now, measured over whole commit intervals to be fair to rare
   committers).
 
-These habits serve several kinds (``progress``, ``falling_behind``). Evidence only one kind
-reads lives in that kind's module (``rewind``'s rewinds, ``rebalance_storm``'s runs of churn:
-``RuleKind.evidence``), and :mod:`notifier.rules.evidence` puts both together for the store.
+These habits serve several kinds (``progress``, ``falling_behind``, ``lag_seconds``). Evidence
+only one kind reads lives in that kind's module (``rewind``'s rewinds, ``rebalance_storm``'s
+runs of churn: ``RuleKind.evidence``), and :mod:`notifier.rules.evidence` puts both together
+for the store.
 
 Everything is a pure function of numpy arrays; :class:`~notifier.rules.store.WindowStore` owns
 the arrays and calls :func:`notifier.rules.evidence.update` from its ingest.
