@@ -759,3 +759,43 @@ def test_a_half_hourly_batch_job_is_stopped_between_runs_only_until_it_has_left_
     assert [(t.previous.value, t.current.value) for t in late][:1] == [("OK", "ERR")]
     assert late[0].result.findings[0].status == "STOP"
     assert late[0].at / 1000 - (gap + 1080) * 10 <= 100
+
+
+# --------------------------------------------------------------------------------------------
+# lag_seconds judged by the group's rhythm: an hourly batch job
+
+
+HOURLY = only({"kind": "lag_seconds", "threshold": "30m", "clear_below": "20m", "for": "2m",
+               "severity": "err", "rhythm_tolerance": 1.2})  # fmt: skip
+
+
+def hourly_job(runs: int, then_idle: int = 0) -> list[dict[str, Any]]:
+    """A job that runs every hour for a minute (reads everything, commits each scan and on the
+    way out, leaves), ``runs`` times, then stays away ``then_idle`` scans: its records wait
+    about an hour before each run."""
+    gap, run = 354, 6
+    return job_and_gaps([(gap, False), (run, True)] * runs + [(then_idle or gap, False)])
+
+
+def pages(rules: dict[str, Any], inputs: list[dict[str, Any]]) -> list[int]:
+    """When (seconds) the replay opened a page."""
+    return [t.at // 1000 for t in transitions(rules, inputs) if t.current.value == "ERR"]
+
+
+def test_an_hourly_batch_job_is_not_critically_behind_before_its_runs_once_its_rhythm_is_known():
+    job = hourly_job(4)
+    # Before any run, nothing tells an hour's pause from a consumer gone: the first one pages.
+    assert len(pages(HOURLY, job)) == 1
+    assert all(at < 3600 for at in pages(HOURLY, job))
+    # Without the rhythm, every pause pages as its records pass 30 minutes of waiting.
+    assert len(pages(only({**HOURLY["rules"][0], "rhythm_tolerance": 0}), job)) == 5
+
+
+def test_an_hourly_batch_job_that_misses_its_runs_is_critically_behind_soon_after():
+    # Three runs, then none for three hours: its records wait past 1.2 x its hour.
+    missed = pages(HOURLY, hourly_job(3, then_idle=1080))
+    last_left_s = (354 + 6) * 3 * 10
+    late = [at - last_left_s for at in missed if at > last_left_s]
+    assert len(late) == 1
+    # 1.2 x (the 59-minute pause + a scan's wait) and the rule's 2 minutes.
+    assert 1.2 * 3540 <= late[0] <= 1.2 * 3560 + 120 + 20

@@ -26,18 +26,19 @@ build exactly the same evidence from the same samples:
   The learned value halves every :data:`FORGET_HALF_LIFE_MS`, so a group that changes its
   habits is not judged by an old one for ever.
 * **memberless**: since when the group has had no members, the log end then, and the longest
-  such spell (up to :data:`LEARN_AT_MOST_MS`) that ended with members back: its usual restart.
-  A long spell far beyond the usual one is, like a long wait, learned only when a second one
-  confirms it.
+  such spell that ended with members back: its usual restart, or a batch job's pause between
+  runs. A long spell far beyond the usual one is, like a long wait, learned only when the group
+  confirms it (:func:`learn_spells`).
 * **rates**: records produced per second (a slow average that bursts hardly move: the
   partition's normal), and records
   consumed and produced per second between the offset's moves, averaged over about a minute
   (what the consumer does now, measured over whole commit intervals to be fair to rare
   committers).
 
-These habits serve several kinds (``progress``, ``falling_behind``). Evidence only one kind
-reads lives in that kind's module (``rewind``'s rewinds, ``rebalance_storm``'s runs of churn:
-``RuleKind.evidence``), and :mod:`notifier.rules.evidence` puts both together for the store.
+These habits serve several kinds (``progress``, ``falling_behind``, ``lag_seconds``). Evidence
+only one kind reads lives in that kind's module (``rewind``'s rewinds, ``rebalance_storm``'s
+runs of churn: ``RuleKind.evidence``), and :mod:`notifier.rules.evidence` puts both together
+for the store.
 
 Everything is a pure function of numpy arrays; :class:`~notifier.rules.store.WindowStore` owns
 the arrays and calls :func:`notifier.rules.evidence.update` from its ingest.
@@ -65,14 +66,18 @@ WAITS_TO_LEARN = 5
 ``assumed_commit_interval`` is the least it is assumed to be."""
 
 LEARN_AT_MOST_MS = 15 * 60_000
-"""Waits and memberless spells longer than this are outages, not habits: never learned here
-(a batch job's longer spells are learned by ``progress`` from its runs)."""
+"""Waits longer than this are outages, not habits: never learned. Memberless spells longer
+than this are learned only as a batch job's pause between runs (up to
+:data:`LONG_SPELL_AT_MOST_MS`, see :func:`learn_spells`)."""
+
+LONG_SPELL_AT_MOST_MS = 6 * 3_600_000
+"""The longest memberless spell learned as a batch job's pause between runs."""
 
 LEARN_OUTRIGHT_MS = 5 * 60_000
 """Waits and spells up to this long are learned as soon as they end (a commit cadence, a
 restart). A longer one that is also more than :data:`OUTAGE_FACTOR` times the habit learned so
 far looks like a fault that healed (a stall, a stopped consumer brought back): it is learned
-only when another one no more than twice as long follows (:func:`_confirmed`), so a fault is
+only when another one no more than twice as long follows (:func:`learn_spells`), so a fault is
 never the habit its repeat is judged by, while a group whose rhythm is slow (a rare committer,
 a batch job) learns it at its second long wait or spell."""
 
@@ -114,6 +119,8 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_usual_memberless_ms", np.float64, 0.0),
     ("e_unconfirmed_wait_ms", np.float64, 0.0),
     ("e_unconfirmed_spell_ms", np.float64, 0.0),
+    ("e_long_spell_ms", np.float64, 0.0),
+    ("e_long_spell_end", np.int64, UNSET_TS),
     ("e_normal_rate", np.float64, np.nan),
     ("e_rate_samples", np.int32, 0),
     ("e_consume_rate", np.float64, np.nan),
@@ -180,6 +187,18 @@ def log_started_over(scan: ScanView) -> NDArray[np.bool_]:
     return cast("NDArray[np.bool_]", scan.had_sample & (went_back | from_old_log))
 
 
+def left_abruptly(scan: ScanView, began: np.ndarray) -> NDArray[np.bool_]:
+    """Of the rows whose memberless spell ``began`` at this scan, those whose members left
+    without a commit on the way out (a crash whose session timed out): members that leave on
+    purpose commit as they go (``close()``, a revoke), so the offset moved, or nothing was
+    left to read."""
+    known = scan.committed != NULL
+    return cast(
+        "NDArray[np.bool_]",
+        began & ~offset_moved(scan) & known & (scan.log_end > scan.committed),
+    )
+
+
 def memberless(state: np.ndarray, members: np.ndarray) -> NDArray[np.bool_]:
     """No live members: an Empty or Dead group, or no member listed."""
     return cast("NDArray[np.bool_]", (members == 0) | np.isin(state, _MEMBERLESS_STATES))
@@ -227,9 +246,9 @@ def update(
     waited = ts - wait_since
     ended = moved & (wait_since != UNSET_TS) & ~disturbed & ~blind & (waited <= LEARN_AT_MOST_MS)
     decayed = _decayed(usual, ts - usual_ts)
-    learn = _confirmed(columns["e_unconfirmed_wait_ms"], index, ended, waited, decayed)
+    learn, learned_wait = learn_spells(columns, index, "wait", ts, ended, waited, decayed)
     if learn.any():
-        usual = np.where(learn, np.maximum(decayed, waited), usual)
+        usual = np.where(learn, np.maximum(decayed, learned_wait), usual)
         usual_ts = np.where(learn, ts, usual_ts)
         columns["e_usual_wait_ms"][index] = usual
         columns["e_usual_wait_ts"][index] = usual_ts
@@ -259,14 +278,16 @@ def update(
     visited = gone & was_gone & moved & had
     back = (~gone | visited) & (since != UNSET_TS) & had
     usual_ml = columns["e_usual_memberless_ms"][index]
-    ended_spell = back & (spell <= LEARN_AT_MOST_MS)
-    learn_spell = _confirmed(columns["e_unconfirmed_spell_ms"], index, ended_spell, spell, usual_ml)
-    if learn_spell.any():
-        columns["e_usual_memberless_ms"][index] = np.where(
-            learn_spell, np.maximum(usual_ml, spell), usual_ml
-        )
     since = np.where(visited, UNSET_TS, since)
     begins = gone & (since == UNSET_TS)
+    departures = (begins, left_abruptly(scan, begins))
+    learn_spell, learned_spell = learn_spells(
+        columns, index, "spell", ts, back, spell, usual_ml, departures
+    )
+    if learn_spell.any():
+        columns["e_usual_memberless_ms"][index] = np.where(
+            learn_spell, np.maximum(usual_ml, learned_spell), usual_ml
+        )
     columns["e_memberless_since"][index] = np.where(gone, np.where(begins, ts, since), UNSET_TS)
     columns["e_memberless_leo"][index] = np.where(
         begins, leo, np.where(gone, columns["e_memberless_leo"][index], NULL)
@@ -275,23 +296,54 @@ def update(
     _update_rates(columns, index, scan, moved, absent | blind, times.scan_interval_ms)
 
 
-def _confirmed(
-    unconfirmed: np.ndarray,
+def learn_spells(
+    columns: dict[str, np.ndarray],
     index: slice | np.ndarray,
+    spells: str,
+    ts: int,
     ended: np.ndarray,
     length: np.ndarray,
     usual: np.ndarray,
-) -> NDArray[np.bool_]:
-    """Which of the waits or spells that ``ended`` are learned. A short one, or one within
-    :data:`OUTAGE_FACTOR` of the ``usual`` so far, is; a long one beyond it is a fault that
-    healed until another one follows, no more than twice as long. The last unconfirmed length is
-    kept per row in ``unconfirmed`` (0 when none), and cleared when it is confirmed."""
-    held = unconfirmed[index]
-    long = ended & (length > LEARN_OUTRIGHT_MS) & (length > OUTAGE_FACTOR * usual)
+    departures: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[NDArray[np.bool_], np.ndarray]:
+    """How a wait or a memberless spell becomes a habit: which of the rows' ``spells``
+    ("wait" or "spell") are learned at this scan, and the length each one learns.
+
+    A short one (up to :data:`LEARN_OUTRIGHT_MS`), or one within :data:`OUTAGE_FACTOR` of the
+    ``usual`` so far, is learned as it ``ended``. A longer one is a fault that healed until
+    the group shows it is its rhythm, and is kept per row until then
+    (``e_unconfirmed_<spells>_ms``, 0 when none):
+
+    * up to :data:`LEARN_AT_MOST_MS`, by another one no more than :data:`OUTAGE_FACTOR` times
+      as long (a rare committer's second long wait, a slow restart's repeat);
+    * a memberless spell up to :data:`LONG_SPELL_AT_MOST_MS` (only when ``departures`` gives
+      the rows whose next spell begins at this scan, and which of them began without a commit
+      on the way out: :func:`left_abruptly`), by
+      the members that came back after it leaving again on purpose within
+      :data:`OUTAGE_FACTOR` times its length: come, read, commit, leave is a batch job's run,
+      and the spell before it was the job's pause. It is kept in ``e_long_spell_ms`` and
+      ``e_long_spell_end`` until the next spell begins, confirmed or not.
+
+    Anything longer is an outage, never a habit."""
+    held_column = columns[f"e_unconfirmed_{spells}_ms"]
+    held = held_column[index]
+    ordinary = ended & (length <= LEARN_AT_MOST_MS)
+    long = ordinary & (length > LEARN_OUTRIGHT_MS) & (length > OUTAGE_FACTOR * usual)
     confirmed = long & (held > 0) & (held * OUTAGE_FACTOR >= length)
-    unconfirmed[index] = np.where(confirmed, 0.0, np.where(long & ~confirmed, length, held))
-    learned: NDArray[np.bool_] = ended & (~long | confirmed)
-    return learned
+    held_column[index] = np.where(confirmed, 0.0, np.where(long & ~confirmed, length, held))
+    learned: NDArray[np.bool_] = ordinary & (~long | confirmed)
+    if departures is None:
+        return learned, length
+    begins, abrupt = departures
+    pause = ended & (length > LEARN_AT_MOST_MS) & (length <= LONG_SPELL_AT_MOST_MS)
+    pending = np.where(pause, length, columns["e_long_spell_ms"][index])
+    pending_end = np.where(pause, ts, columns["e_long_spell_end"][index])
+    due = begins & (pending > 0)
+    run_ended = due & ~abrupt & (ts - pending_end <= OUTAGE_FACTOR * pending)
+    columns["e_long_spell_ms"][index] = np.where(due, 0.0, pending)
+    columns["e_long_spell_end"][index] = np.where(due, UNSET_TS, pending_end)
+    value = np.maximum(np.where(learned, length, 0.0), np.where(run_ended, pending, 0.0))
+    return learned | run_ended, value
 
 
 def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:

@@ -1,11 +1,15 @@
-"""``lag_seconds``: how far behind in time (notifier.rules.lagtime) above a threshold; the log
-end when the committed offset last moved is this kind's own evidence (``e_leo_at_move``)."""
+"""``lag_seconds``: how far behind in time (notifier.rules.lagtime) above a threshold, or above
+the group's own rhythm when that is longer (a batch job between runs: its confirmed pause from
+:mod:`notifier.rules.habits`); the log end when the committed offset last moved is this kind's
+own evidence (``e_leo_at_move``)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from dataclasses import replace
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import Hysteresis, KindRule, RuleBase
@@ -38,8 +42,14 @@ class LagSecondsRule(Hysteresis, KindRule):
     caught up within this long (0: off): a new group reading weeks of history from the
     earliest offset, or one draining what a pause left, needs nobody. A consumer that reads
     slower than records arrive never closes the gap."""
+    rhythm_tolerance: Annotated[float, Field(ge=0.0)] = 0.0
+    """A group whose confirmed rhythm is to leave its records waiting longer than
+    ``threshold`` (a batch job that runs every hour: its usual pause between runs plus its
+    usual wait before a commit) is judged by that rhythm instead: it opens only once its
+    records have waited this many times as long (0: off). A job that misses a run is behind
+    by more than that soon after; a pause the group has not shown twice is not its rhythm."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
-        *RuleBase.TUNABLE, "threshold", "clear_below", "catching_up_within"
+        *RuleBase.TUNABLE, "threshold", "clear_below", "catching_up_within", "rhythm_tolerance"
     )  # fmt: skip
 
 
@@ -78,6 +88,26 @@ def seconds_to_catch_up(rows: Rows, at: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(seconds), np.inf, seconds)
 
 
+def usual_wait_between_reads_s(evidence: Any, index: slice | np.ndarray | int) -> np.ndarray:
+    """How long each row's records usually wait before they are read, as its group's confirmed
+    habits have shown, in seconds: its usual spell without members (a batch job's pause
+    between runs, a restart) and its usual wait before the offset moves once members are
+    there. 0 while nothing is learned."""
+    spell = evidence["e_usual_memberless_ms"][index]
+    wait = evidence["e_usual_wait_ms"][index]
+    rhythm: np.ndarray = (spell + wait) / 1000.0
+    return rhythm
+
+
+def rhythm_threshold(
+    threshold_s: np.ndarray | float, rhythm_s: np.ndarray, tolerance: np.ndarray | float
+) -> np.ndarray:
+    """The lag in seconds each row is judged against: ``threshold``, or ``tolerance`` × the
+    row's rhythm when that is longer (``tolerance`` 0: the threshold alone)."""
+    judged: np.ndarray = np.maximum(threshold_s, tolerance * rhythm_s)
+    return judged
+
+
 def lag_seconds_above(
     lag_seconds: np.ndarray, threshold_s: np.ndarray | float, severity: np.ndarray | int
 ) -> np.ndarray:
@@ -91,6 +121,12 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     leo_at_move = rows.store.evidence["e_leo_at_move"][rows.index]
     waiting = on_the_marker(rows.lag, rows.latest_leo, leo_at_move)
     seconds = np.where(waiting, 0.0, rows.lag_seconds)
+    if np.any(np.asarray(run.params["rhythm_tolerance"]) > 0):
+        rhythm = usual_wait_between_reads_s(rows.store.evidence, rows.index)
+        threshold = rhythm_threshold(
+            run.params["threshold"], rhythm, run.params["rhythm_tolerance"]
+        )
+        run = replace(run, params={**run.params, "threshold": threshold})
     within_s = np.asarray(run.params["catching_up_within"])
     if np.any(within_s > 0):
         opening = ~run.state.firing[rows.gids] & (seconds > run.params["threshold"])
@@ -105,10 +141,19 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
 
 def describe(view: PartitionView) -> Description:
     seconds = view.lag_seconds
-    threshold = view.rule.threshold
+    rule = view.rule
+    threshold = rule.threshold
     evidence = view.lag_evidence()
-    evidence.update(lag_seconds=seconds, threshold_s=threshold)
+    rhythm = float(usual_wait_between_reads_s(view.store.evidence, view.row))
+    judged = float(rhythm_threshold(threshold, np.asarray(rhythm), rule.rhythm_tolerance))
+    evidence.update(lag_seconds=seconds, threshold_s=judged)
     message = f"{human_seconds(seconds)} behind > {human_seconds(threshold)}"
+    if judged > threshold:
+        evidence.update(usual_wait_between_reads_s=rhythm)
+        message = (
+            f"{human_seconds(seconds)} behind > {human_seconds(judged)} "
+            f"({rule.rhythm_tolerance:g} x its records' usual wait of {human_seconds(rhythm)})"
+        )
     return Description(view.status, message, evidence)
 
 
@@ -120,7 +165,7 @@ def chart_line(rule: Any) -> ChartLine:
 KIND = RuleKind(
     name="lag_seconds",
     model=LagSecondsRule,
-    params=("threshold", "clear_below", "catching_up_within"),
+    params=("threshold", "clear_below", "catching_up_within", "rhythm_tolerance"),
     evaluate=evaluate,
     describe=describe,
     chart_line=chart_line,

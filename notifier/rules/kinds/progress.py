@@ -13,13 +13,11 @@ from pydantic import Field
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
 from notifier.rules.habits import (
-    LEARN_AT_MOST_MS,
-    NULL,
     UNSET_TS,
     WAITS_TO_LEARN,
     ScanTimes,
     ScanView,
-    offset_moved,
+    left_abruptly,
 )
 from notifier.rules.kernels import SEVERITY_NONE, STALL, STOP
 from notifier.rules.kinds.base import (
@@ -66,43 +64,18 @@ class ProgressRule(KindRule):
     )  # fmt: skip
 
 
-LONG_SPELL_AT_MOST_MS = 6 * 3_600_000
-"""The longest memberless spell learned as a batch job's habit (see :func:`follow_departures`)."""
-
-
-def follow_departures(
+def note_crashes(
     columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
 ) -> None:
-    """Whether the current memberless spell began abruptly: members that leave on purpose
-    commit on the way out (``close()``, a revoke); a spell that begins with the offset
-    standing still and records waiting is a crash whose session timed out.
-
-    And the spells of a batch job that runs every half hour or every few hours: a memberless
-    spell longer than :data:`~notifier.rules.habits.LEARN_AT_MOST_MS` is not learned as the
-    group's usual restart when it ends (it may have been an outage), but it is once the
-    members that came back leave again on purpose within twice its length: come, read,
-    commit, leave is a job's run, and the spell before it was the job's pause."""
+    """Whether the current memberless spell began abruptly (:func:`~notifier.rules.habits.
+    left_abruptly`): a crash whose pod is usually on its way back gets ``crash_grace``."""
     since = columns["e_memberless_since"][index]
     began = since == scan.ts
-    known = scan.committed != NULL
-    abrupt = began & ~offset_moved(scan) & known & (scan.log_end > scan.committed)
+    abrupt = left_abruptly(scan, began)
     still = since != UNSET_TS
     columns["e_memberless_abrupt"][index] = np.where(
         began, abrupt, columns["e_memberless_abrupt"][index] & still
     )
-    mirrored = columns["e_spell_began"][index]
-    spell = scan.ts - mirrored
-    ended = scan.had_sample & (mirrored != UNSET_TS) & (since != mirrored)
-    long = ended & (spell > LEARN_AT_MOST_MS) & (spell <= LONG_SPELL_AT_MOST_MS)
-    pending = np.where(long, spell, columns["e_long_spell_ms"][index])
-    pending_end = np.where(long, scan.ts, columns["e_long_spell_end"][index])
-    due = began & (pending > 0)
-    learn = due & ~abrupt & (scan.ts - pending_end <= 2 * pending)
-    usual = columns["e_usual_memberless_ms"][index]
-    columns["e_usual_memberless_ms"][index] = np.where(learn, np.maximum(usual, pending), usual)
-    columns["e_long_spell_ms"][index] = np.where(due, 0.0, pending)
-    columns["e_long_spell_end"][index] = np.where(due, UNSET_TS, pending_end)
-    columns["e_spell_began"][index] = since
 
 
 @dataclass(slots=True)
@@ -293,12 +266,7 @@ KIND = RuleKind(
     evaluate=evaluate,
     describe=describe,
     evidence=KindEvidence(
-        columns=(
-            ("e_memberless_abrupt", np.bool_, False),
-            ("e_spell_began", np.int64, UNSET_TS),
-            ("e_long_spell_ms", np.float64, 0.0),
-            ("e_long_spell_end", np.int64, UNSET_TS),
-        ),
-        update=follow_departures,
+        columns=(("e_memberless_abrupt", np.bool_, False),),
+        update=note_crashes,
     ),
 )
