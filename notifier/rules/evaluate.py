@@ -128,7 +128,7 @@ class Evaluator:
         seconds = store.lag_seconds(rows, now, latest_committed)
 
         params = {b.name: b.values(store, rows) for b in self.bindings}
-        usual_wait, waits_learned = store.usual_wait_ms(rows)
+        usual_wait, learned_wait, waits_learned = store.usual_wait_ms(rows)
         allowed_lag = as_int(params["burrow"]["allowed_lag"])
         # The sample times and the commit rings are read a chunk of rows at a time: each row's
         # window and ring are judged alone, and a million rows' of them decoded at once would
@@ -177,6 +177,7 @@ class Evaluator:
             lag=lag,
             lag_seconds=seconds,
             usual_wait_ms=usual_wait,
+            learned_wait_ms=learned_wait,
             has_members=has_members,
             total_lag=np.bincount(gids, weights=np.maximum(lag, 0), minlength=n_groups),
             status=status,

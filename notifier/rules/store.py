@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -93,6 +93,17 @@ class Column:
         if obj is None:
             return self
         raise AttributeError(f"column {self.name!r} is not allocated")
+
+
+class UsualWait(NamedTuple):
+    """Per row, its group's usual wait before the offset moves (``WindowStore.usual_wait_ms``)."""
+
+    ms: np.ndarray
+    """The habit the rules judge by: at least ``assumed_commit_interval`` until it is trusted."""
+    learned_ms: np.ndarray
+    """What the waits seen so far showed, without that floor (equal to ``ms`` once trusted)."""
+    waits: np.ndarray
+    """How many waits it was learned from, over the group's partitions."""
 
 
 class WindowStore:
@@ -648,10 +659,10 @@ class WindowStore:
             self.max_gap_ms,
         )
 
-    def usual_wait_ms(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def usual_wait_ms(self, rows: np.ndarray) -> UsualWait:
         """How long each row's offset usually waits before it moves, and how many waits that
         was learned from; at least the configured ``assumed_commit_interval`` until the habit
-        has been seen often enough to trust.
+        has been seen often enough to trust (and what was learned so far, without that floor).
 
         A commit cadence is the consumer's habit, not a partition's: it is pooled over the rows
         of each group within ``rows`` (the longest wait any of its partitions needed), so a
@@ -669,7 +680,7 @@ class WindowStore:
         learned = learned * (count + 1) / np.maximum(count, 1)
         assumed = self.settings.assumed_commit_interval * 1000.0
         trusted = count >= evidence.WAITS_TO_LEARN
-        return np.where(trusted, learned, np.maximum(learned, assumed)), count
+        return UsualWait(np.where(trusted, learned, np.maximum(learned, assumed)), learned, count)
 
     def _record_commits(self, rows: np.ndarray, scan: ScanColumns) -> None:
         committed = scan.committed

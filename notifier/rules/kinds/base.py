@@ -65,6 +65,9 @@ class Rows:
     """Lag in seconds, NaN when unknown."""
     usual_wait_ms: np.ndarray
     """Each row's group's usual wait before the offset moves (``WindowStore.usual_wait_ms``)."""
+    learned_wait_ms: np.ndarray
+    """The same as its waits showed it, without the ``assumed_commit_interval`` that stands
+    for it until it is trusted (``UsualWait.learned_ms``)."""
     has_members: np.ndarray
     total_lag: np.ndarray
     """Per group id: the sum of its partitions' known lags."""

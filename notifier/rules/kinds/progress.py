@@ -40,9 +40,11 @@ class ProgressRule(KindRule):
     STALL: a consumer is there (members present, or a standalone ``assign()`` consumer) and
     the committed offset has not moved for ``tolerance`` × the partition's usual wait between
     moves (learned from its history), for its usual wait plus ``grace``, and at least
-    ``stall_after``, while records arrived. STOP: no members for ``tolerance`` × the group's
-    usual restart, and at least ``stop_after`` (plus ``crash_grace`` when they vanished without
-    a commit on the way out), while records arrived.
+    ``stall_after``, while records arrived. Until the habit is learned the window's
+    ``assumed_commit_interval`` stands for the usual wait, plus ``grace`` but not times
+    ``tolerance``: it is already the longest wait assumed, not a wait seen. STOP: no members
+    for ``tolerance`` × the group's usual restart, and at least ``stop_after`` (plus
+    ``crash_grace`` when they vanished without a commit on the way out), while records arrived.
     """
 
     kind: Literal["progress"]
@@ -107,24 +109,31 @@ def no_progress(
     standalone: np.ndarray | None = None,
     abrupt: np.ndarray | None = None,
     crash_grace_ms: np.ndarray | float = 0.0,
+    learned_wait_ms: np.ndarray | None = None,
 ) -> ProgressOutcome:
     """STALL: a consumer is there (members present, or a standalone ``assign()`` consumer whose
     offsets have moved with no members) and its committed offset has not moved, while records
     arrived, for longer than the longest of ``stall_after``, ``tolerance`` × the row's usual
     wait and the usual wait plus ``grace`` (a pause that heals itself: back-pressure, a
-    restart that committed nothing on the way out, a static member coming back).
+    restart that committed nothing on the way out, a static member coming back). Where the
+    usual wait is the configured ``assumed_commit_interval`` standing in for a habit not yet
+    learned, ``tolerance`` applies to what ``learned_wait_ms`` the waits seen so far showed
+    (the assumption is a bound, not one more wait seen: no margin for how far the habit's
+    longest waits may yet go beyond it), and the assumption plus ``grace`` stands.
     STOP: no members (and no standalone consumer) for longer than ``tolerance`` × the group's
     usual restart, and that restart plus ``grace`` when it is longer than ``stop_after`` (at
     least ``stop_after``, plus
     ``crash_grace`` when the members vanished without a commit on the way out: a crash whose
     pod is on its way back) while records arrived that nobody reads."""
     reader = present if standalone is None else present | standalone
+    learned = usual_wait_ms if learned_wait_ms is None else learned_wait_ms
     if standalone is not None:
         # A standalone consumer's restart is invisible (no member set to change), and its
         # commit timer starts again with it: up to two usual waits and the restart.
         usual_wait_ms = np.where(standalone, 2 * usual_wait_ms, usual_wait_ms)
+        learned = np.where(standalone, 2 * learned, learned)
     stall_limit = np.maximum(
-        np.maximum(stall_after_ms, tolerance * usual_wait_ms), usual_wait_ms + grace_ms
+        np.maximum(stall_after_ms, tolerance * learned), usual_wait_ms + grace_ms
     )
     stalled = (
         reader
@@ -194,6 +203,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         store.evidence["e_standalone"][index],
         store.evidence["e_memberless_abrupt"][index],
         p["crash_grace"] * 1000.0,
+        rows.learned_wait_ms,
     )
     state, gids = run.state, rows.gids
     held = not_moved_since(
