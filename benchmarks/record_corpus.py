@@ -98,8 +98,10 @@ def main() -> None:
     began = time.perf_counter()
     jars = kafka_jars(args.kafka_version)
     with tempfile.TemporaryDirectory(prefix="record-kafka-") as data:
+        # A restart reloads every partition's log: on a loaded 2-core machine (load 18) that
+        # took Kafka 3.9 over the default 120 s; wait as long as a supervisor would.
         broker = ApacheKafkaBroker(
-            args.kafka_version, jars=jars, data_dir=Path(data), heap="1g"
+            args.kafka_version, jars=jars, data_dir=Path(data), heap="1g", startup_timeout=600.0
         ).start()
         try:
             print(f"Apache Kafka {args.kafka_version} on {broker.bootstrap_servers}, started in "

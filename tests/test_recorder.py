@@ -33,8 +33,8 @@ def _per_scan(table: pd.DataFrame, group: str) -> pd.DataFrame:
     ("name", "broker", "labels_per_kind"),
     [
         ("kafka-4.4-recorded", "Apache Kafka 4.4.0", 3),
-        # 5-6 of every kind but the rewinds (3: recorded before their second round fitted).
-        ("kafka-3.9-recorded", "Apache Kafka 3.9.2", 3),
+        # 5-8 of every kind: the faults that heal twice, the missed batch runs stopped too.
+        ("kafka-3.9-recorded", "Apache Kafka 3.9.2", 5),
     ],
 )
 def test_a_committed_corpus_loads_and_its_labels_name_groups_of_its_history(
@@ -75,14 +75,68 @@ def test_the_classic_corpus_has_a_broker_restart_and_the_load_it_was_recorded_un
     assert {s.protocol for s in SETS["kafka-3.9"].scenarios} == {"classic"}
     assert corpus.meta["client_failures"] == []
     (restart,) = corpus.meta["broker_restarts"]
-    assert 0 < restart["down_s"] < 300
+    # Within the 600 s record_corpus.py waits (422 s here: load average 60-80 during it).
+    assert 0 < restart["down_s"] < 600
     scans = np.unique(corpus.table.column("ts").cast("int64").to_numpy())
     down = pd.Timestamp(restart["down"]).value // 1_000_000
     gap_at = scans[np.argmax(np.diff(scans)) + 1]
     assert np.diff(scans).max() > 2 * corpus.scan_interval_s * 1000
-    assert down < gap_at < down + 300_000, "the longest gap between scans follows the restart"
+    assert down < gap_at < down + 700_000, "the longest gap between scans follows the restart"
     assert corpus.meta["load_average"]["cores"] >= 1
     assert corpus.meta["load_average"]["during_1min_median"] > 0
+
+
+def test_the_classic_corpus_holds_the_patterns_of_its_third_recording() -> None:
+    """What the seven groups added to Kafka 3.9's set did on the real broker: the missed
+    batch runs' labels and the standstill behind them, a batch job's lag waiting for its next
+    run, compacted topics bootstrapped by new groups that got through more offsets than they
+    could have read (compaction), and slow spells a group caught up from by itself."""
+    corpus = load_corpus(CORPORA / "kafka-3.9-recorded")
+    table = corpus.table.to_pandas()
+    first_scan = table["ts"].min()
+    labels = corpus.labels.set_index("scenario")
+
+    # A batch job that misses its run: labelled stopped from the due time + 20 s jitter + a
+    # minute, and from then on nothing is committed while records arrive.
+    for scenario in ("batch-job-missed", "batch-job-missed-8min"):
+        label = labels.loc[scenario]
+        assert label["kind"] == "stopped"
+        overdue = (label["start"] - pd.Timestamp(label["onset"])).total_seconds()
+        assert overdue == pytest.approx(80, abs=0.01)
+        after = _per_scan(table, f"rec-{scenario}").loc[pd.Timestamp(label["onset"]) :]
+        assert after["committed_offset"].nunique() == 1
+        assert after["log_end_offset"].iloc[-1] > after["log_end_offset"].iloc[0]
+
+    # The 11.5-minute batch job: its group Empty, its lag growing, for over 10 minutes at once.
+    batch = _per_scan(table, "rec-batch-job-11min")
+    still = (batch["committed_offset"].diff() != 0).cumsum()
+    spans = batch.groupby(still).apply(lambda s: s.index[-1] - s.index[0])
+    assert spans.max() > pd.Timedelta(minutes=10)
+
+    # Compacted topics read from their start by groups that appear after the warm-up: their
+    # first commit covers more offsets than they could read in the time (keys compacted away).
+    for scenario in ("compacted-bootstrap", "compacted-bootstrap-late"):
+        (plan,) = corpus.groups[corpus.groups["scenario"] == scenario].itertuples()
+        scans = _per_scan(table, plan.group)
+        seen = scans.index[0]
+        assert seen - first_scan > pd.Timedelta(seconds=corpus.meta["warmup_s"])
+        committed = scans[scans["committed_offset"] > 0]
+        took_s = (committed.index[0] - seen).total_seconds() + corpus.scan_interval_s
+        readable = 1.6 * plan.rate * took_s  # its capacity, --capacity 1.6 x the traffic
+        assert committed["committed_offset"].iloc[0] > readable
+        behind = scans["log_end_offset"] - scans["committed_offset"]
+        assert behind.iloc[-6:].min() < plan.rate * 30, "caught up by the end"
+
+    # Slow spells: the slow-downstream groups fall behind (over their commit interval + 15 s of
+    # traffic) and catch up (under 5 s of it) again and again, with no label.
+    for scenario in ("slow-downstream", "slow-downstream-every30"):
+        (plan,) = corpus.groups[corpus.groups["scenario"] == scenario].itertuples()
+        scans = _per_scan(table, plan.group)
+        lag = (scans["log_end_offset"] - scans["committed_offset"]) / plan.rate
+        behind = lag > float(plan.commit.partition(":")[2]) + 15
+        assert (behind & ~behind.shift(fill_value=False)).sum() >= 4
+        assert (lag.loc[lag.index[0] + pd.Timedelta(minutes=5) :] < 5).any()
+        assert scenario not in labels.index
 
 
 @pytest.mark.kafka

@@ -20,7 +20,11 @@ What the recorder's scripts do to it:
   its log start to its position, and commits that at once (a reprocessing request).
 
 With ``--until-caught-up`` it is a batch job: it reads until its position reaches the log end
-of every partition, commits, leaves and exits.
+of every partition, commits, leaves and exits. With ``--capacity-jitter F`` each batch is
+processed at ``--capacity`` times a random factor of 1 - F to 1 + F (a downstream whose
+latency varies). With ``--catch-up-commit S`` (by-hand commits only) it commits every ``S``
+seconds until it first reaches the log end, then every ``--commit`` interval (a bootstrap that
+commits rarely while it loads a compacted topic's state).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import random
 import signal
 import sys
 import time
@@ -67,6 +72,8 @@ class Member:
         self.rewind_requested = False
         self.stopping = asyncio.Event()
         self.consumed: dict[TopicPartition, int] = {}
+        self.bootstrapping = args.catch_up_commit > 0
+        """Reading a backlog it has never caught up with (``--catch-up-commit``)."""
         self.consumer = self._new_consumer()
 
     def _new_consumer(self) -> AIOKafkaConsumer:
@@ -106,7 +113,15 @@ class Member:
 
     @property
     def rate(self) -> float:
-        return float(self.args.slow_rate if self.slow else self.args.capacity)
+        """Records per second the next batch is processed at."""
+        if self.slow:
+            return float(self.args.slow_rate)
+        jitter = self.args.capacity_jitter
+        return float(self.args.capacity) * random.uniform(1 - jitter, 1 + jitter)
+
+    @property
+    def commit_interval_s(self) -> float:
+        return float(self.args.catch_up_commit) if self.bootstrapping else self.commit_every_s
 
     async def _start(self) -> bool:
         """Start the consumer; while the broker cannot be reached (a broker restart), try again
@@ -142,7 +157,8 @@ class Member:
                 await asyncio.wait_for(self.consumer.stop(), 30)
 
     async def _loop(self) -> None:
-        next_commit = time.monotonic() + self.commit_every_s
+        next_commit = time.monotonic() + self.commit_interval_s
+        next_catch_up_check = time.monotonic()
         while not self.stopping.is_set():
             assigned = self.consumer.assignment()
             if self.paused:
@@ -152,7 +168,8 @@ class Member:
             if self.rewind_requested:
                 self.rewind_requested = False
                 await self._rewind(assigned)
-            budget = max(1, round(self.rate))
+            rate = self.rate
+            budget = max(1, round(rate))
             started = time.monotonic()
             try:
                 batches = await self.consumer.getmany(timeout_ms=500, max_records=budget)
@@ -166,9 +183,14 @@ class Member:
                     self.consumed[tp] = records[-1].offset + 1
                     read += len(records)
             if read:  # processing takes time: at most ``rate`` records a second
-                await asyncio.sleep(max(0.0, read / self.rate - (time.monotonic() - started)))
+                await asyncio.sleep(max(0.0, read / rate - (time.monotonic() - started)))
+            if self.bootstrapping and time.monotonic() >= next_catch_up_check:
+                next_catch_up_check = time.monotonic() + 5.0
+                if await self._caught_up():
+                    self.bootstrapping = False
+                    next_commit = min(next_commit, time.monotonic() + self.commit_every_s)
             if self.mode == "every" and time.monotonic() >= next_commit:
-                next_commit = time.monotonic() + self.commit_every_s
+                next_commit = time.monotonic() + self.commit_interval_s
                 await self._commit()
             if self.args.until_caught_up and await self._caught_up():
                 return
@@ -239,6 +261,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--client-id")
     p.add_argument("--commit", type=parse_commit, default=("auto", 5.0))
     p.add_argument("--capacity", type=float, default=200.0, help="records/s it can process")
+    p.add_argument("--capacity-jitter", type=float, default=0.0, metavar="F",
+                   help="each batch at --capacity times 1-F to 1+F (0: steady)")  # fmt: skip
+    p.add_argument("--catch-up-commit", type=float, default=0.0, metavar="SECONDS",
+                   help="commit every SECONDS until first caught up (by-hand commits)")  # fmt: skip
     p.add_argument("--slow-rate", type=float, default=1.0, help="records/s in slow mode")
     p.add_argument(
         "--rewind-to",
@@ -263,7 +289,12 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if not 0 <= args.capacity_jitter < 1:
+        p.error(f"--capacity-jitter {args.capacity_jitter:g}: expected 0 <= F < 1")
+    if args.catch_up_commit and args.commit[0] != "every":
+        p.error("--catch-up-commit needs by-hand commits (--commit every:<seconds>)")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")  # fmt: skip
     asyncio.run(_main(args))

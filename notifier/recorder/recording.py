@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 VALUE = b"r" * 100
 """Every record's value: a hundred bytes."""
 
+COMPACTED_KEYS = 200
+"""A compacted topic's records are keyed by one of this many keys, spread over its partitions
+(compaction keeps the latest record of each)."""
+
 
 @dataclass(frozen=True)
 class Recording:
@@ -329,11 +333,19 @@ async def _traffic(
 
 async def _send(producer: AIOKafkaProducer, plan: Plan, count: int, sent: int) -> None:
     futures = [
-        await producer.send(plan.topic, VALUE, partition=(sent + i) % plan.partitions)
+        await producer.send(
+            plan.topic, VALUE, key=_key(plan, sent + i), partition=(sent + i) % plan.partitions
+        )
         for i in range(count)
     ]
     async with asyncio.timeout(30):
         await asyncio.gather(*futures)
+
+
+def _key(plan: Plan, n: int) -> bytes | None:
+    """The ``n``-th record's key: none, but on a compacted topic one of
+    :data:`COMPACTED_KEYS`, each always on the same partition."""
+    return f"key-{n % COMPACTED_KEYS}".encode() if plan.compacted else None
 
 
 class _Service:

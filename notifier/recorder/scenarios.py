@@ -134,6 +134,33 @@ def _batch_job(every_s: float) -> Script:
     return script
 
 
+def _batch_job_missed(every_s: float, fails_after: float, jitter_s: float = 20.0) -> Script:
+    """A job every ``every_s`` (:func:`_batch_job`) that stops running: the first run due after
+    ``fails_after`` of the recording never comes, nor any after it (a cron job disabled, its
+    scheduler down). Labelled ``stopped``: onset when that run was due (the previous run's start +
+    ``every_s``), start when it is overdue by its usual margin, the schedule's jitter
+    (``jitter_s``) and a minute (the convention's for a stop: a late start is over within a
+    minute), i.e. due + ``jitter_s`` + 60 s; end: the end of the recording."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        fails_at = fails_after * stage.timeline.duration_s
+        while True:
+            run_at = stage.elapsed_s
+            job = stage.member(plan, "--until-caught-up", "--capacity", "400")
+            if not await job.wait(120):
+                await job.stop()
+            due = run_at + every_s
+            if due > fails_at:
+                if due + jitter_s + 60 < stage.timeline.duration_s - 60:
+                    stage.label(plan, due, due + jitter_s + 60, stage.timeline.duration_s)
+                break
+            await stage.until(due + rng.uniform(-jitter_s, jitter_s))
+        await _run_out(stage)
+
+    return script
+
+
 def _java_healthy(**properties: str) -> Script:
     """Kafka's console consumer with ``properties`` (see :meth:`Stage.java_member`)."""
 
@@ -301,6 +328,38 @@ async def _frozen_process(stage: Stage, plan: Plan, rng: random.Random) -> None:
     await _run_out(stage)
 
 
+async def _slow_downstream(stage: Stage, plan: Plan, rng: random.Random) -> None:
+    """The members' processing speed varies batch to batch (half to one and a half times twice
+    the traffic: a downstream whose latency varies) and, now and then, slows to a third of the
+    traffic for 20-60 s (a slow spell of the downstream, under the minute from which a
+    slowdown is labelled ``lagging``): the group falls a little behind and catches up by
+    itself."""
+    await _start(stage, rng)
+    count = 2 if plan.commit_every_s >= 30 else 1
+    share = plan.rate / count
+    members = _members(stage, plan, count, "--capacity", f"{2 * share:g}", "--capacity-jitter",
+                       "0.5", "--slow-rate", f"{share / 3:g}")  # fmt: skip
+    for at in _events(stage, rng):
+        await _signal_over(stage, members, signal.SIGUSR1, at, at + rng.uniform(20, 60))
+    await _run_out(stage)
+
+
+def _compacted_bootstrap(start_at: float, catch_up_commit_s: float) -> Script:
+    """A new group that reads a compacted topic (keyed records, ``cleanup.policy=compact``)
+    from its start ``start_at`` of the way into the recording, after the topic has gathered
+    records since the recording began (what compaction leaves of them): it loads that state at
+    under twice the traffic, committing only every ``catch_up_commit_s`` until it has caught
+    up, then at its usual interval."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await stage.until(start_at * stage.timeline.duration_s + rng.uniform(0, 30))
+        stage.member(plan, "--capacity", f"{1.6 * plan.rate:g}",
+                     "--catch-up-commit", f"{catch_up_commit_s:g}")  # fmt: skip
+        await _run_out(stage)
+
+    return script
+
+
 # -- faults -----------------------------------------------------------------------------------
 
 
@@ -416,6 +475,14 @@ async def _retention_loss(stage: Stage, plan: Plan, rng: random.Random) -> None:
 
 
 SHORT_RETENTION = {"retention.ms": "90000", "segment.ms": "10000"}
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "segment.ms": "60000",
+    "min.cleanable.dirty.ratio": "0.01",
+    "delete.retention.ms": "60000",
+}
+"""A compacted topic whose segments roll every minute, cleaned as soon as the broker's log
+cleaner comes by (every 15 s)."""
 
 SCENARIOS: tuple[Scenario, ...] = (
     # healthy
@@ -538,6 +605,22 @@ CLASSIC_SCENARIOS: tuple[Scenario, ...] = (
              "console consumer (classic) with isolation.level=read_committed",
              _java_healthy(isolation_level="read_committed"), client="java",
              transactional=True),
+    Scenario("batch-job-11min", "a job every 11.5 minutes: reads everything, commits, "
+             "leaves; the lag waits in between", _batch_job(690), commit="every:3600",
+             rate=2.0),
+    Scenario("slow-downstream", "one member (auto-commit 5 s) whose processing speed varies "
+             "batch to batch and slows to a third of the traffic for 20-60 s at times",
+             _slow_downstream),
+    Scenario("slow-downstream-every30", "two members committing every 30 s on 8 partitions, "
+             "the same slow spells", _slow_downstream, commit="every:30", partitions=8),
+    Scenario("compacted-bootstrap", "a new group reading a compacted topic from its start "
+             "after 6 minutes, committing every 120 s until caught up, then every 10 s",
+             _compacted_bootstrap(0.13, 120), commit="every:10", rate=20.0,
+             topic_config=COMPACTED),
+    Scenario("compacted-bootstrap-late", "the same after 27 minutes on 8 partitions, "
+             "committing every 180 s until caught up, then every 5 s",
+             _compacted_bootstrap(0.58, 180), commit="every:5", partitions=8, rate=30.0,
+             topic_config=COMPACTED),
     # faults: the kinds that heal come twice (the timeline's fault_every_s)
     *(_KAFKA_4[n] for n in ("stalled-auto5", "stalled-every30", "stalled-every60",
                             "stopped-aiokafka", "stopped-every60",
@@ -557,6 +640,12 @@ CLASSIC_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("consumers-gone-static", "two static members (group.instance.id) stopped: no "
              "LeaveGroup, kept until their session times out, never back",
              _consumers_gone(killed=False, static=True), kind="consumers_gone"),
+    Scenario("batch-job-missed", "a job every 5 minutes that stops running after 40% of the "
+             "recording (its next run never comes)", _batch_job_missed(300, 0.4), kind="stopped",
+             commit="every:3600", rate=2.0),
+    Scenario("batch-job-missed-8min", "a job every 8 minutes on 8 partitions that stops "
+             "running after 60% of the recording", _batch_job_missed(480, 0.6), kind="stopped",
+             commit="every:3600", partitions=8, rate=4.0),
 )  # fmt: skip
 
 
@@ -583,8 +672,9 @@ SETS: dict[str, ScenarioSet] = {
         ),
         ScenarioSet(
             "kafka-3.9",
-            "44 groups for 46 minutes, classic groups only, the faults that heal twice, "
-            "five groups gone for good, a broker restart between the two rounds",
+            "51 groups for 46 minutes, classic groups only, the faults that heal twice, "
+            "five groups gone for good, two batch jobs that miss their runs, a broker "
+            "restart between the two rounds",
             CLASSIC_KAFKA_VERSION,
             Timeline(
                 duration_s=2760.0,

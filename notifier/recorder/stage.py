@@ -82,6 +82,12 @@ class Plan:
     def commit_every_s(self) -> float:
         return float(self.commit.partition(":")[2])
 
+    @property
+    def compacted(self) -> bool:
+        """A ``cleanup.policy=compact`` topic: its records need keys (the broker refuses
+        records without one)."""
+        return "compact" in self.topic_config.get("cleanup.policy", "")
+
 
 @dataclass(frozen=True)
 class Label:
