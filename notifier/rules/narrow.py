@@ -68,6 +68,125 @@ class Bases:
                 column.write_rows(part, kept_values, rebase=False)
 
 
+class Dictionary:
+    """Distinct int64 values shared by many columns, whose codes index them: the scan times a
+    store holds. A scan stamps every row it sees with the same time, so a million windows of
+    ten samples hold a few dozen distinct times, not ten million; a code of 2 bytes names one
+    of 65,535 of them, where a code against a per-row base needs 4 and the base 8 more.
+
+    Code 0 says spilled (a :class:`NarrowColumn` keeps such a row's exact values aside); each
+    column's fill value is an entry pinned for good. An entry no column refers to any more is
+    collected when the codes run out, and a value that still finds no code spills its row:
+    every value reads back exactly, whatever the data.
+    """
+
+    SPILLED = 0
+
+    def __init__(self, code: Any = np.uint16) -> None:
+        self.code = np.dtype(code)
+        if self.code.kind != "u":
+            raise ValueError(f"dictionary codes must be unsigned, not {self.code}")
+        size = int(np.iinfo(self.code).max) + 1
+        self.values = np.zeros(size, dtype=np.int64)
+        """Code → value (what decoding gathers from)."""
+        self._used = np.zeros(size, dtype=np.bool_)
+        self._pinned = np.zeros(size, dtype=np.bool_)
+        self._free = np.arange(size - 1, self.SPILLED, -1, dtype=np.int64)
+        """Codes not in use, the next one handed out last."""
+        self._keys = np.zeros(0, dtype=np.int64)
+        self._key_codes = np.zeros(0, dtype=np.int64)
+        self._stale = False
+        self.columns: list[NarrowColumn] = []
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.values, self._used, self._pinned, self._free, self._keys, self._key_codes)
+        return sum(int(a.nbytes) for a in arrays)
+
+    def pin(self, value: int) -> int:
+        """The code of ``value``, never collected (a column's fill)."""
+        codes, fits = self._lookup(np.asarray([value], dtype=np.int64))
+        if not fits[0]:
+            raise ValueError(f"no code left for the fill value {value}")
+        code = int(codes[0])
+        self._pinned[code] = True
+        return code
+
+    def encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The code of each of ``values`` (int64, any shape), and whether it has one (new values
+        get one while codes last)."""
+        flat = values.reshape(-1)
+        codes = np.zeros(flat.size, dtype=self.code)
+        fits = np.ones(flat.size, dtype=np.bool_)
+        # Most writes hold one or two distinct values (this scan's time, an unset one): peeled
+        # off by comparison, without sorting the rest.
+        where: np.ndarray | None = None
+        left = flat
+        for _ in range(4):
+            if left.size == 0:
+                return codes.reshape(values.shape), fits.reshape(values.shape)
+            value = left[:1]
+            hit = left == value[0]
+            code, fit = self._lookup(value)
+            at = hit if where is None else where[hit]
+            codes[at] = code[0]
+            fits[at] = fit[0]
+            where = np.flatnonzero(~hit) if where is None else where[~hit]
+            left = flat[where]
+        if left.size:
+            distinct, inverse = np.unique(left, return_inverse=True)
+            code, fit = self._lookup(distinct)
+            assert where is not None
+            codes[where] = code[inverse.reshape(-1)]
+            fits[where] = fit[inverse.reshape(-1)]
+        return codes.reshape(values.shape), fits.reshape(values.shape)
+
+    def _lookup(self, distinct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Codes of ``distinct`` values (no repeats), new ones added while codes last."""
+        found, codes = self._find(distinct)
+        missing = np.flatnonzero(~found)
+        if missing.size > self._free.size:
+            self.collect()
+            found, codes = self._find(distinct)
+            missing = np.flatnonzero(~found)
+        fits = found.copy()
+        if missing.size:
+            taken = missing[: self._free.size]
+            new = self._free[self._free.size - taken.size :][::-1]
+            self._free = self._free[: self._free.size - taken.size]
+            self.values[new] = distinct[taken]
+            self._used[new] = True
+            self._stale = True
+            codes[taken] = new
+            fits[taken] = True
+        return codes.astype(self.code), fits
+
+    def _find(self, distinct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self._stale:
+            held = np.flatnonzero(self._used)
+            order = np.argsort(self.values[held], kind="stable")
+            self._keys, self._key_codes = self.values[held][order], held[order]
+            self._stale = False
+        if self._keys.size == 0:
+            return np.zeros(distinct.size, np.bool_), np.zeros(distinct.size, np.int64)
+        at = np.minimum(np.searchsorted(self._keys, distinct), self._keys.size - 1)
+        found = self._keys[at] == distinct
+        return found, np.where(found, self._key_codes[at], self.SPILLED)
+
+    def collect(self) -> None:
+        """Free the codes no column refers to (pinned ones are kept)."""
+        referenced = self._pinned.copy()
+        referenced[self.SPILLED] = True
+        for column in self.columns:
+            flat = column.codes.reshape(-1)
+            for start in range(0, flat.size, _CHUNK * 16):
+                referenced[flat[start : start + _CHUNK * 16]] = True
+        self._used = referenced.copy()
+        self._used[self.SPILLED] = False
+        self._free = np.flatnonzero(~referenced)[::-1].astype(np.int64)
+        self._stale = True
+
+
 class NarrowColumn:
     """A ``(capacity,)`` or ``(capacity, width)`` column of integers held as narrow codes.
 
@@ -87,6 +206,7 @@ class NarrowColumn:
         code: Any = np.int32,
         bases: Bases | None = None,
         grows: bool = False,
+        dictionary: Dictionary | None = None,
     ) -> None:
         self.name = name
         self.width = width
@@ -103,6 +223,14 @@ class NarrowColumn:
         self.bases = bases
         if bases is not None:
             bases.columns.append(self)
+        self.dictionary = dictionary
+        if dictionary is not None:
+            if bases is not None or self.dtype != np.int64:
+                raise ValueError(f"column {name!r}: a dictionary holds int64 values, no base")
+            self.code = dictionary.code
+            self._fill_code = dictionary.pin(self.fill)
+            self._spilled_code = Dictionary.SPILLED
+            dictionary.columns.append(self)
         self.codes = np.zeros((0,) if self.held is None else (0, self.held), dtype=self.code)
         self.spilled: dict[int, Any] = {}
         """Row → its exact values (an int, or an int64 array of ``width``)."""
@@ -248,6 +376,13 @@ class NarrowColumn:
 
     def _read_codes(self, index: slice | np.ndarray, slot: Any, logical: Any = None) -> np.ndarray:
         codes = self.codes[index] if slot is None else self.codes[index, slot]
+        if self.dictionary is not None:
+            out = self.dictionary.values[codes]
+            if self.spilled:
+                spilled = codes == self._spilled_code
+                if spilled.any():
+                    self._unspill_read(index, slot if logical is None else logical, out, spilled)
+            return out
         if self.bases is None:
             out = codes.astype(self.dtype)
         else:
@@ -330,7 +465,26 @@ class NarrowColumn:
         if self.held != self.width:
             assert self.width is not None and self.held is not None
             values = values[:, self.width - self.held :]
+        if self.dictionary is not None:
+            return self._dictionary_codes(rows, values)
         return self._codes_against(values, base)
+
+    def _dictionary_codes(
+        self, rows: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`_encode`, looking up only the values that differ from what ``rows`` hold
+        (an evidence column written whole each scan changes in a few rows)."""
+        assert self.dictionary is not None
+        codes = self.codes[rows]
+        kept = (self.dictionary.values[codes] == values) & (codes != self._spilled_code)
+        changed = ~kept
+        if changed.any():
+            new, fits = self.dictionary.encode(values[changed])
+            codes[changed] = new
+            fit = np.ones(values.shape, dtype=np.bool_)
+            fit[changed] = fits
+            return codes, _whole_rows(fit)
+        return codes, np.ones(rows.size, dtype=np.bool_)
 
     def _hold(self, entries: int) -> None:
         """Hold at least the newest ``entries`` of each row (a few more at a time)."""
@@ -343,6 +497,9 @@ class NarrowColumn:
         self.codes, self.held = grown, held
 
     def _codes_against(self, values: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.dictionary is not None:
+            codes, fits = self.dictionary.encode(values)
+            return codes, _whole_rows(fits)
         b = base.reshape(base.shape + (1,) * (values.ndim - base.ndim))
         # int64 arithmetic wraps the same way both ways: base + (value - base) is value even
         # when the difference wrapped, so the range is all a code needs.
@@ -398,6 +555,11 @@ class NarrowColumn:
         self.write_rows(rows, full)
 
 
+def _whole_rows(fits: np.ndarray) -> np.ndarray:
+    """Which rows fit whole (a 1-D column's entries are its rows)."""
+    return np.asarray(fits.all(axis=1)) if fits.ndim == 2 else fits
+
+
 def _split(key: Any) -> tuple[Any, Any]:
     if isinstance(key, tuple):
         if len(key) != 2:
@@ -436,4 +598,4 @@ class RowsOf:
         return self._column.take(rows, slots)
 
 
-__all__ = ["Bases", "ColumnReader", "NarrowColumn", "RowsOf"]
+__all__ = ["Bases", "ColumnReader", "Dictionary", "NarrowColumn", "RowsOf"]
