@@ -35,6 +35,13 @@ _CHUNK = 1 << 16
 int64 temporaries."""
 
 
+class WholeFloat(np.float64):
+    """The dtype to declare a float64 column with whose values are whole numbers (lengths of
+    time in ms, differences of two int64 times): it is held as int32 codes, and reads give
+    float64 back. A value that is not whole (or -0.0, or beyond the codes) spills its row,
+    exact."""
+
+
 class ColumnReader(Protocol):
     """What reads a store column by row (and entry): a numpy array, a :class:`NarrowColumn`,
     the newest entries of a window."""
@@ -43,27 +50,50 @@ class ColumnReader(Protocol):
 
 
 class Bases:
-    """One int64 base per row, shared by the :class:`NarrowColumn` s that hold codes against it
-    (they register themselves)."""
+    """One base per row, shared by the :class:`NarrowColumn` s that hold codes against it
+    (they register themselves).
+
+    A base is a multiple of 2^31, held as its int32 multiple (4 bytes a row, not 8): an int32
+    code against the nearest one reaches at least 2^30 either side of a value, and some base
+    holds any values of a row spread over less than 2^31. Values beyond ±2^62 have no base
+    (their rows spill)."""
+
+    STEP_BITS = 31
 
     def __init__(self) -> None:
-        self.values = np.zeros(0, dtype=np.int64)
+        self.units = np.zeros(0, dtype=np.int32)
         self.columns: list[NarrowColumn] = []
 
+    @property
+    def nbytes(self) -> int:
+        return int(self.units.nbytes)
+
+    def of(self, index: slice | np.ndarray) -> np.ndarray:
+        """The int64 bases of the rows at ``index``."""
+        return self.units[index].astype(np.int64) << self.STEP_BITS
+
+    def nearest(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The base nearest each of ``values``, and whether it can be held."""
+        units = (values >> self.STEP_BITS) + ((values >> (self.STEP_BITS - 1)) & 1)
+        info = np.iinfo(self.units.dtype)
+        held = (units >= info.min) & (units <= info.max)
+        return np.where(held, units, 0) << self.STEP_BITS, held
+
     def resize(self, capacity: int) -> None:
-        grown = np.zeros(capacity, dtype=np.int64)
-        kept = min(capacity, self.values.size)
-        grown[:kept] = self.values[:kept]
-        self.values = grown
+        grown = np.zeros(capacity, dtype=self.units.dtype)
+        kept = min(capacity, self.units.size)
+        grown[:kept] = self.units[:kept]
+        self.units = grown
 
     def rebase(self, rows: np.ndarray, new_base: np.ndarray, keep: NarrowColumn | None) -> None:
-        """Move ``rows`` (unique) to ``new_base``, re-encoding every column but ``keep`` (the
-        caller writes that one's rows itself); rows that no longer fit are spilled."""
+        """Move ``rows`` (unique) to ``new_base`` (from :meth:`nearest`), re-encoding every
+        column but ``keep`` (the caller writes that one's rows itself); rows that no longer fit
+        are spilled."""
         others = [c for c in self.columns if c is not keep]
         for start in range(0, rows.size, _CHUNK):
             part = rows[start : start + _CHUNK]
             values = [c.read_rows(part) for c in others]
-            self.values[part] = new_base[start : start + _CHUNK]
+            self.units[part] = new_base[start : start + _CHUNK] >> self.STEP_BITS
             for column, kept_values in zip(others, values, strict=True):
                 column.write_rows(part, kept_values, rebase=False)
 
@@ -212,8 +242,14 @@ class NarrowColumn:
         self.width = width
         self.held = width if width is None or not grows else min(width, _GROWTH)
         """Entries held per row: the newest ``held`` of ``width`` (the rest are ``fill``)."""
-        self.fill = int(fill)
         self.dtype = np.dtype(dtype)
+        self._whole = self.dtype.kind == "f"
+        """Float values held as codes when whole."""
+        self._work = np.dtype(np.float64 if self._whole else np.int64)
+        """What values are written as: their exact type."""
+        self.fill: Any = float(fill) if self._whole else int(fill)
+        if self._whole and not (float(fill).is_integer() and bases is None):
+            raise ValueError(f"column {name!r}: a whole float column needs a whole fill, no base")
         self.code = np.dtype(code)
         info = np.iinfo(self.code)
         self._fill_code = int(info.min)
@@ -228,7 +264,7 @@ class NarrowColumn:
             if bases is not None or self.dtype != np.int64:
                 raise ValueError(f"column {name!r}: a dictionary holds int64 values, no base")
             self.code = dictionary.code
-            self._fill_code = dictionary.pin(self.fill)
+            self._fill_code = dictionary.pin(int(self.fill))
             self._spilled_code = Dictionary.SPILLED
             dictionary.columns.append(self)
         self.codes = np.zeros((0,) if self.held is None else (0, self.held), dtype=self.code)
@@ -275,15 +311,15 @@ class NarrowColumn:
             return
         scalar = np.ndim(value) == 0
         if slot is None or self.width is None:
-            if scalar and int(value) == self.fill:
+            if scalar and self._work.type(value) == self.fill:
                 self._fill_rows(rows)
                 return
-            values = np.asarray(value, dtype=np.int64)
+            values = np.asarray(value, dtype=self._work)
             if single and not scalar:
                 values = values.reshape((1, *values.shape))
             self.write_rows(rows, np.broadcast_to(values, (rows.size, *self.shape[1:])))
         elif isinstance(slot, (int, np.integer)):
-            values = np.broadcast_to(np.asarray(value, np.int64), rows.shape)
+            values = np.broadcast_to(np.asarray(value, self._work), rows.shape)
             self._set_slot(rows, int(slot), values)
         else:
             current = self.read_rows(rows)
@@ -306,7 +342,7 @@ class NarrowColumn:
                 self.write_rows(rows, current)
                 return
             slot -= self.width - self.held
-        base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.values[rows]
+        base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.of(rows)
         codes, fits = self._codes_against(values, base)
         fits &= self.codes[rows, slot] != self._spilled_code
         self.codes[rows[fits], slot] = codes[fits]
@@ -386,7 +422,7 @@ class NarrowColumn:
         if self.bases is None:
             out = codes.astype(self.dtype)
         else:
-            base = self.bases.values[index]
+            base = self.bases.of(index)
             out = np.add(codes, base.reshape(base.shape + (1,) * (codes.ndim - base.ndim)),
                          dtype=np.int64)  # fmt: skip
         if codes.size and codes.min() < self._low:
@@ -412,7 +448,7 @@ class NarrowColumn:
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """The exact int64 values of ``rows`` (whole rows)."""
         out = self._read(rows, None)
-        return out.astype(np.int64, copy=False)
+        return out.astype(self._work, copy=False)
 
     # ------------------------------------------------------------------ writing
 
@@ -433,7 +469,7 @@ class NarrowColumn:
             self._write_chunk(rows[start : start + _CHUNK], values[start : start + _CHUNK], rebase)
 
     def _write_chunk(self, rows: np.ndarray, values: np.ndarray, rebase: bool) -> None:
-        values = np.asarray(values).astype(np.int64, copy=False)
+        values = np.asarray(values).astype(self._work, copy=False)
         if self.held != self.width:
             assert self.width is not None and self.held is not None
             used = (values != self.fill).any(axis=0)
@@ -447,21 +483,23 @@ class NarrowColumn:
             return
         rows, values = rows[misfit], values[misfit]
         if rebase and self.bases is not None:
-            candidate = self._newest(values)
-            movable = self._fits_against(values, candidate) & (candidate != self.fill)
+            candidate, held = self.bases.nearest(self._middle(values))
+            movable = held & self._fits_against(values, candidate) & (values != self.fill).any(
+                axis=-1
+            )
             if movable.any():
                 self.bases.rebase(rows[movable], candidate[movable], keep=self)
                 codes, fits = self._encode(rows, values)
                 self.codes[rows[fits]] = codes[fits]
                 rows, values = rows[~fits], values[~fits]
         for row, exact in zip(rows.tolist(), values, strict=True):
-            self.spilled[row] = int(exact) if self.width is None else exact.copy()
+            self.spilled[row] = exact.item() if self.width is None else exact.copy()
         self.codes[rows] = self._spilled_code
 
     def _encode(self, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Codes of whole rows of ``values`` for ``rows`` (their held entries), and which rows
         fit."""
-        base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.values[rows]
+        base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.of(rows)
         if self.held != self.width:
             assert self.width is not None and self.held is not None
             values = values[:, self.width - self.held :]
@@ -506,7 +544,10 @@ class NarrowColumn:
         with np.errstate(over="ignore"):
             delta = values - b
         is_fill = values == self.fill
-        fits = (delta >= self._low) & (delta <= self._high) | is_fill
+        fits = (delta >= self._low) & (delta <= self._high)
+        if self._whole:
+            fits &= (values == np.trunc(values)) & ~((values == 0) & np.signbit(values))
+        fits |= is_fill
         codes = np.where(is_fill, self._fill_code, np.where(fits, delta, 0)).astype(self.code)
         row_fits = fits.all(axis=1) if fits.ndim == 2 else fits
         return codes, row_fits
@@ -514,14 +555,15 @@ class NarrowColumn:
     def _fits_against(self, values: np.ndarray, base: np.ndarray) -> np.ndarray:
         return self._codes_against(values, base)[1]
 
-    def _newest(self, values: np.ndarray) -> np.ndarray:
-        """Each row's newest (rightmost) value other than the fill: the base a misfit moves to."""
+    def _middle(self, values: np.ndarray) -> np.ndarray:
+        """The middle of each row's values other than the fill (the base a misfit moves near)."""
         if values.ndim == 1:
             return values
         real = values != self.fill
-        last = values.shape[1] - 1 - np.argmax(real[:, ::-1], axis=1)
-        newest: np.ndarray = values[np.arange(values.shape[0]), last]
-        return newest
+        low = np.where(real, values, np.iinfo(np.int64).max).min(axis=1)
+        high = np.where(real, values, np.iinfo(np.int64).min).max(axis=1)
+        middle: np.ndarray = (low >> 1) + (high >> 1)
+        return middle
 
     def push(self, index: slice | np.ndarray, newest: Any) -> None:
         """Drop the oldest entry of each row at ``index`` (2-D columns) and put ``newest`` last."""
@@ -531,9 +573,9 @@ class NarrowColumn:
         rows_codes = self.codes[index]
         was_spilled = rows_codes[:, -1] == self._spilled_code
         _shift_left(self.codes, index)
-        newest_values = np.broadcast_to(np.asarray(newest, dtype=np.int64),
+        newest_values = np.broadcast_to(np.asarray(newest, dtype=self._work),
                                         rows_codes.shape[:1])  # fmt: skip
-        base = np.zeros(1, np.int64) if self.bases is None else self.bases.values[index]
+        base = np.zeros(1, np.int64) if self.bases is None else self.bases.of(index)
         codes, fits = self._codes_against(newest_values, np.broadcast_to(base, newest_values.shape))
         fits &= ~was_spilled
         self.codes[index, -1] = np.where(fits, codes, self._spilled_code)
@@ -542,7 +584,7 @@ class NarrowColumn:
             return
         rows = self._rows(index)[slow]
         # The misfits and the spilled: their whole rows, shifted, with the newest appended.
-        full = np.empty((rows.size, self.width or 1), dtype=np.int64)
+        full = np.empty((rows.size, self.width or 1), dtype=self._work)
         spilled_rows = was_spilled[slow]
         if (~spilled_rows).any():
             plain = rows[~spilled_rows]
@@ -598,4 +640,4 @@ class RowsOf:
         return self._column.take(rows, slots)
 
 
-__all__ = ["Bases", "ColumnReader", "Dictionary", "NarrowColumn", "RowsOf"]
+__all__ = ["Bases", "ColumnReader", "Dictionary", "NarrowColumn", "RowsOf", "WholeFloat"]

@@ -32,7 +32,7 @@ import numpy as np
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
 from notifier.rules.evidence import NULL, UNSET_TS
-from notifier.rules.narrow import Bases, Dictionary, NarrowColumn, RowsOf
+from notifier.rules.narrow import Bases, Dictionary, NarrowColumn, RowsOf, WholeFloat
 from notifier.rules.scancolumns import GroupRows, ScanColumns
 from notifier.types import (
     GROUP_STATES,
@@ -452,7 +452,7 @@ class WindowStore:
     def array_bytes(self) -> int:
         """What the store's arrays take, as allocated (spare capacity included)."""
         columns = (*self.row_columns, *TABLE_COLUMNS)
-        bases = sum(b.values.nbytes for b in self.bases.values()) + self.times.nbytes
+        bases = sum(b.nbytes for b in self.bases.values()) + self.times.nbytes
         held = sum(self.column(c.name).nbytes for c in columns)
         return int(held + bases + self.group_epoch.nbytes)
 
@@ -1114,10 +1114,13 @@ def _newest_points(
 
 
 def _evidence_narrow(name: str, dtype: type, fill: float) -> dict[str, Any]:
-    """How an evidence column's int64 values are held: a time (unset as UNSET_TS, or named
+    """How an evidence column's values are held: a time (unset as UNSET_TS, or named
     ``..._ts``) as a code into the store's scan times, an offset against the row's base. A
     guess that is wrong for some column costs memory (its rows move their base, its values
-    take codes of their own, or spill), never a value."""
+    take codes of their own, or spill), never a value. A :class:`WholeFloat` is held as int32
+    codes."""
+    if dtype is WholeFloat:
+        return {"narrow": "zero"}
     if np.dtype(dtype) != np.int64:
         return {}
     if fill == UNSET_TS or name.endswith("_ts"):

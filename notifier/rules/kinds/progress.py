@@ -33,6 +33,7 @@ from notifier.rules.kinds.base import (
     human_seconds,
     position_evidence,
 )
+from notifier.rules.narrow import WholeFloat
 from notifier.types import Severity
 
 
@@ -296,7 +297,7 @@ KIND = RuleKind(
         columns=(
             ("e_memberless_abrupt", np.bool_, False),
             ("e_spell_began", np.int64, UNSET_TS),
-            ("e_long_spell_ms", np.float64, 0.0),
+            ("e_long_spell_ms", WholeFloat, 0.0),
             ("e_long_spell_end", np.int64, UNSET_TS),
         ),
         update=follow_departures,
