@@ -107,16 +107,20 @@ class Dictionary:
     Code 0 says spilled (a :class:`NarrowColumn` keeps such a row's exact values aside); each
     column's fill value is an entry pinned for good. An entry no column refers to any more is
     collected when the codes run out, and a value that still finds no code spills its row:
-    every value reads back exactly, whatever the data.
+    every value reads back exactly, whatever the data. ``size``: how many codes (all that
+    ``code`` can name by default; fewer run out sooner, as the tests make them).
     """
 
     SPILLED = 0
 
-    def __init__(self, code: Any = np.uint16) -> None:
+    def __init__(self, code: Any = np.uint16, size: int | None = None) -> None:
         self.code = np.dtype(code)
         if self.code.kind != "u":
             raise ValueError(f"dictionary codes must be unsigned, not {self.code}")
-        size = int(np.iinfo(self.code).max) + 1
+        most = int(np.iinfo(self.code).max) + 1
+        size = most if size is None else size
+        if not 2 <= size <= most:
+            raise ValueError(f"a dictionary of {self.code} holds 2 to {most} codes, not {size}")
         self.values = np.zeros(size, dtype=np.int64)
         """Code → value (what decoding gathers from)."""
         self._used = np.zeros(size, dtype=np.bool_)
@@ -126,6 +130,8 @@ class Dictionary:
         self._keys = np.zeros(0, dtype=np.int64)
         self._key_codes = np.zeros(0, dtype=np.int64)
         self._stale = False
+        self._handed: list[np.ndarray] = []
+        """The codes handed out by the :meth:`encode` under way: not stored yet, not free."""
         self.columns: list[NarrowColumn] = []
 
     @property
@@ -135,7 +141,10 @@ class Dictionary:
 
     def pin(self, value: int) -> int:
         """The code of ``value``, never collected (a column's fill)."""
-        codes, fits = self._lookup(np.asarray([value], dtype=np.int64))
+        try:
+            codes, fits = self._lookup(np.asarray([value], dtype=np.int64))
+        finally:
+            self._handed.clear()
         if not fits[0]:
             raise ValueError(f"no code left for the fill value {value}")
         code = int(codes[0])
@@ -145,6 +154,12 @@ class Dictionary:
     def encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The code of each of ``values`` (int64, any shape), and whether it has one (new values
         get one while codes last)."""
+        try:
+            return self._encode(values)
+        finally:
+            self._handed.clear()
+
+    def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         flat = values.reshape(-1)
         codes = np.zeros(flat.size, dtype=self.code)
         fits = np.ones(flat.size, dtype=np.bool_)
@@ -189,6 +204,7 @@ class Dictionary:
             self._stale = True
             codes[taken] = new
             fits[taken] = True
+        self._handed.append(codes[fits])
         return codes.astype(self.code), fits
 
     def _find(self, distinct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -204,9 +220,12 @@ class Dictionary:
         return found, np.where(found, self._key_codes[at], self.SPILLED)
 
     def collect(self) -> None:
-        """Free the codes no column refers to (pinned ones are kept)."""
+        """Free the codes no column refers to (pinned ones, and those the encoding under way
+        handed out, are kept)."""
         referenced = self._pinned.copy()
         referenced[self.SPILLED] = True
+        for handed in self._handed:
+            referenced[handed] = True
         for column in self.columns:
             flat = column.codes.reshape(-1)
             for start in range(0, flat.size, _CHUNK * 16):
@@ -311,7 +330,7 @@ class NarrowColumn:
             return
         scalar = np.ndim(value) == 0
         if slot is None or self.width is None:
-            if scalar and self._work.type(value) == self.fill:
+            if scalar and self._is_fill(np.asarray(value, self._work)):
                 self._fill_rows(rows)
                 return
             values = np.asarray(value, dtype=self._work)
@@ -543,7 +562,7 @@ class NarrowColumn:
         # when the difference wrapped, so the range is all a code needs.
         with np.errstate(over="ignore"):
             delta = values - b
-        is_fill = values == self.fill
+        is_fill = self._is_fill(values)
         fits = (delta >= self._low) & (delta <= self._high)
         if self._whole:
             fits &= (values == np.trunc(values)) & ~((values == 0) & np.signbit(values))
@@ -551,6 +570,13 @@ class NarrowColumn:
         codes = np.where(is_fill, self._fill_code, np.where(fits, delta, 0)).astype(self.code)
         row_fits = fits.all(axis=1) if fits.ndim == 2 else fits
         return codes, row_fits
+
+    def _is_fill(self, values: np.ndarray) -> np.ndarray:
+        """Which of ``values`` are the fill (a whole float's sign too: -0.0 is not 0.0)."""
+        same: np.ndarray = np.asarray(values == self.fill)
+        if self._whole:
+            same &= np.signbit(values) == np.signbit(self.fill)
+        return same
 
     def _fits_against(self, values: np.ndarray, base: np.ndarray) -> np.ndarray:
         return self._codes_against(values, base)[1]
