@@ -1,19 +1,23 @@
-"""Narrow columns: int64 values held as int32 (or narrower) codes against a base, exactly.
+"""Narrow columns: int64 values held as int32 (or narrower) codes, exactly.
 
 A window store of a million rows holds a few dozen int64 values per row: offsets, which on a
-partition stay within a few billion of each other for weeks, and times, which stay within days.
-A :class:`NarrowColumn` keeps each value as a small code, ``value - base``, where ``base`` is
-shared by a group of columns (:class:`Bases`: one int64 per row, e.g. every offset a row holds)
-or is 0. Reading gives the int64 (or the declared dtype) values back, the same for every input:
+partition stay within a few billion of each other for weeks, and times, which every row a scan
+saw shares with the others. A :class:`NarrowColumn` keeps each value as a small code, either
+``value - base``, where ``base`` is shared by a group of columns (:class:`Bases`: one per row,
+e.g. every offset a row holds) or is 0, or the index of the value in a :class:`Dictionary` of
+the distinct values many columns hold (a store's scan times). Reading gives the int64 (or the
+declared dtype, e.g. a :class:`WholeFloat`) values back, the same for every input:
 
 * the column's fill value (NULL, an unset time) has a code of its own, whatever the base;
-* a value whose code does not fit first moves the row's base to it, when the row's other
-  values in this column still fit against the new one (an offset that grew 2^31 past the base,
-  a row idle for 24 days of milliseconds); the other columns of the group are re-encoded
-  against the new base, and any of their rows that no longer fit are spilled;
+* a value whose code does not fit first moves the row's base near it, when the row's other
+  values in this column still fit against the new one (an offset that grew 2^31 past the base);
+  the other columns of the group are re-encoded against the new base, and any of their rows
+  that no longer fit are spilled; a dictionary that has run out of codes first frees those no
+  row holds any more;
 * a row that still does not fit (an offset reset on a huge partition, two values 2^31 apart in
-  one window, offsets near 2^63) is **spilled**: its codes say so and its exact values are kept
-  aside, in a dict, until a later write makes it fit again.
+  one window, offsets near 2^63, more distinct times alive than a dictionary has codes) is
+  **spilled**: its codes say so and its exact values are kept aside, in a dict, until a later
+  write makes it fit again.
 
 So memory depends on how typical the data is, and the values never do. A column reads like a
 numpy array (``column[rows]``, ``column[rows, -1]``, ``column[row, j]``; the result is a copy)

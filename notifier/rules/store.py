@@ -2,9 +2,9 @@
 
 Everything is kept in columnar numpy arrays, one row per (cluster, group, topic, partition), so
 that the evaluator runs its rules over a million windows at once and a million windows take a
-few hundred bytes each: offsets and times are int32 codes against per-row bases
-(:mod:`notifier.rules.narrow`), read back as the exact int64 values, and a LEO table holds only
-the points some table has filled.
+few hundred bytes each: offsets are int32 codes against per-row bases, times uint16 codes into
+one dictionary of the times the store's scans had (:mod:`notifier.rules.narrow`), read back as
+the exact int64 values, and a LEO table holds only the points some table has filled.
 
 Three structures per row, each oldest-first and right-aligned (the newest entry is the last
 column, ``count`` valid entries at the end):
