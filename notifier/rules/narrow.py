@@ -34,6 +34,9 @@ import numpy as np
 _GROWTH = 2
 """Entries a growing column holds more at a time."""
 
+_FIRST_CODES = 64
+"""Codes a :class:`Dictionary` makes room for at first (it doubles as it hands out more)."""
+
 _CHUNK = 1 << 16
 """Rows re-encoded at a time on the slow paths (a first scan rebases every row): bounds the
 int64 temporaries."""
@@ -125,12 +128,16 @@ class Dictionary:
         size = most if size is None else size
         if not 2 <= size <= most:
             raise ValueError(f"a dictionary of {self.code} holds 2 to {most} codes, not {size}")
-        self.values = np.zeros(size, dtype=np.int64)
-        """Code → value (what decoding gathers from)."""
-        self._used = np.zeros(size, dtype=np.bool_)
-        self._pinned = np.zeros(size, dtype=np.bool_)
-        self._free = np.arange(size - 1, self.SPILLED, -1, dtype=np.int64)
-        """Codes not in use, the next one handed out last."""
+        self.size = size
+        held = min(size, _FIRST_CODES)
+        self.values = np.zeros(held, dtype=np.int64)
+        """Code → value (what decoding gathers from), as far as codes were handed out."""
+        self._used = np.zeros(held, dtype=np.bool_)
+        self._pinned = np.zeros(held, dtype=np.bool_)
+        self._next = self.SPILLED + 1
+        """Codes from here on were never handed out."""
+        self._freed = np.zeros(0, dtype=np.int64)
+        """Codes a collection freed, the next one handed out last."""
         self._keys = np.zeros(0, dtype=np.int64)
         self._key_codes = np.zeros(0, dtype=np.int64)
         self._stale = False
@@ -140,7 +147,7 @@ class Dictionary:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.values, self._used, self._pinned, self._free, self._keys, self._key_codes)
+        arrays = (self.values, self._used, self._pinned, self._freed, self._keys, self._key_codes)
         return sum(int(a.nbytes) for a in arrays)
 
     def pin(self, value: int) -> int:
@@ -194,15 +201,14 @@ class Dictionary:
         """Codes of ``distinct`` values (no repeats), new ones added while codes last."""
         found, codes = self._find(distinct)
         missing = np.flatnonzero(~found)
-        if missing.size > self._free.size:
+        if missing.size > self._available():
             self.collect()
             found, codes = self._find(distinct)
             missing = np.flatnonzero(~found)
         fits = found.copy()
         if missing.size:
-            taken = missing[: self._free.size]
-            new = self._free[self._free.size - taken.size :][::-1]
-            self._free = self._free[: self._free.size - taken.size]
+            taken = missing[: self._available()]
+            new = self._take(taken.size)
             self.values[new] = distinct[taken]
             self._used[new] = True
             self._stale = True
@@ -210,6 +216,25 @@ class Dictionary:
             fits[taken] = True
         self._handed.append(codes[fits])
         return codes.astype(self.code), fits
+
+    def _available(self) -> int:
+        return int(self._freed.size) + self.size - self._next
+
+    def _take(self, count: int) -> np.ndarray:
+        """``count`` codes not in use: freed ones first, then new ones (the arrays grow)."""
+        reused = min(count, self._freed.size)
+        codes = self._freed[self._freed.size - reused :][::-1]
+        self._freed = self._freed[: self._freed.size - reused]
+        fresh = np.arange(self._next, self._next + count - reused, dtype=np.int64)
+        self._next += fresh.size
+        if self._next > self.values.size:
+            held = min(self.size, max(self._next, 2 * self.values.size))
+            for name in ("values", "_used", "_pinned"):
+                old = getattr(self, name)
+                grown = np.zeros(held, dtype=old.dtype)
+                grown[: old.size] = old
+                setattr(self, name, grown)
+        return np.concatenate([codes, fresh])
 
     def _find(self, distinct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self._stale:
@@ -226,7 +251,7 @@ class Dictionary:
     def collect(self) -> None:
         """Free the codes no column refers to (pinned ones, and those the encoding under way
         handed out, are kept)."""
-        referenced = self._pinned.copy()
+        referenced = self._pinned[: self._next].copy()
         referenced[self.SPILLED] = True
         for handed in self._handed:
             referenced[handed] = True
@@ -234,9 +259,9 @@ class Dictionary:
             flat = column.codes.reshape(-1)
             for start in range(0, flat.size, _CHUNK * 16):
                 referenced[flat[start : start + _CHUNK * 16]] = True
-        self._used = referenced.copy()
+        self._used[: self._next] = referenced
         self._used[self.SPILLED] = False
-        self._free = np.flatnonzero(~referenced)[::-1].astype(np.int64)
+        self._freed = np.flatnonzero(~referenced)[::-1].astype(np.int64)
         self._stale = True
 
 
