@@ -450,11 +450,23 @@ class WindowStore:
                 self.column(column.name)[rows] = column.fill
 
     def array_bytes(self) -> int:
-        """What the store's arrays take, as allocated (spare capacity included)."""
+        """What the store's arrays take, as allocated (spare capacity included): its columns,
+        their bases and dictionary, and the arrays naming and indexing rows and tables."""
         columns = (*self.row_columns, *TABLE_COLUMNS)
         bases = sum(b.nbytes for b in self.bases.values()) + self.times.nbytes
         held = sum(self.column(c.name).nbytes for c in columns)
-        return int(held + bases + self.group_epoch.nbytes)
+        naming: tuple[np.ndarray, ...] = (
+            self.group_epoch,
+            self.table_topic,
+            self.table_partition,
+            self._index_keys,
+            self._index_rows,
+            self._table_index_keys,
+            self._table_index_ids,
+            *(kept[2] for kept in self._last_scan.values()),
+            *(kept[3] for kept in self._last_scan.values()),
+        )
+        return int(held + bases + sum(a.nbytes for a in naming))
 
     def ring_times(self, index: slice | np.ndarray) -> RowsOf | np.ndarray:
         """The commit rings' times of the rows at ``index``, decoded where read."""
@@ -570,7 +582,7 @@ class WindowStore:
             and previous[1] == scan.topic
             and np.array_equal(previous[2], scan.partition)
         ):
-            return previous[3]
+            return previous[3].astype(np.int64)
         cluster = scan.cluster
         n = len(scan)
         # One dict look-up per distinct name, not per row.
@@ -610,8 +622,8 @@ class WindowStore:
         self._last_scan[cluster] = (
             list(map(own_groups.__getitem__, groups.tolist())),
             list(map(own_topics.__getitem__, pair_of_row.tolist())),
-            scan.partition,
-            rows,
+            scan.partition.astype(np.int32),
+            rows.astype(np.int32),  # half the bytes of the int64 rows handed out
         )
         return rows
 
