@@ -3,7 +3,8 @@ held: the store driven through the same random scans as a plain int64 store (the
 was before, kept here as a reference) ends with the same windows, rings, LEO tables and
 evidence, and evaluates to the same findings, for every input: offsets near 2^63, resets to 0
 on huge partitions, jumps past 2^31, NULLs, idle gaps longer than 24 days of milliseconds and
-clocks that go backwards."""
+clocks that go backwards; and with a dictionary of scan times too small for them (its codes
+collected and its rows spilled), int8 members past 127 and whole-ms floats that are not."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from hypothesis import strategies as st
 
 from notifier.config import WindowSettings
 from notifier.rules import ClusterPipeline, Evaluator, ScanColumns, WindowStore, load_rules
-from notifier.rules.narrow import Bases, NarrowColumn
+from notifier.rules import store as store_module
+from notifier.rules.narrow import Bases, Dictionary, NarrowColumn, WholeFloat
 from notifier.rules.store import TABLE_COLUMN_NAMES, Column
 from notifier.service import checkpoint
 
@@ -125,6 +127,22 @@ def _assert_same_evaluation(narrow: Evaluator, plain: Evaluator, now: int) -> No
         assert _same(getattr(got.burrow, name), getattr(want.burrow, name)), name
 
 
+def _store_with_time_codes(settings_: WindowSettings, time_codes: int | None) -> WindowStore:
+    """A narrow store whose dictionary of scan times has ``time_codes`` codes (None: all 65,536
+    of its uint16; a few: it runs out, collects the codes no row holds any more, and spills
+    the rows whose times still find none)."""
+    original = store_module.Dictionary
+
+    def small(code: object) -> Dictionary:
+        return original(code, size=time_codes)
+
+    store_module.Dictionary = small  # type: ignore[assignment,misc]
+    try:
+        return WindowStore(settings_, 10.0)
+    finally:
+        store_module.Dictionary = original  # type: ignore[misc]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     start=st.integers(0, 2**42),
@@ -134,12 +152,13 @@ def _assert_same_evaluation(narrow: Evaluator, plain: Evaluator, now: int) -> No
         max_size=4,
     ),
     forget=st.lists(st.integers(0, 5), max_size=2),
+    time_codes=st.sampled_from([None, 6, 12]),
 )
 def test_narrow_store_holds_and_evaluates_exactly_what_int64_columns_held(
-    start, scans, commits, forget
+    start, scans, commits, forget, time_codes
 ):
     settings_ = WindowSettings(intervals=4, lag_time_points=5)
-    narrow, plain = WindowStore(settings_, 10.0), PlainStore(settings_, 10.0)
+    narrow, plain = _store_with_time_codes(settings_, time_codes), PlainStore(settings_, 10.0)
     judge_narrow, judge_plain = Evaluator(RULES, narrow), Evaluator(RULES, plain)
     ts = start
     with np.errstate(over="ignore", invalid="ignore"):
@@ -206,6 +225,95 @@ def test_a_narrow_column_reads_back_every_int64_written(base_values, writes, pus
     read = small[:3]
     assert read.dtype == np.int32 and np.array_equal(read, members)
     assert math.isfinite(float(window.nbytes))
+
+
+times = st.one_of(
+    st.integers(1_800_000_000_000, 1_800_000_000_000 + 8), st.just(0), st.just(-1), offsets
+)
+whole_ms = st.one_of(
+    st.integers(-(2**31), 2**31).map(float),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 0.5, 2.0**53, -(2.0**63), float("nan")]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.integers(2, 9),
+    writes=st.lists(
+        st.tuples(st.integers(0, 2), st.lists(times, min_size=3, max_size=3)), max_size=12
+    ),
+    pushes=st.lists(st.tuples(st.lists(st.integers(0, 2), max_size=3, unique=True), times),
+                    max_size=12),
+    slots=st.lists(st.tuples(st.integers(0, 2), st.integers(-3, 2), times), max_size=6),
+    members=st.lists(st.tuples(st.integers(0, 2), st.integers(-(2**31), 2**31 - 1)),
+                     max_size=8),
+    floats=st.lists(st.tuples(st.integers(0, 2), whole_ms), max_size=8),
+)  # fmt: skip
+def test_dictionary_int8_and_whole_float_columns_read_back_every_value_written(
+    size, writes, pushes, slots, members, floats
+):
+    """The same writes to a plain array and to each narrow column: the scan-time dictionary
+    (a few codes: collected, re-used and run out of), int8 codes, whole floats."""
+    dictionary = Dictionary(np.uint8, size=size + 2)
+    window = NarrowColumn("w", 3, -1, dictionary=dictionary)
+    single = NarrowColumn("s", None, -(2**62), dictionary=dictionary)
+    small = NarrowColumn("m", 3, 0, dtype=np.int32, code=np.int8)
+    whole = NarrowColumn("f", None, 0.0, dtype=WholeFloat)
+    for column in (window, single, small, whole):
+        column.resize(3)
+    reference = np.full((3, 3), -1, dtype=np.int64)
+    reference_single = np.full(3, -(2**62), dtype=np.int64)
+    reference_small = np.zeros((3, 3), dtype=np.int32)
+    reference_whole = np.zeros(3)
+    for row, values in writes:
+        window[row] = values
+        reference[row] = values
+        single[np.asarray([row])] = values[1]
+        reference_single[row] = values[1]
+    for rows, value in pushes:
+        window.push(np.asarray(rows, dtype=np.int64), value)
+        for row in rows:
+            reference[row, :-1] = reference[row, 1:].copy()
+            reference[row, -1] = value
+    for row, slot, value in slots:
+        window[np.asarray([row]), slot] = value
+        reference[row, slot] = value
+    assert np.array_equal(window[:3], reference)
+    assert np.array_equal(window[np.arange(3), -1], reference[:, -1])
+    assert np.array_equal(single[:3], reference_single)
+    for row, value in members:
+        small[np.asarray([row]), -1] = value
+        reference_small[row, -1] = value
+        small.push(np.asarray([row]), value // 2)
+        reference_small[row, :-1] = reference_small[row, 1:].copy()
+        reference_small[row, -1] = value // 2
+    read = small[:3]
+    assert read.dtype == np.int32 and np.array_equal(read, reference_small)
+    for row, value in floats:
+        whole[np.asarray([row])] = np.asarray([value])
+        reference_whole[row] = value
+    got = whole[:3]
+    assert got.dtype == np.float64
+    # Bit for bit: NaN, and -0.0 apart from 0.0.
+    assert got.tobytes() == reference_whole.tobytes()
+
+
+def test_a_dictionary_frees_the_codes_no_row_holds_and_spills_what_finds_none():
+    dictionary = Dictionary(np.uint8, size=5)  # 4 codes: the fill's and 3 times
+    column = NarrowColumn("t", 2, -1, dictionary=dictionary)
+    column.resize(3)
+    column[0] = [10, 20]
+    column[1] = [20, 30]
+    assert not column.spilled
+    column[2] = [40, 50]  # two more: no code left for 40 or 50 until 10 or 30 is let go
+    assert list(column.spilled) == [2]
+    column[0] = [20, 20]
+    column[1] = [20, 20]
+    column[2] = [40, 50]  # 10 and 30 are collected, 40 and 50 take their codes
+    assert not column.spilled
+    assert column[:3].tolist() == [[20, 20], [20, 20], [40, 50]]
+    assert column.nbytes == 3 * 2
 
 
 def test_a_difference_that_wraps_around_int64_is_never_taken_for_a_small_code():

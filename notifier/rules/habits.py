@@ -52,6 +52,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
+from notifier.rules.narrow import WholeFloat
 from notifier.types import GROUP_STATE_CODE
 
 NULL = -1
@@ -116,10 +117,10 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_waits_learned", np.int16, 0),
     ("e_memberless_since", np.int64, UNSET_TS),
     ("e_memberless_leo", np.int64, NULL),
-    ("e_usual_memberless_ms", np.float64, 0.0),
-    ("e_unconfirmed_wait_ms", np.float64, 0.0),
-    ("e_unconfirmed_spell_ms", np.float64, 0.0),
-    ("e_long_spell_ms", np.float64, 0.0),
+    ("e_usual_memberless_ms", WholeFloat, 0.0),
+    ("e_unconfirmed_wait_ms", WholeFloat, 0.0),
+    ("e_unconfirmed_spell_ms", WholeFloat, 0.0),
+    ("e_long_spell_ms", WholeFloat, 0.0),
     ("e_long_spell_end", np.int64, UNSET_TS),
     ("e_normal_rate", np.float64, np.nan),
     ("e_rate_samples", np.int32, 0),

@@ -1,19 +1,23 @@
-"""Narrow columns: int64 values held as int32 (or narrower) codes against a base, exactly.
+"""Narrow columns: int64 values held as int32 (or narrower) codes, exactly.
 
 A window store of a million rows holds a few dozen int64 values per row: offsets, which on a
-partition stay within a few billion of each other for weeks, and times, which stay within days.
-A :class:`NarrowColumn` keeps each value as a small code, ``value - base``, where ``base`` is
-shared by a group of columns (:class:`Bases`: one int64 per row, e.g. every offset a row holds)
-or is 0. Reading gives the int64 (or the declared dtype) values back, the same for every input:
+partition stay within a few billion of each other for weeks, and times, which every row a scan
+saw shares with the others. A :class:`NarrowColumn` keeps each value as a small code, either
+``value - base``, where ``base`` is shared by a group of columns (:class:`Bases`: one per row,
+e.g. every offset a row holds) or is 0, or the index of the value in a :class:`Dictionary` of
+the distinct values many columns hold (a store's scan times). Reading gives the int64 (or the
+declared dtype, e.g. a :class:`WholeFloat`) values back, the same for every input:
 
 * the column's fill value (NULL, an unset time) has a code of its own, whatever the base;
-* a value whose code does not fit first moves the row's base to it, when the row's other
-  values in this column still fit against the new one (an offset that grew 2^31 past the base,
-  a row idle for 24 days of milliseconds); the other columns of the group are re-encoded
-  against the new base, and any of their rows that no longer fit are spilled;
+* a value whose code does not fit first moves the row's base near it, when the row's other
+  values in this column still fit against the new one (an offset that grew 2^31 past the base);
+  the other columns of the group are re-encoded against the new base, and any of their rows
+  that no longer fit are spilled; a dictionary that has run out of codes first frees those no
+  row holds any more;
 * a row that still does not fit (an offset reset on a huge partition, two values 2^31 apart in
-  one window, offsets near 2^63) is **spilled**: its codes say so and its exact values are kept
-  aside, in a dict, until a later write makes it fit again.
+  one window, offsets near 2^63, more distinct times alive than a dictionary has codes) is
+  **spilled**: its codes say so and its exact values are kept aside, in a dict, until a later
+  write makes it fit again.
 
 So memory depends on how typical the data is, and the values never do. A column reads like a
 numpy array (``column[rows]``, ``column[rows, -1]``, ``column[row, j]``; the result is a copy)
@@ -30,9 +34,19 @@ import numpy as np
 _GROWTH = 2
 """Entries a growing column holds more at a time."""
 
+_FIRST_CODES = 64
+"""Codes a :class:`Dictionary` makes room for at first (it doubles as it hands out more)."""
+
 _CHUNK = 1 << 16
 """Rows re-encoded at a time on the slow paths (a first scan rebases every row): bounds the
 int64 temporaries."""
+
+
+class WholeFloat(np.float64):
+    """The dtype to declare a float64 column with whose values are whole numbers (lengths of
+    time in ms, differences of two int64 times): it is held as int32 codes, and reads give
+    float64 back. A value that is not whole (or -0.0, or beyond the codes) spills its row,
+    exact."""
 
 
 class ColumnReader(Protocol):
@@ -43,29 +57,212 @@ class ColumnReader(Protocol):
 
 
 class Bases:
-    """One int64 base per row, shared by the :class:`NarrowColumn` s that hold codes against it
-    (they register themselves)."""
+    """One base per row, shared by the :class:`NarrowColumn` s that hold codes against it
+    (they register themselves).
+
+    A base is a multiple of 2^31, held as its int32 multiple (4 bytes a row, not 8): an int32
+    code against the nearest one reaches at least 2^30 either side of a value, and some base
+    holds any values of a row spread over less than 2^31. Values beyond ±2^62 have no base
+    (their rows spill)."""
+
+    STEP_BITS = 31
 
     def __init__(self) -> None:
-        self.values = np.zeros(0, dtype=np.int64)
+        self.units = np.zeros(0, dtype=np.int32)
         self.columns: list[NarrowColumn] = []
 
+    @property
+    def nbytes(self) -> int:
+        return int(self.units.nbytes)
+
+    def of(self, index: slice | np.ndarray) -> np.ndarray:
+        """The int64 bases of the rows at ``index``."""
+        return self.units[index].astype(np.int64) << self.STEP_BITS
+
+    def nearest(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The base nearest each of ``values``, and whether it can be held."""
+        units = (values >> self.STEP_BITS) + ((values >> (self.STEP_BITS - 1)) & 1)
+        info = np.iinfo(self.units.dtype)
+        held = (units >= info.min) & (units <= info.max)
+        return np.where(held, units, 0) << self.STEP_BITS, held
+
     def resize(self, capacity: int) -> None:
-        grown = np.zeros(capacity, dtype=np.int64)
-        kept = min(capacity, self.values.size)
-        grown[:kept] = self.values[:kept]
-        self.values = grown
+        grown = np.zeros(capacity, dtype=self.units.dtype)
+        kept = min(capacity, self.units.size)
+        grown[:kept] = self.units[:kept]
+        self.units = grown
 
     def rebase(self, rows: np.ndarray, new_base: np.ndarray, keep: NarrowColumn | None) -> None:
-        """Move ``rows`` (unique) to ``new_base``, re-encoding every column but ``keep`` (the
-        caller writes that one's rows itself); rows that no longer fit are spilled."""
+        """Move ``rows`` (unique) to ``new_base`` (from :meth:`nearest`), re-encoding every
+        column but ``keep`` (the caller writes that one's rows itself); rows that no longer fit
+        are spilled."""
         others = [c for c in self.columns if c is not keep]
         for start in range(0, rows.size, _CHUNK):
             part = rows[start : start + _CHUNK]
             values = [c.read_rows(part) for c in others]
-            self.values[part] = new_base[start : start + _CHUNK]
+            self.units[part] = new_base[start : start + _CHUNK] >> self.STEP_BITS
             for column, kept_values in zip(others, values, strict=True):
                 column.write_rows(part, kept_values, rebase=False)
+
+
+class Dictionary:
+    """Distinct int64 values shared by many columns, whose codes index them: the scan times a
+    store holds. A scan stamps every row it sees with the same time, so a million windows of
+    ten samples hold a few dozen distinct times, not ten million; a code of 2 bytes names one
+    of 65,535 of them, where a code against a per-row base needs 4 and the base 8 more.
+
+    Code 0 says spilled (a :class:`NarrowColumn` keeps such a row's exact values aside); each
+    column's fill value is an entry pinned for good. An entry no column refers to any more is
+    collected when the codes run out, and a value that still finds no code spills its row:
+    every value reads back exactly, whatever the data. ``size``: how many codes (all that
+    ``code`` can name by default; fewer run out sooner, as the tests make them).
+    """
+
+    SPILLED = 0
+
+    def __init__(self, code: Any = np.uint16, size: int | None = None) -> None:
+        self.code = np.dtype(code)
+        if self.code.kind != "u":
+            raise ValueError(f"dictionary codes must be unsigned, not {self.code}")
+        most = int(np.iinfo(self.code).max) + 1
+        size = most if size is None else size
+        if not 2 <= size <= most:
+            raise ValueError(f"a dictionary of {self.code} holds 2 to {most} codes, not {size}")
+        self.size = size
+        held = min(size, _FIRST_CODES)
+        self.values = np.zeros(held, dtype=np.int64)
+        """Code → value (what decoding gathers from), as far as codes were handed out."""
+        self._used = np.zeros(held, dtype=np.bool_)
+        self._pinned = np.zeros(held, dtype=np.bool_)
+        self._next = self.SPILLED + 1
+        """Codes from here on were never handed out."""
+        self._freed = np.zeros(0, dtype=np.int64)
+        """Codes a collection freed, the next one handed out last."""
+        self._keys = np.zeros(0, dtype=np.int64)
+        self._key_codes = np.zeros(0, dtype=np.int64)
+        self._stale = False
+        self._handed: list[np.ndarray] = []
+        """The codes handed out by the :meth:`encode` under way: not stored yet, not free."""
+        self.columns: list[NarrowColumn] = []
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.values, self._used, self._pinned, self._freed, self._keys, self._key_codes)
+        return sum(int(a.nbytes) for a in arrays)
+
+    def pin(self, value: int) -> int:
+        """The code of ``value``, never collected (a column's fill)."""
+        try:
+            codes, fits = self._lookup(np.asarray([value], dtype=np.int64))
+        finally:
+            self._handed.clear()
+        if not fits[0]:
+            raise ValueError(f"no code left for the fill value {value}")
+        code = int(codes[0])
+        self._pinned[code] = True
+        return code
+
+    def encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The code of each of ``values`` (int64, any shape), and whether it has one (new values
+        get one while codes last)."""
+        try:
+            return self._encode(values)
+        finally:
+            self._handed.clear()
+
+    def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        flat = values.reshape(-1)
+        codes = np.zeros(flat.size, dtype=self.code)
+        fits = np.ones(flat.size, dtype=np.bool_)
+        # Most writes hold one or two distinct values (this scan's time, an unset one): peeled
+        # off by comparison, without sorting the rest.
+        where: np.ndarray | None = None
+        left = flat
+        for _ in range(4):
+            if left.size == 0:
+                return codes.reshape(values.shape), fits.reshape(values.shape)
+            value = left[:1]
+            hit = left == value[0]
+            code, fit = self._lookup(value)
+            at = hit if where is None else where[hit]
+            codes[at] = code[0]
+            fits[at] = fit[0]
+            where = np.flatnonzero(~hit) if where is None else where[~hit]
+            left = flat[where]
+        if left.size:
+            distinct, inverse = np.unique(left, return_inverse=True)
+            code, fit = self._lookup(distinct)
+            assert where is not None
+            codes[where] = code[inverse.reshape(-1)]
+            fits[where] = fit[inverse.reshape(-1)]
+        return codes.reshape(values.shape), fits.reshape(values.shape)
+
+    def _lookup(self, distinct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Codes of ``distinct`` values (no repeats), new ones added while codes last."""
+        found, codes = self._find(distinct)
+        missing = np.flatnonzero(~found)
+        if missing.size > self._available():
+            self.collect()
+            found, codes = self._find(distinct)
+            missing = np.flatnonzero(~found)
+        fits = found.copy()
+        if missing.size:
+            taken = missing[: self._available()]
+            new = self._take(taken.size)
+            self.values[new] = distinct[taken]
+            self._used[new] = True
+            self._stale = True
+            codes[taken] = new
+            fits[taken] = True
+        self._handed.append(codes[fits])
+        return codes.astype(self.code), fits
+
+    def _available(self) -> int:
+        return int(self._freed.size) + self.size - self._next
+
+    def _take(self, count: int) -> np.ndarray:
+        """``count`` codes not in use: freed ones first, then new ones (the arrays grow)."""
+        reused = min(count, self._freed.size)
+        codes = self._freed[self._freed.size - reused :][::-1]
+        self._freed = self._freed[: self._freed.size - reused]
+        fresh = np.arange(self._next, self._next + count - reused, dtype=np.int64)
+        self._next += fresh.size
+        if self._next > self.values.size:
+            held = min(self.size, max(self._next, 2 * self.values.size))
+            for name in ("values", "_used", "_pinned"):
+                old = getattr(self, name)
+                grown = np.zeros(held, dtype=old.dtype)
+                grown[: old.size] = old
+                setattr(self, name, grown)
+        return np.concatenate([codes, fresh])
+
+    def _find(self, distinct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self._stale:
+            held = np.flatnonzero(self._used)
+            order = np.argsort(self.values[held], kind="stable")
+            self._keys, self._key_codes = self.values[held][order], held[order]
+            self._stale = False
+        if self._keys.size == 0:
+            return np.zeros(distinct.size, np.bool_), np.zeros(distinct.size, np.int64)
+        at = np.minimum(np.searchsorted(self._keys, distinct), self._keys.size - 1)
+        found = self._keys[at] == distinct
+        return found, np.where(found, self._key_codes[at], self.SPILLED)
+
+    def collect(self) -> None:
+        """Free the codes no column refers to (pinned ones, and those the encoding under way
+        handed out, are kept)."""
+        referenced = self._pinned[: self._next].copy()
+        referenced[self.SPILLED] = True
+        for handed in self._handed:
+            referenced[handed] = True
+        for column in self.columns:
+            flat = column.codes.reshape(-1)
+            for start in range(0, flat.size, _CHUNK * 16):
+                referenced[flat[start : start + _CHUNK * 16]] = True
+        self._used[: self._next] = referenced
+        self._used[self.SPILLED] = False
+        self._freed = np.flatnonzero(~referenced)[::-1].astype(np.int64)
+        self._stale = True
 
 
 class NarrowColumn:
@@ -87,13 +284,20 @@ class NarrowColumn:
         code: Any = np.int32,
         bases: Bases | None = None,
         grows: bool = False,
+        dictionary: Dictionary | None = None,
     ) -> None:
         self.name = name
         self.width = width
         self.held = width if width is None or not grows else min(width, _GROWTH)
         """Entries held per row: the newest ``held`` of ``width`` (the rest are ``fill``)."""
-        self.fill = int(fill)
         self.dtype = np.dtype(dtype)
+        self._whole = self.dtype.kind == "f"
+        """Float values held as codes when whole."""
+        self._work = np.dtype(np.float64 if self._whole else np.int64)
+        """What values are written as: their exact type."""
+        self.fill: Any = float(fill) if self._whole else int(fill)
+        if self._whole and not (float(fill).is_integer() and bases is None):
+            raise ValueError(f"column {name!r}: a whole float column needs a whole fill, no base")
         self.code = np.dtype(code)
         info = np.iinfo(self.code)
         self._fill_code = int(info.min)
@@ -103,6 +307,14 @@ class NarrowColumn:
         self.bases = bases
         if bases is not None:
             bases.columns.append(self)
+        self.dictionary = dictionary
+        if dictionary is not None:
+            if bases is not None or self.dtype != np.int64:
+                raise ValueError(f"column {name!r}: a dictionary holds int64 values, no base")
+            self.code = dictionary.code
+            self._fill_code = dictionary.pin(int(self.fill))
+            self._spilled_code = Dictionary.SPILLED
+            dictionary.columns.append(self)
         self.codes = np.zeros((0,) if self.held is None else (0, self.held), dtype=self.code)
         self.spilled: dict[int, Any] = {}
         """Row → its exact values (an int, or an int64 array of ``width``)."""
@@ -147,15 +359,15 @@ class NarrowColumn:
             return
         scalar = np.ndim(value) == 0
         if slot is None or self.width is None:
-            if scalar and int(value) == self.fill:
+            if scalar and self._is_fill(np.asarray(value, self._work)):
                 self._fill_rows(rows)
                 return
-            values = np.asarray(value, dtype=np.int64)
+            values = np.asarray(value, dtype=self._work)
             if single and not scalar:
                 values = values.reshape((1, *values.shape))
             self.write_rows(rows, np.broadcast_to(values, (rows.size, *self.shape[1:])))
         elif isinstance(slot, (int, np.integer)):
-            values = np.broadcast_to(np.asarray(value, np.int64), rows.shape)
+            values = np.broadcast_to(np.asarray(value, self._work), rows.shape)
             self._set_slot(rows, int(slot), values)
         else:
             current = self.read_rows(rows)
@@ -178,7 +390,7 @@ class NarrowColumn:
                 self.write_rows(rows, current)
                 return
             slot -= self.width - self.held
-        base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.values[rows]
+        base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.of(rows)
         codes, fits = self._codes_against(values, base)
         fits &= self.codes[rows, slot] != self._spilled_code
         self.codes[rows[fits], slot] = codes[fits]
@@ -248,10 +460,17 @@ class NarrowColumn:
 
     def _read_codes(self, index: slice | np.ndarray, slot: Any, logical: Any = None) -> np.ndarray:
         codes = self.codes[index] if slot is None else self.codes[index, slot]
+        if self.dictionary is not None:
+            out = self.dictionary.values[codes]
+            if self.spilled:
+                spilled = codes == self._spilled_code
+                if spilled.any():
+                    self._unspill_read(index, slot if logical is None else logical, out, spilled)
+            return out
         if self.bases is None:
             out = codes.astype(self.dtype)
         else:
-            base = self.bases.values[index]
+            base = self.bases.of(index)
             out = np.add(codes, base.reshape(base.shape + (1,) * (codes.ndim - base.ndim)),
                          dtype=np.int64)  # fmt: skip
         if codes.size and codes.min() < self._low:
@@ -277,7 +496,7 @@ class NarrowColumn:
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """The exact int64 values of ``rows`` (whole rows)."""
         out = self._read(rows, None)
-        return out.astype(np.int64, copy=False)
+        return out.astype(self._work, copy=False)
 
     # ------------------------------------------------------------------ writing
 
@@ -298,7 +517,7 @@ class NarrowColumn:
             self._write_chunk(rows[start : start + _CHUNK], values[start : start + _CHUNK], rebase)
 
     def _write_chunk(self, rows: np.ndarray, values: np.ndarray, rebase: bool) -> None:
-        values = np.asarray(values).astype(np.int64, copy=False)
+        values = np.asarray(values).astype(self._work, copy=False)
         if self.held != self.width:
             assert self.width is not None and self.held is not None
             used = (values != self.fill).any(axis=0)
@@ -312,25 +531,46 @@ class NarrowColumn:
             return
         rows, values = rows[misfit], values[misfit]
         if rebase and self.bases is not None:
-            candidate = self._newest(values)
-            movable = self._fits_against(values, candidate) & (candidate != self.fill)
+            candidate, held = self.bases.nearest(self._middle(values))
+            movable = held & self._fits_against(values, candidate) & (values != self.fill).any(
+                axis=-1
+            )
             if movable.any():
                 self.bases.rebase(rows[movable], candidate[movable], keep=self)
                 codes, fits = self._encode(rows, values)
                 self.codes[rows[fits]] = codes[fits]
                 rows, values = rows[~fits], values[~fits]
         for row, exact in zip(rows.tolist(), values, strict=True):
-            self.spilled[row] = int(exact) if self.width is None else exact.copy()
+            self.spilled[row] = exact.item() if self.width is None else exact.copy()
         self.codes[rows] = self._spilled_code
 
     def _encode(self, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Codes of whole rows of ``values`` for ``rows`` (their held entries), and which rows
         fit."""
-        base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.values[rows]
+        base = np.zeros(rows.size, np.int64) if self.bases is None else self.bases.of(rows)
         if self.held != self.width:
             assert self.width is not None and self.held is not None
             values = values[:, self.width - self.held :]
+        if self.dictionary is not None:
+            return self._dictionary_codes(rows, values)
         return self._codes_against(values, base)
+
+    def _dictionary_codes(
+        self, rows: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`_encode`, looking up only the values that differ from what ``rows`` hold
+        (an evidence column written whole each scan changes in a few rows)."""
+        assert self.dictionary is not None
+        codes = self.codes[rows]
+        kept = (self.dictionary.values[codes] == values) & (codes != self._spilled_code)
+        changed = ~kept
+        if changed.any():
+            new, fits = self.dictionary.encode(values[changed])
+            codes[changed] = new
+            fit = np.ones(values.shape, dtype=np.bool_)
+            fit[changed] = fits
+            return codes, _whole_rows(fit)
+        return codes, np.ones(rows.size, dtype=np.bool_)
 
     def _hold(self, entries: int) -> None:
         """Hold at least the newest ``entries`` of each row (a few more at a time)."""
@@ -343,28 +583,42 @@ class NarrowColumn:
         self.codes, self.held = grown, held
 
     def _codes_against(self, values: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.dictionary is not None:
+            codes, fits = self.dictionary.encode(values)
+            return codes, _whole_rows(fits)
         b = base.reshape(base.shape + (1,) * (values.ndim - base.ndim))
         # int64 arithmetic wraps the same way both ways: base + (value - base) is value even
         # when the difference wrapped, so the range is all a code needs.
         with np.errstate(over="ignore"):
             delta = values - b
-        is_fill = values == self.fill
-        fits = (delta >= self._low) & (delta <= self._high) | is_fill
+        is_fill = self._is_fill(values)
+        fits = (delta >= self._low) & (delta <= self._high)
+        if self._whole:
+            fits &= (values == np.trunc(values)) & ~((values == 0) & np.signbit(values))
+        fits |= is_fill
         codes = np.where(is_fill, self._fill_code, np.where(fits, delta, 0)).astype(self.code)
         row_fits = fits.all(axis=1) if fits.ndim == 2 else fits
         return codes, row_fits
 
+    def _is_fill(self, values: np.ndarray) -> np.ndarray:
+        """Which of ``values`` are the fill (a whole float's sign too: -0.0 is not 0.0)."""
+        same: np.ndarray = np.asarray(values == self.fill)
+        if self._whole:
+            same &= np.signbit(values) == np.signbit(self.fill)
+        return same
+
     def _fits_against(self, values: np.ndarray, base: np.ndarray) -> np.ndarray:
         return self._codes_against(values, base)[1]
 
-    def _newest(self, values: np.ndarray) -> np.ndarray:
-        """Each row's newest (rightmost) value other than the fill: the base a misfit moves to."""
+    def _middle(self, values: np.ndarray) -> np.ndarray:
+        """The middle of each row's values other than the fill (the base a misfit moves near)."""
         if values.ndim == 1:
             return values
         real = values != self.fill
-        last = values.shape[1] - 1 - np.argmax(real[:, ::-1], axis=1)
-        newest: np.ndarray = values[np.arange(values.shape[0]), last]
-        return newest
+        low = np.where(real, values, np.iinfo(np.int64).max).min(axis=1)
+        high = np.where(real, values, np.iinfo(np.int64).min).max(axis=1)
+        middle: np.ndarray = (low >> 1) + (high >> 1)
+        return middle
 
     def push(self, index: slice | np.ndarray, newest: Any) -> None:
         """Drop the oldest entry of each row at ``index`` (2-D columns) and put ``newest`` last."""
@@ -374,9 +628,9 @@ class NarrowColumn:
         rows_codes = self.codes[index]
         was_spilled = rows_codes[:, -1] == self._spilled_code
         _shift_left(self.codes, index)
-        newest_values = np.broadcast_to(np.asarray(newest, dtype=np.int64),
+        newest_values = np.broadcast_to(np.asarray(newest, dtype=self._work),
                                         rows_codes.shape[:1])  # fmt: skip
-        base = np.zeros(1, np.int64) if self.bases is None else self.bases.values[index]
+        base = np.zeros(1, np.int64) if self.bases is None else self.bases.of(index)
         codes, fits = self._codes_against(newest_values, np.broadcast_to(base, newest_values.shape))
         fits &= ~was_spilled
         self.codes[index, -1] = np.where(fits, codes, self._spilled_code)
@@ -385,7 +639,7 @@ class NarrowColumn:
             return
         rows = self._rows(index)[slow]
         # The misfits and the spilled: their whole rows, shifted, with the newest appended.
-        full = np.empty((rows.size, self.width or 1), dtype=np.int64)
+        full = np.empty((rows.size, self.width or 1), dtype=self._work)
         spilled_rows = was_spilled[slow]
         if (~spilled_rows).any():
             plain = rows[~spilled_rows]
@@ -396,6 +650,11 @@ class NarrowColumn:
             full[i, :-1] = exact[1:]
         full[:, -1] = newest_values[slow]
         self.write_rows(rows, full)
+
+
+def _whole_rows(fits: np.ndarray) -> np.ndarray:
+    """Which rows fit whole (a 1-D column's entries are its rows)."""
+    return np.asarray(fits.all(axis=1)) if fits.ndim == 2 else fits
 
 
 def _split(key: Any) -> tuple[Any, Any]:
@@ -436,4 +695,4 @@ class RowsOf:
         return self._column.take(rows, slots)
 
 
-__all__ = ["Bases", "ColumnReader", "NarrowColumn", "RowsOf"]
+__all__ = ["Bases", "ColumnReader", "Dictionary", "NarrowColumn", "RowsOf", "WholeFloat"]

@@ -2,9 +2,9 @@
 
 Everything is kept in columnar numpy arrays, one row per (cluster, group, topic, partition), so
 that the evaluator runs its rules over a million windows at once and a million windows take a
-few hundred bytes each: offsets and times are int32 codes against per-row bases
-(:mod:`notifier.rules.narrow`), read back as the exact int64 values, and a LEO table holds only
-the points some table has filled.
+few hundred bytes each: offsets are int32 codes against per-row bases, times uint16 codes into
+one dictionary of the times the store's scans had (:mod:`notifier.rules.narrow`), read back as
+the exact int64 values, and a LEO table holds only the points some table has filled.
 
 Three structures per row, each oldest-first and right-aligned (the newest entry is the last
 column, ``count`` valid entries at the end):
@@ -32,7 +32,7 @@ import numpy as np
 from notifier.config import WindowSettings
 from notifier.rules import evidence, lagtime
 from notifier.rules.evidence import NULL, UNSET_TS
-from notifier.rules.narrow import Bases, NarrowColumn, RowsOf
+from notifier.rules.narrow import Bases, Dictionary, NarrowColumn, RowsOf, WholeFloat
 from notifier.rules.scancolumns import GroupRows, ScanColumns
 from notifier.types import (
     GROUP_STATES,
@@ -45,7 +45,7 @@ _EVALUATE_CHUNK = 1 << 16
 """Rows whose LEO tables are read at a time: bounds the temporaries of lag in seconds."""
 
 _SHAPES = ("row", "window", "ring", "table", "points")
-_BASES = (None, "zero", "offsets", "times", "table_offsets", "table_times")
+_BASES = (None, "zero", "offsets", "times", "table_offsets")
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,9 @@ class Column:
     (``intervals`` per row), ``table`` (one per LEO table) or ``points`` (``lag_time_points``
     per LEO table). ``reset``: set back to ``fill`` when its row is freed. ``portable``: means
     the same in another process's store (not an id into this one). ``narrow``: held as ``code``
-    against the named bases (:mod:`notifier.rules.narrow`: ``offsets`` and ``times`` of a row,
-    ``table_offsets`` and ``table_times`` of a LEO table, ``zero``), exactly.
+    against the named bases (:mod:`notifier.rules.narrow`: ``offsets`` of a row,
+    ``table_offsets`` of a LEO table, ``zero``), or as a ``code`` into the store's dictionary of
+    scan ``times``, exactly.
     """
 
     shape: str
@@ -115,27 +116,29 @@ class WindowStore:
     entries at the end. LEO tables are per (cluster, topic, partition), ``(tables, points)``.
     """
 
-    # The sample window: one entry per scan that saw the row. Offsets and times are held as
-    # int32 against the row's bases (notifier.rules.narrow), exactly.
-    s_ts = Column("window", np.int64, UNSET_TS, narrow="times")
+    # The sample window: one entry per scan that saw the row. Offsets are held as int32
+    # against the row's base, times as uint16 codes into the store's dictionary of the times
+    # its scans had (notifier.rules.narrow), exactly.
+    s_ts = Column("window", np.int64, UNSET_TS, narrow="times", code=np.uint16)
     s_committed = Column("window", np.int64, NULL, narrow="offsets")
     s_leo = Column("window", np.int64, NULL, narrow="offsets")
     s_log_start = Column("window", np.int64, NULL, narrow="offsets")
     s_state = Column("window", np.int8, NULL)
-    s_members = Column("window", np.int32, 0, narrow="zero", code=np.int16)
+    # Members fit a byte's codes (up to 127) in all but the largest groups, whose rows spill.
+    s_members = Column("window", np.int32, 0, narrow="zero", code=np.int8)
     s_member_changed = Column("window", np.bool_, False)
     s_count = Column("row", np.int16, 0)
     last_hash = Column("row", np.int64, 0)
     # Burrow's commit ring: one entry per change of the committed offset.
     r_offset = Column("ring", np.int64, NULL, narrow="offsets")
-    r_ts = Column("ring", np.int64, 0, narrow="times")
+    r_ts = Column("ring", np.int64, 0, narrow="times", code=np.uint16)
     r_lag = Column("ring", np.int64, NULL, narrow="zero")
-    r_order = Column("ring", np.int64, NULL, narrow="times")
+    r_order = Column("ring", np.int64, NULL, narrow="times", code=np.uint16)
     r_count = Column("row", np.int16, 0)
-    # What a row is: its group id, LEO table, partition, whether in use, and its epoch.
+    # What a row is: its group id, LEO table, whether in use, and its epoch (its partition is
+    # its LEO table's: `row_partition`).
     row_group = Column("row", np.int32, NULL, portable=False)
     row_table = Column("row", np.int32, NULL, reset=False, portable=False)
-    row_partition = Column("row", np.int32, NULL, reset=False, portable=False)
     row_alive = Column("row", np.bool_, False, portable=False)
     row_epoch = Column("row", np.int64, 0, reset=False, portable=False, narrow="zero")
     # Evidence that outlives the window is not declared here: each store allocates the columns
@@ -143,7 +146,7 @@ class WindowStore:
     # `evidence`, by name.
     # LEO tables for lag in seconds, one per (cluster, topic, partition).
     t_leo = Column("points", np.int64, 0, narrow="table_offsets")
-    t_time = Column("points", np.int64, 0, narrow="table_times")
+    t_time = Column("points", np.int64, 0, narrow="times", code=np.uint16)
     t_count = Column("table", np.int16, 0)
 
     def __init__(self, settings: WindowSettings | None = None, scan_interval_s: float = 10.0):
@@ -193,7 +196,7 @@ class WindowStore:
         """The evidence columns by name (what kinds read, e.g. ``store.evidence["e_rewind_from"]``),
         one value per row."""
         evidence_columns = tuple(
-            Column("row", dtype, fill, name=name, narrow=_evidence_bases(name, dtype, fill))
+            Column("row", dtype, fill, name=name, **_evidence_narrow(name, dtype, fill))
             for name, dtype, fill in evidence.columns(self.evidence_kinds)
         )
         self.row_columns: tuple[Column, ...] = DECLARED_ROW_COLUMNS + evidence_columns
@@ -203,8 +206,10 @@ class WindowStore:
         self.portable_row_columns = tuple(c.name for c in self.row_columns if c.portable)
         """The per-row columns that mean the same in another process's store."""
 
-        self.bases = {name: Bases() for name in _BASES if name not in (None, "zero")}
+        self.bases = {name: Bases() for name in _BASES if name not in (None, "zero", "times")}
         """The int64 bases the narrow columns' codes are against, by name."""
+        self.times = Dictionary(np.uint16)
+        """The scan times the ``times`` columns' codes name (one per scan, not per row)."""
         self.capacity = 0
         self.table_capacity = 0
         self._alloc_rows(_INITIAL_ROWS)
@@ -216,13 +221,11 @@ class WindowStore:
     def _alloc_rows(self, capacity: int) -> None:
         self._alloc(self.row_columns, self.capacity, capacity)
         self.bases["offsets"].resize(capacity)
-        self.bases["times"].resize(capacity)
         self.capacity = capacity
 
     def _alloc_tables(self, capacity: int) -> None:
         self._alloc(TABLE_COLUMNS, self.table_capacity, capacity)
         self.bases["table_offsets"].resize(capacity)
-        self.bases["table_times"].resize(capacity)
         for name in ("table_topic", "table_partition"):
             grown = np.full(capacity, NULL, dtype=np.int32)
             kept = getattr(self, name)[: self.table_capacity]
@@ -238,7 +241,7 @@ class WindowStore:
                 held = self.__dict__ if _declared(column.name) else self.evidence
                 narrow = held.get(column.name)
                 if narrow is None:
-                    bases = None if column.narrow == "zero" else self.bases[column.narrow]
+                    bases = self.bases.get(column.narrow)
                     narrow = NarrowColumn(
                         column.name,
                         width,
@@ -247,6 +250,7 @@ class WindowStore:
                         column.code,
                         bases,
                         grows=column.shape == "points",
+                        dictionary=self.times if column.narrow == "times" else None,
                     )
                     if _declared(column.name):
                         setattr(self, column.name, narrow)
@@ -399,7 +403,6 @@ class WindowStore:
         self._rows_used += fresh
         self.row_group[rows] = gids
         self.row_table[rows] = tables
-        self.row_partition[rows] = self.table_partition[tables]
         self.row_alive[rows] = True
         self.row_epoch[rows] = self._epoch + 1 + np.arange(count)
         self._epoch += count
@@ -458,17 +461,34 @@ class WindowStore:
                 self.column(column.name)[rows] = column.fill
 
     def array_bytes(self) -> int:
-        """What the store's arrays take, as allocated (spare capacity included)."""
+        """What the store's arrays take, as allocated (spare capacity included): its columns,
+        their bases and dictionary, and the arrays naming and indexing rows and tables."""
         columns = (*self.row_columns, *TABLE_COLUMNS)
-        bases = sum(b.values.nbytes for b in self.bases.values())
+        bases = sum(b.nbytes for b in self.bases.values()) + self.times.nbytes
         held = sum(self.column(c.name).nbytes for c in columns)
-        return int(held + bases + self.group_epoch.nbytes)
+        naming: tuple[np.ndarray, ...] = (
+            self.group_epoch,
+            self.table_topic,
+            self.table_partition,
+            self._index_keys,
+            self._index_rows,
+            self._table_index_keys,
+            self._table_index_ids,
+            *(kept[2] for kept in self._last_scan.values()),
+            *(kept[3] for kept in self._last_scan.values()),
+        )
+        return int(held + bases + sum(a.nbytes for a in naming))
 
     def ring_times(self, index: slice | np.ndarray) -> RowsOf | np.ndarray:
         """The commit rings' times of the rows at ``index``, decoded where read."""
         if isinstance(self.r_ts, NarrowColumn):
             return RowsOf(self.r_ts, index)
         return self.r_ts[index]
+
+    @property
+    def row_partition(self) -> RowPartition:
+        """``row_partition[rows]``: each row's partition, its LEO table's."""
+        return RowPartition(self)
 
     # The newest sample of each row: the last entry of its window.
     @property
@@ -573,7 +593,7 @@ class WindowStore:
             and previous[1] == scan.topic
             and np.array_equal(previous[2], scan.partition)
         ):
-            return previous[3]
+            return previous[3].astype(np.int64)
         cluster = scan.cluster
         n = len(scan)
         # One dict look-up per distinct name, not per row.
@@ -613,8 +633,8 @@ class WindowStore:
         self._last_scan[cluster] = (
             list(map(own_groups.__getitem__, groups.tolist())),
             list(map(own_topics.__getitem__, pair_of_row.tolist())),
-            scan.partition,
-            rows,
+            scan.partition.astype(np.int32),
+            rows.astype(np.int32),  # half the bytes of the int64 rows handed out
         )
         return rows
 
@@ -1056,6 +1076,21 @@ class RowKeys:
         return (self[row] for row in range(len(self)))
 
 
+class RowPartition:
+    """``store.row_partition[rows]``: the partition of each row, read from its LEO table (NULL
+    for a row never handed out)."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: WindowStore) -> None:
+        self._store = store
+
+    def __getitem__(self, rows: Any) -> Any:
+        tables = self._store.row_table[rows]
+        partitions = self._store.table_partition[np.maximum(tables, 0)]
+        return np.where(tables >= 0, partitions, np.int32(NULL))
+
+
 class NewestEntry:
     """``store.latest_committed[rows]``: the last entry of each row's window, read from it (a
     copy of each newest sample would cost as much as the window's codes)."""
@@ -1101,13 +1136,19 @@ def _newest_points(
     return np.ascontiguousarray(points[tables][:, points.shape[1] - count :])
 
 
-def _evidence_bases(name: str, dtype: type, fill: float) -> str | None:
-    """Which bases an evidence column's int64 values are held against: a time's (unset as
-    UNSET_TS, or named ``..._ts``) or an offset's. A guess that is wrong for some column costs
-    memory (its rows move their base or spill), never a value."""
+def _evidence_narrow(name: str, dtype: type, fill: float) -> dict[str, Any]:
+    """How an evidence column's values are held: a time (unset as UNSET_TS, or named
+    ``..._ts``) as a code into the store's scan times, an offset against the row's base. A
+    guess that is wrong for some column costs memory (its rows move their base, its values
+    take codes of their own, or spill), never a value. A :class:`WholeFloat` is held as int32
+    codes."""
+    if dtype is WholeFloat:
+        return {"narrow": "zero"}
     if np.dtype(dtype) != np.int64:
-        return None
-    return "times" if fill == UNSET_TS or name.endswith("_ts") else "offsets"
+        return {}
+    if fill == UNSET_TS or name.endswith("_ts"):
+        return {"narrow": "times", "code": np.uint16}
+    return {"narrow": "offsets"}
 
 
 def _declared(name: str) -> bool:
