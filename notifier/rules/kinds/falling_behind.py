@@ -110,13 +110,18 @@ def _follow_spells(
     ends: np.ndarray,
 ) -> None:
     """Since when the consumer has been behind without a commit that caught up (a spell: the
-    runs of commits behind above, each restarted where it gained ground, taken together), whether
-    it read slower than the partition normally gets records at one of the spell's measured moves,
-    and the longest such slow spell that ended caught up by itself, up to
-    :data:`HEALED_AT_MOST_MS`: the slow patches this consumer recovers from within its own
-    rhythm (a downstream slow at times, and the catch-up after it)."""
+    runs of commits behind above, each restarted where it gained ground, taken together);
+    whether, at one of the spell's measured moves, it read slower than the partition normally
+    gets records while more than :data:`SPELL_BEHIND_S` behind; and the longest such slow
+    spell that ended caught up by itself, up to :data:`HEALED_AT_MOST_MS`: the slow patches
+    this consumer recovers from within its own rhythm (a downstream slow at times, and the
+    catch-up after it)."""
     spell = columns["e_spell_since"][index]
-    slow_now = measured & (columns["e_consume_rate"][index] < columns["e_normal_rate"][index])
+    normal = columns["e_normal_rate"][index]
+    # Slow, and far enough behind to have mattered: the noise of a topic of a few records a
+    # second, read a little late now and then, is no rhythm to wait for.
+    deep = scan.log_end - scan.committed > normal * SPELL_BEHIND_S
+    slow_now = measured & deep & (columns["e_consume_rate"][index] < normal)
     slow = np.where(
         first, slow_now, columns["e_spell_slow"][index] | (slow_now & (spell != UNSET_TS))
     )
@@ -145,6 +150,10 @@ transaction in flight, and a partition's runs start where that swing is lowest."
 HEALED_AT_MOST_MS = 10 * 60_000
 """``falling_behind``: a slow spell longer than this is an incident even when it heals by
 itself, never a rhythm that later spells are measured against."""
+
+SPELL_BEHIND_S = 30.0
+"""``falling_behind``: a spell is learned as one the consumer recovered from only when it was
+once this far behind (in records at the normal rate), reading slow."""
 
 HEALED_FACTOR = 1.5
 """``falling_behind``: a slow spell is judged once it has lasted this many times the longest
