@@ -603,7 +603,7 @@ def test_a_reader_of_transactions_whose_backlog_swings_with_the_transaction_keep
 
 
 FALLING_DEFAULTS = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
-                         "grace": "90s", "for": "30s", "keep_firing_for": "5m",
+                         "grace": "90s", "for": "0s", "keep_firing_for": "5m",
                          "keep_firing_capped": True})  # fmt: skip
 
 
@@ -621,11 +621,11 @@ def read_with(rates: list[float], capacities: list[float]) -> tuple[list[int], l
 
 
 def test_a_downstream_slow_for_minutes_at_times_is_warned_at_most_once_a_lasting_slowdown_is():
-    # 100 records/s, read at up to 200/s; every 20 minutes the downstream slows for 150-170 s
-    # and the consumer reads 30/s (about 110 s behind at worst), then it catches up by itself.
+    # 100 records/s, read at up to 200/s; every 20 minutes the downstream slows for 120-140 s
+    # and the consumer reads 30/s (about 95 s behind at worst), then it catches up by itself.
     # At 130 minutes it slows to 50/s for good.
     capacities = [200.0] * 1080
-    for start, length in ((60, 17), (180, 15), (300, 16), (420, 17), (540, 15), (660, 17)):
+    for start, length in ((60, 14), (180, 12), (300, 13), (420, 14), (540, 12), (660, 14)):
         capacities[start : start + length] = [30.0] * length
     capacities[780:] = [50.0] * 300
     log_end, committed = read_with([100.0] * 1080, capacities)
@@ -636,10 +636,25 @@ def test_a_downstream_slow_for_minutes_at_times_is_warned_at_most_once_a_lasting
     # it, no longer than the first and its catch-up, are this consumer's rhythm.
     assert [at for at in opened if 1800 <= at < 7800] == []
     # Warned once, when the slowdown has lasted half as long again as its longest patch and
-    # catch-up (about 5 minutes).
+    # catch-up (about 4 minutes).
     lasting = [at for at in opened if at >= 7800]
     assert len(lasting) == 1
     assert 7800 < lasting[0] <= 7800 + 600
+
+
+def test_a_slowdown_of_minutes_that_was_fixed_is_no_rhythm_the_next_one_is_warned_too():
+    # 100 records/s, read at up to 200/s; at 30 and at 70 minutes it reads 25/s for 6 minutes
+    # (until its owner fixes it), then catches up: each is an incident, the second as much as
+    # the first, however well the first healed.
+    capacities = [200.0] * 600
+    for start in (180, 420):
+        capacities[start : start + 36] = [25.0] * 36
+    log_end, committed = read_with([100.0] * 600, capacities)
+    seen = transitions(FALLING_DEFAULTS, [series(committed=joined(committed),
+                                                  log_end=joined(log_end))])  # fmt: skip
+    opened = [t.at / 1000 for t in seen if t.current.value == "WARN"]
+    assert len([at for at in opened if 1800 <= at < 2160]) == 1
+    assert len([at for at in opened if 4200 <= at < 4560]) == 1
 
 
 def test_a_slow_consumer_whose_commits_trail_its_position_is_caught_hours_in():

@@ -147,9 +147,12 @@ for the runs to be confirmed on their ratio alone. One partition alone must also
 short of where the log ended at its move before: its backlog at a commit can swing by a whole
 transaction in flight, and a partition's runs start where that swing is lowest."""
 
-HEALED_AT_MOST_MS = 10 * 60_000
+HEALED_AT_MOST_MS = 5 * 60_000
 """``falling_behind``: a slow spell longer than this is an incident even when it heals by
-itself, never a rhythm that later spells are measured against."""
+itself, never a rhythm that later spells are measured against: minutes behind are worth
+knowing about (a consumer slow to a quarter for five minutes, caught up when its owner fixed it,
+must not make the next such slowdown its habit), a downstream slow for a minute or three and
+the catch-up after it fit within."""
 
 SPELL_BEHIND_S = 30.0
 """``falling_behind``: a spell is learned as one the consumer recovered from only when it was
