@@ -625,6 +625,61 @@ def test_a_reader_of_transactions_whose_backlog_swings_with_the_transaction_keep
         assert [t for t in transitions(FALLING_GRACE, inputs) if t.at > 1_800_000] == [], seed
 
 
+FALLING_DEFAULTS = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
+                         "grace": "90s", "for": "0s", "keep_firing_for": "5m",
+                         "keep_firing_capped": True})  # fmt: skip
+
+
+def read_with(rates: list[float], capacities: list[float]) -> tuple[list[int], list[int]]:
+    """Log end and committed offset per 10 s scan for produced ``rates`` and a consumer that
+    reads at most ``capacities[i]`` records/s in scan ``i``, committing every scan."""
+    produced = consumed = 0.0
+    log_end, committed = [], []
+    for rate, capacity in zip(rates, capacities, strict=True):
+        produced += rate * 10
+        consumed = min(produced, consumed + capacity * 10)
+        log_end.append(int(produced))
+        committed.append(int(consumed))
+    return log_end, committed
+
+
+def test_a_downstream_slow_for_minutes_at_times_is_warned_at_most_once_a_lasting_slowdown_is():
+    # 100 records/s, read at up to 200/s; every 20 minutes the downstream slows for 120-140 s
+    # and the consumer reads 30/s (about 95 s behind at worst), then it catches up by itself.
+    # At 130 minutes it slows to 50/s for good.
+    capacities = [200.0] * 1080
+    for start, length in ((60, 14), (180, 12), (300, 13), (420, 14), (540, 12), (660, 14)):
+        capacities[start : start + length] = [30.0] * length
+    capacities[780:] = [50.0] * 300
+    log_end, committed = read_with([100.0] * 1080, capacities)
+    seen = transitions(FALLING_DEFAULTS, [series(committed=joined(committed),
+                                                  log_end=joined(log_end))])  # fmt: skip
+    opened = [t.at / 1000 for t in seen if t.current.value == "WARN"]
+    # The first slow patch is the start of a slowdown as far as anyone can tell; the ones after
+    # it, no longer than the first and its catch-up, are this consumer's rhythm.
+    assert [at for at in opened if 1800 <= at < 7800] == []
+    # Warned once, when the slowdown has lasted half as long again as its longest patch and
+    # catch-up (about 4 minutes).
+    lasting = [at for at in opened if at >= 7800]
+    assert len(lasting) == 1
+    assert 7800 < lasting[0] <= 7800 + 600
+
+
+def test_a_slowdown_of_minutes_that_was_fixed_is_no_rhythm_the_next_one_is_warned_too():
+    # 100 records/s, read at up to 200/s; at 30 and at 70 minutes it reads 25/s for 6 minutes
+    # (until its owner fixes it), then catches up: each is an incident, the second as much as
+    # the first, however well the first healed.
+    capacities = [200.0] * 600
+    for start in (180, 420):
+        capacities[start : start + 36] = [25.0] * 36
+    log_end, committed = read_with([100.0] * 600, capacities)
+    seen = transitions(FALLING_DEFAULTS, [series(committed=joined(committed),
+                                                  log_end=joined(log_end))])  # fmt: skip
+    opened = [t.at / 1000 for t in seen if t.current.value == "WARN"]
+    assert len([at for at in opened if 1800 <= at < 2160]) == 1
+    assert len([at for at in opened if 4200 <= at < 4560]) == 1
+
+
 def test_a_slow_consumer_whose_commits_trail_its_position_is_caught_hours_in():
     # It reads everything but commits, every one or two minutes, the position it had 20 s
     # before for 20 minutes, then 30-60 s before, for three hours, at 80-120 records/s; then it

@@ -2,7 +2,9 @@
 commits at which the consumer was behind is this kind's own evidence (``e_behind_since``,
 ``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``), and so is whether, at its
 latest move, the offset fell short of where the log ended at its move before
-(``e_reach_leo``, ``e_short``)."""
+(``e_reach_leo``, ``e_short``); and the spells behind it recovered from by itself, the slow
+patches of its own rhythm (``e_spell_since``, ``e_spell_slow``, ``e_healed_ms``,
+``e_healed_ts``)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.habits import NULL, UNSET_TS, ScanTimes, ScanView
+from notifier.rules.habits import FORGET_HALF_LIFE_MS, NULL, UNSET_TS, ScanTimes, ScanView
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
     Description,
@@ -96,6 +98,43 @@ def follow_runs(
     )
     for name, value in (("e_behind_committed", scan.committed), ("e_behind_leo", scan.log_end)):
         columns[name][index] = np.where(begins, value, np.where(ends, NULL, columns[name][index]))
+    _follow_spells(columns, index, scan, measured, begins & (since == UNSET_TS), ends)
+
+
+def _follow_spells(
+    columns: dict[str, np.ndarray],
+    index: slice | np.ndarray,
+    scan: ScanView,
+    measured: np.ndarray,
+    first: np.ndarray,
+    ends: np.ndarray,
+) -> None:
+    """Since when the consumer has been behind without a commit that caught up (a spell: the
+    runs of commits behind above, each restarted where it gained ground, taken together);
+    whether, at one of the spell's measured moves, it read slower than the partition normally
+    gets records while more than :data:`SPELL_BEHIND_S` behind; and the longest such slow
+    spell that ended caught up by itself, up to :data:`HEALED_AT_MOST_MS`: the slow patches
+    this consumer recovers from within its own rhythm (a downstream slow at times, and the
+    catch-up after it)."""
+    spell = columns["e_spell_since"][index]
+    normal = columns["e_normal_rate"][index]
+    # Slow, and far enough behind to have mattered: the noise of a topic of a few records a
+    # second, read a little late now and then, is no rhythm to wait for.
+    deep = scan.log_end - scan.committed > normal * SPELL_BEHIND_S
+    slow_now = measured & deep & (columns["e_consume_rate"][index] < normal)
+    slow = np.where(
+        first, slow_now, columns["e_spell_slow"][index] | (slow_now & (spell != UNSET_TS))
+    )
+    length = (scan.ts - spell).astype(np.float64)
+    healed = ends & (spell != UNSET_TS) & slow & (length <= HEALED_AT_MOST_MS)
+    if healed.any():
+        known = columns["e_healed_ms"][index]
+        decayed = _forgotten(known, scan.ts - columns["e_healed_ts"][index])
+        longer = healed & (length >= decayed)
+        columns["e_healed_ms"][index] = np.where(longer, length, known)
+        columns["e_healed_ts"][index] = np.where(longer, scan.ts, columns["e_healed_ts"][index])
+    columns["e_spell_since"][index] = np.where(first, scan.ts, np.where(ends, UNSET_TS, spell))
+    columns["e_spell_slow"][index] = np.where(ends, False, slow)
 
 
 MIN_INTERVALS_BEHIND = 2
@@ -107,6 +146,22 @@ MIN_PARTITIONS_WIDE = 2
 for the runs to be confirmed on their ratio alone. One partition alone must also have fallen
 short of where the log ended at its move before: its backlog at a commit can swing by a whole
 transaction in flight, and a partition's runs start where that swing is lowest."""
+
+HEALED_AT_MOST_MS = 5 * 60_000
+"""``falling_behind``: a slow spell longer than this is an incident even when it heals by
+itself, never a rhythm that later spells are measured against: minutes behind are worth
+knowing about (a consumer slow to a quarter for five minutes, caught up when its owner fixed it,
+must not make the next such slowdown its habit), a downstream slow for a minute or three and
+the catch-up after it fit within."""
+
+SPELL_BEHIND_S = 30.0
+"""``falling_behind``: a spell is learned as one the consumer recovered from only when it was
+once this far behind (in records at the normal rate), reading slow."""
+
+HEALED_FACTOR = 1.5
+"""``falling_behind``: a slow spell is judged once it has lasted this many times the longest
+one that healed by itself (slow patches vary in length: the next may well be half as long
+again as the longest so far, and heal as well)."""
 
 MIN_RECORDS_TO_JUDGE_RATE = 20
 """``falling_behind`` needs this many records expected in its span to compare rates."""
@@ -137,6 +192,9 @@ def falling_behind(
     behind_moves: np.ndarray | None = None,
     short: np.ndarray | None = None,
     group_ids: np.ndarray | None = None,
+    spell_since: np.ndarray | None = None,
+    healed_ms: np.ndarray | None = None,
+    healed_ts: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
@@ -146,7 +204,10 @@ def falling_behind(
     having read less than ``ratio`` of what arrived over that run, and (``short``) not even
     up to where the log ended at its move before: a pause falls behind and catches up within
     a few commits, a slow consumer never does; a reader of transactions has read at each
-    commit what was there at the one before.
+    commit what was there at the one before. With ``spell_since`` and ``healed_ms``, also
+    behind for longer than :data:`HEALED_FACTOR` × the longest slow spell it caught up from by
+    itself: a downstream slow at times is this consumer's rhythm, however slow it reads
+    meanwhile.
 
     Speeds are measured between the offset's moves, and the lag as it was at the last move,
     so a consumer that commits every five minutes is judged at its commits, never half way
@@ -200,8 +261,25 @@ def falling_behind(
             # partitions at once is slow, whatever the backlog of each does.
             lasting &= short | _group_wide(hit & lasting & overall, group_ids)
         confirmed = (lasting | beyond_pause) & overall
+        if spell_since is not None and healed_ms is not None and healed_ts is not None:
+            # Behind for longer than this consumer has been before and recovered from by
+            # itself: a spell no longer than that is its own rhythm (a downstream slow at
+            # times), however slow it reads meanwhile.
+            healed = _forgotten(healed_ms, now_ms - healed_ts)
+            beyond_healed = (spell_since != UNSET_TS) & (
+                move_ts - spell_since > HEALED_FACTOR * healed
+            )
+            confirmed &= (healed_ms <= 0) | beyond_healed
         hit &= np.where(np.asarray(grace_s) > 0, confirmed, True)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def _forgotten(healed_ms: np.ndarray, elapsed_ms: np.ndarray) -> np.ndarray:
+    """The longest healed spell as it counts ``elapsed_ms`` after it was learned: halved every
+    ``FORGET_HALF_LIFE_MS``, as a usual wait is, so a consumer whose downstream got better is
+    not judged by its old patches for ever."""
+    forgotten: np.ndarray = healed_ms * np.exp2(-np.maximum(elapsed_ms, 0) / FORGET_HALF_LIFE_MS)
+    return forgotten
 
 
 def _group_wide(candidate: np.ndarray, group_ids: np.ndarray | None) -> np.ndarray:
@@ -237,6 +315,9 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             store.evidence["e_behind_moves"][index],
             store.evidence["e_short"][index],
             rows.gids,
+            store.evidence["e_spell_since"][index],
+            store.evidence["e_healed_ms"][index],
+            store.evidence["e_healed_ts"][index],
         )
     )
 
@@ -273,6 +354,10 @@ KIND = RuleKind(
             ("e_behind_moves", np.int16, 0),
             ("e_reach_leo", np.int64, NULL),
             ("e_short", np.bool_, False),
+            ("e_spell_since", np.int64, UNSET_TS),
+            ("e_spell_slow", np.bool_, False),
+            ("e_healed_ms", np.float64, 0.0),
+            ("e_healed_ts", np.int64, 0),
         ),
         update=follow_runs,
     ),
