@@ -3,7 +3,9 @@ chunk's windows are decoded at once. What every rule decides must not depend on 
 corpus with incidents of every kind, scan by scan through one window store, evaluated whole
 and in chunks of a few rows (a group's rows always in one chunk, since some rules pool a
 group's partitions), gives the same arrays, group results and ``for`` state at every scan, with
-the store's rows in their order and shuffled (a group's rows apart: the other chunking path)."""
+the store's rows in their order and shuffled (a group's rows apart: the other chunking path).
+The store's evidence, advanced a chunk of rows at a time at each scan
+(``evidence.UPDATE_CHUNK_ROWS``), is the same as advanced whole."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 import yaml
 
 from notifier.history import read_history
-from notifier.rules import Evaluator, RulesConfig, parse_rules, scans
+from notifier.rules import Evaluator, RulesConfig, evidence, parse_rules, scans
 from notifier.rules.evaluate import group_chunks
 from notifier.rules.results import Evaluation
 from notifier.rules.state import RULE_STATE_FIELDS
@@ -110,6 +112,22 @@ def test_chunked_evaluation_equals_whole_evaluation(fleet_history, shuffled: boo
     print(f"{evaluated} evaluations, {fired} group-results firing")
     assert evaluated > 300
     assert fired > 0  # the corpus's incidents fired rules, so the comparison judged something
+
+
+def test_evidence_advanced_in_chunks_equals_evidence_advanced_whole(
+    fleet_history, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rules = _rules()
+    whole, chunked = (WindowStore(rules.window, scan_interval_s=10.0) for _ in range(2))
+    steps = {id(whole): StoreStep(whole), id(chunked): StoreStep(chunked)}
+    for scan in scans(fleet_history):
+        for store, chunk in ((whole, 10**9), (chunked, 4)):
+            monkeypatch.setattr(evidence, "UPDATE_CHUNK_ROWS", chunk)
+            steps[id(store)].advance(scan)
+        rows = whole.rows_in_use
+        assert chunked.rows_in_use == rows
+        for name in whole.row_column_names:
+            assert _same(chunked.column(name)[:rows], whole.column(name)[:rows]), name
 
 
 def test_group_chunks_keep_each_group_whole() -> None:
