@@ -321,6 +321,10 @@ class HistoryWriter:
                 error = HistoryWriteError(f"history writer failed: {exc}")
             if unjournaled and self._pending:
                 self._journal_rows(self._pending)
+            # What is still queued is in _pending: the scan's tables are not held here while
+            # the thread waits for the next scan (at 10^6 rows ~90 MiB, alive through the next
+            # scan's collect and evaluation otherwise).
+            del incoming
             if flushing:
                 with self._cond:
                     self._flush_error = error

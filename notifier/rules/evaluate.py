@@ -29,13 +29,28 @@ from notifier.rules.state import RULE_STATE_FIELDS, RuleState
 from notifier.rules.store import WindowStore, as_index
 from notifier.types import GroupStatus
 
+EVALUATE_CHUNK_ROWS = 1 << 16
+"""Rows an evaluation reads and judges at a time (:meth:`Evaluator.evaluate`): at a million
+rows, whole windows decoded at once were hundreds of MB of temporaries."""
+
+Part = slice | np.ndarray
+"""Positions in an evaluation's rows: a run of them, or some in ascending order."""
+
 
 class Evaluator:
     """Runs a rules config over a store. Holds the ``for``/``keep_firing_for`` state."""
 
-    def __init__(self, config: RulesConfig, store: WindowStore):
+    def __init__(
+        self, config: RulesConfig, store: WindowStore, chunk_rows: int | None = None
+    ) -> None:
+        chunk_rows = EVALUATE_CHUNK_ROWS if chunk_rows is None else chunk_rows
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
         self.config = config
         self.store = store
+        self.chunk_rows = chunk_rows
+        """Rows read and judged at a time (:func:`group_chunks`; default
+        :data:`EVALUATE_CHUNK_ROWS`); results do not depend on it."""
         self.bindings: list[RuleBinding] = [RuleBinding(config.burrow, "burrow", burrow.KIND)]
         self.bindings += [RuleBinding(rule, rule.name, kind_of(rule.kind)) for rule in config.rules]
         _check_evidence_kept(self.bindings, store)
@@ -102,96 +117,106 @@ class Evaluator:
         self._group_epoch[gid] = self.store.group_epoch[gid]
 
     def evaluate(self, now: int, rows: np.ndarray | None = None) -> Evaluation:
-        """Evaluate ``rows`` (default: every live window) as of ``now`` (ms)."""
+        """Evaluate ``rows`` (default: every live window) as of ``now`` (ms).
+
+        Every rule judges a row by its own window and evidence, and by its group (the group's
+        rows pooled, its ``for`` state): the rows are read and judged a chunk at a time
+        (:func:`group_chunks`, about ``chunk_rows`` rows, a group's rows all in one chunk), so
+        only one chunk's windows are decoded at once. What covers every row (the arrays of the
+        :class:`Evaluation`, each group's total lag) is laid out whole."""
         store = self.store
         rows = store.alive_rows() if rows is None else np.asarray(rows, dtype=np.int64)
         index = as_index(rows)
-        count = store.s_count[index]
-        committed = store.s_committed[index]
-        log_end = store.s_leo[index]
-        state = store.s_state[index]
-        members = store.s_members[index]
         gids = store.row_group[index].astype(np.int64)
         n_groups = len(store.group_key)
         for st in self.state.values():
             st.grow(n_groups)
         self._reset_reused_groups(n_groups)
 
-        # The newest sample is the window's last entry (what store.latest_* read).
-        latest_committed = np.ascontiguousarray(committed[:, -1])
-        latest_leo = np.ascontiguousarray(log_end[:, -1])
-        latest_state = state[:, -1]
-        lag = kernels.current_lag(latest_committed, latest_leo)
-        valid = kernels.valid_mask(count, store.width)
-        r_count = store.r_count[index]
-        burrow_complete = r_count / store.ring_size
-        seconds = store.lag_seconds(rows, now, latest_committed)
-
-        params = {b.name: b.values(store, rows) for b in self.bindings}
-        usual_wait, learned_wait, waits_learned = store.usual_wait_ms(rows)
-        allowed_lag = as_int(params["burrow"]["allowed_lag"])
-        # The sample times and the commit rings are read a chunk of rows at a time: each row's
-        # window and ring are judged alone, and a million rows' of them decoded at once would
-        # be hundreds of MB of temporaries.
-        complete = np.empty(rows.size)
-        outcomes = []
-        for start in range(0, max(rows.size, 1), _CHUNK):
-            part = slice(start, start + _CHUNK)
+        chunks = group_chunks(gids, self.chunk_rows)
+        # The newest sample is the window's last entry. Each group's total lag is the one
+        # thing a chunk needs from rows of other chunks, so the lags come first.
+        lag = np.empty(rows.size, dtype=np.int64)
+        for part in chunks:
             at = _part_of(index, part)
-            complete[part] = kernels.window_complete(
-                store.s_ts[at], count[part], now, store.max_gap_ms
-            )
-            outcomes.append(
-                kernels.burrow_status(
-                    store.r_offset[at],
-                    store.ring_times(at),
-                    store.r_lag[at],
-                    r_count[part],
-                    log_end[part],
-                    valid[part],
-                    lag[part],
-                    now,
-                    allowed_lag[part] if isinstance(allowed_lag, np.ndarray) else allowed_lag,
-                    complete[part],
-                    self.config.burrow.minimum_complete,
-                )
-            )
-        outcome = kernels.BurrowOutcome.joined(outcomes)
-        has_members = kernels.members_present(latest_state, members[:, -1])
-        status = kernels.split_stop_stall(outcome.status, has_members)
+            lag[part] = kernels.current_lag(store.latest_committed[at], store.latest_leo[at])
+        total_lag = np.bincount(gids, weights=np.maximum(lag, 0), minlength=n_groups)
+        burrow_complete = store.r_count[index] / store.ring_size
+        params = {b.name: b.values(store, rows) for b in self.bindings}
 
-        rows_in = Rows(
-            store=store,
-            now=now,
-            rows=rows,
-            index=index,
-            gids=gids,
-            n_groups=n_groups,
-            count=count,
-            committed=committed,
-            log_end=log_end,
-            group_state=state,
-            members=members,
-            latest_committed=latest_committed,
-            latest_leo=latest_leo,
-            lag=lag,
-            lag_seconds=seconds,
-            usual_wait_ms=usual_wait,
-            learned_wait_ms=learned_wait,
-            has_members=has_members,
-            total_lag=np.bincount(gids, weights=np.maximum(lag, 0), minlength=n_groups),
-            status=status,
-        )
-        row_severity: dict[str, np.ndarray] = {}
+        complete = np.empty(rows.size)
+        seconds = np.empty(rows.size)
+        usual_wait = np.empty(rows.size)
+        learned_wait = np.empty(rows.size)
+        waits_learned = np.empty(rows.size)
+        status = np.empty(rows.size, dtype=np.int8)
+        outcome: kernels.BurrowOutcome | None = None
+        row_severity = {b.name: np.zeros(rows.size, dtype=np.int8) for b in self.bindings}
         detail: dict[str, np.ndarray] = {}
-        for binding in self.bindings:
-            p = params[binding.name]
-            run = RuleRun(binding.rule, p, as_int(p["severity"]), self.state[binding.name])
-            verdict = binding.kind.evaluate(rows_in, run)
-            row_severity[binding.name] = np.where(p["enabled"], verdict.severity, 0).astype(np.int8)
-            if verdict.detail is not None:
-                detail[binding.name] = verdict.detail
-        total_lag = rows_in.total_lag
+        for part in chunks:
+            at = _part_of(index, part)
+            chunk_rows = rows[part]
+            count = store.s_count[at]
+            committed = store.s_committed[at]
+            log_end = store.s_leo[at]
+            group_state = store.s_state[at]
+            members = store.s_members[at]
+            latest_committed = np.ascontiguousarray(committed[:, -1])
+            latest_leo = np.ascontiguousarray(log_end[:, -1])
+            complete[part] = kernels.window_complete(store.s_ts[at], count, now, store.max_gap_ms)
+            seconds[part] = store.lag_seconds(chunk_rows, now, latest_committed)
+            usual_wait[part], learned_wait[part], waits_learned[part] = store.usual_wait_ms(
+                chunk_rows
+            )
+            allowed_lag = _part_of_value(as_int(params["burrow"]["allowed_lag"]), part)
+            chunk_outcome = kernels.burrow_status(
+                store.r_offset[at],
+                store.ring_times(at),
+                store.r_lag[at],
+                store.r_count[at],
+                log_end,
+                kernels.valid_mask(count, store.width),
+                lag[part],
+                now,
+                allowed_lag,
+                complete[part],
+                self.config.burrow.minimum_complete,
+            )
+            outcome = kernels.BurrowOutcome.scatter(outcome, rows.size, part, chunk_outcome)
+            has_members = kernels.members_present(group_state[:, -1], members[:, -1])
+            status[part] = kernels.split_stop_stall(chunk_outcome.status, has_members)
+            rows_in = Rows(
+                store=store,
+                now=now,
+                rows=chunk_rows,
+                index=at,
+                gids=gids[part],
+                n_groups=n_groups,
+                count=count,
+                committed=committed,
+                log_end=log_end,
+                group_state=group_state,
+                members=members,
+                latest_committed=latest_committed,
+                latest_leo=latest_leo,
+                lag=lag[part],
+                lag_seconds=seconds[part],
+                usual_wait_ms=usual_wait[part],
+                learned_wait_ms=learned_wait[part],
+                has_members=has_members,
+                total_lag=total_lag,
+                status=status[part],
+            )
+            for binding in self.bindings:
+                p = {k: _part_of_value(v, part) for k, v in params[binding.name].items()}
+                run = RuleRun(binding.rule, p, as_int(p["severity"]), self.state[binding.name])
+                verdict = binding.kind.evaluate(rows_in, run)
+                row_severity[binding.name][part] = np.where(p["enabled"], verdict.severity, 0)
+                if verdict.detail is not None:
+                    if binding.name not in detail:
+                        detail[binding.name] = np.zeros(rows.size, dtype=verdict.detail.dtype)
+                    detail[binding.name][part] = verdict.detail
+        assert outcome is not None  # group_chunks gives at least one chunk
 
         present = np.bincount(gids, minlength=n_groups)
         group_ids = np.nonzero(present)[0]
@@ -253,17 +278,47 @@ class Evaluator:
         )
 
 
-_CHUNK = 1 << 16
-"""Rows whose sample times and commit rings are decoded at a time."""
+def group_chunks(gids: np.ndarray, size: int) -> list[Part]:
+    """The positions of ``gids`` in chunks of at most ``size`` (a group with more rows has a
+    chunk of its own), every group's positions in one chunk, each chunk in ascending order.
+    Runs of positions when each group's rows are together (as the store hands rows out: a
+    group's partitions at once), else position arrays."""
+    n = int(gids.size)
+    if n <= size:
+        return [slice(0, n)]
+    boundary = np.flatnonzero(gids[1:] != gids[:-1]) + 1
+    together = boundary.size + 1 == np.count_nonzero(np.bincount(gids))
+    order = None
+    if not together:
+        order = np.argsort(gids, kind="stable")
+        ordered = gids[order]
+        boundary = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = np.concatenate([[0], boundary, [n]])
+    chunks: list[Part] = []
+    begin = 0
+    while begin < n:
+        # The last group start within reach, or the end of a group bigger than a chunk.
+        end = int(starts[np.searchsorted(starts, begin + size, side="right") - 1])
+        if end <= begin:
+            end = int(starts[np.searchsorted(starts, begin, side="right")])
+        chunks.append(slice(begin, end) if order is None else np.sort(order[begin:end]))
+        begin = end
+    return chunks
 
 
-def _part_of(index: slice | np.ndarray, part: slice) -> slice | np.ndarray:
+def _part_of(index: slice | np.ndarray, part: Part) -> slice | np.ndarray:
     """The store index of positions ``part`` of the rows at ``index``."""
     if isinstance(index, slice):
         first = index.start or 0
-        stop = min(first + (part.stop or 0), index.stop)
-        return slice(first + (part.start or 0), stop)
+        if isinstance(part, slice):
+            return slice(first + (part.start or 0), first + (part.stop or 0))
+        return first + part
     return index[part]
+
+
+def _part_of_value(value: Any, part: Part) -> Any:
+    """A per-row parameter at positions ``part`` (a scalar stays as it is)."""
+    return value[part] if isinstance(value, np.ndarray) else value
 
 
 def _check_evidence_kept(bindings: Sequence[RuleBinding], store: WindowStore) -> None:

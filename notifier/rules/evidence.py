@@ -48,18 +48,38 @@ def update(columns: Mapping[str, np.ndarray], kinds: Iterable[RuleKind],
            index: slice | np.ndarray, scan: ScanView,
            churn_gap_ms: int, scan_interval_ms: int, max_gap_ms: int) -> None:  # fmt: skip
     """Advance the evidence of the rows at ``index`` by one scan, in place: the shared habits,
-    then each of ``kinds``' own."""
+    then each of ``kinds``' own.
+
+    A row's evidence depends on its own values alone, so the rows go through a chunk of
+    :data:`UPDATE_CHUNK_ROWS` at a time: each update reads, decodes and computes a few dozen
+    values per row, hundreds of MB of temporaries for a million rows at once."""
     times = ScanTimes(churn_gap_ms, scan_interval_ms, max_gap_ms)
     writable = dict(columns)
-    habits.update(writable, index, scan, times)
-    for kind in kinds:
-        if kind.evidence is not None:
-            kind.evidence.update(writable, index, scan, times)
+    keeping = [kind.evidence for kind in kinds if kind.evidence is not None]
+    rows = scan.had_sample.size
+    for start in range(0, max(rows, 1), UPDATE_CHUNK_ROWS):
+        part = slice(start, start + UPDATE_CHUNK_ROWS)
+        at = index[part] if isinstance(index, np.ndarray) else _sub_slice(index, part)
+        view = scan if rows <= UPDATE_CHUNK_ROWS else scan.part(part)
+        habits.update(writable, at, view, times)
+        for own in keeping:
+            own.update(writable, at, view, times)
+
+
+UPDATE_CHUNK_ROWS = 1 << 16
+"""Rows whose evidence :func:`update` advances at a time (the results do not depend on it)."""
+
+
+def _sub_slice(index: slice, part: slice) -> slice:
+    """Positions ``part`` (a run from 0 up) of the rows ``index`` (a run)."""
+    first = index.start or 0
+    return slice(first + (part.start or 0), min(first + (part.stop or 0), index.stop))
 
 
 __all__ = [
     "NULL",
     "UNSET_TS",
+    "UPDATE_CHUNK_ROWS",
     "WAITS_TO_LEARN",
     "EvidenceColumn",
     "ScanView",

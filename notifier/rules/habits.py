@@ -151,6 +151,22 @@ class ScanView:
     log_start: np.ndarray | None = None
     """The log-start offsets the scan saw (NULL where unknown); None when not given."""
 
+    def part(self, positions: slice) -> ScanView:
+        """The same for the rows at ``positions`` of these."""
+        return ScanView(
+            ts=self.ts,
+            committed=self.committed[positions],
+            log_end=self.log_end[positions],
+            state=self.state[positions],
+            members=self.members[positions],
+            member_changed=self.member_changed[positions],
+            had_sample=self.had_sample[positions],
+            previous_ts=self.previous_ts[positions],
+            previous_committed=self.previous_committed[positions],
+            previous_log_end=self.previous_log_end[positions],
+            log_start=None if self.log_start is None else self.log_start[positions],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ScanTimes:

@@ -57,11 +57,18 @@ class BurrowOutcome:
     lag_not_decreasing: np.ndarray
 
     @classmethod
-    def joined(cls, parts: list[BurrowOutcome]) -> BurrowOutcome:
-        """The outcomes of consecutive runs of rows as one."""
-        if len(parts) == 1:
-            return parts[0]
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _OUTCOME_FIELDS))
+    def scatter(
+        cls, whole: BurrowOutcome | None, n: int, part: slice | np.ndarray, chunk: BurrowOutcome
+    ) -> BurrowOutcome:
+        """``chunk``, the outcome of positions ``part`` of ``n`` rows, put in ``whole`` (None:
+        the first chunk; a chunk of every row is the whole as it is)."""
+        if whole is None:
+            if isinstance(part, slice) and part.start in (0, None) and part.stop == n:
+                return chunk
+            whole = cls(*(np.empty(n, getattr(chunk, f).dtype) for f in _OUTCOME_FIELDS))
+        for f in _OUTCOME_FIELDS:
+            getattr(whole, f)[part] = getattr(chunk, f)
+        return whole
 
 
 def burrow_status(

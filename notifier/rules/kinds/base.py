@@ -41,7 +41,12 @@ SEVERITY_NAME = {SEVERITY_WARN: "WARN", SEVERITY_ERR: "ERR"}
 @dataclass(slots=True)
 class Rows:
     """The windows one evaluation judges, as the evaluator read them from the store: one entry
-    per row of ``rows`` (``index`` selects them in the store's columns)."""
+    per row of ``rows`` (``index`` selects them in the store's columns).
+
+    A kind sees them a chunk of rows at a time (:func:`notifier.rules.evaluate.group_chunks`),
+    so that only one chunk's windows are decoded at once; a group's rows are always in the same
+    chunk, so what a kind pools over a group's partitions (by ``gids``) is pooled whole. Its
+    verdict must not depend on the other rows of the chunk beyond that."""
 
     store: WindowStore
     now: int
@@ -70,7 +75,7 @@ class Rows:
     for it until it is trusted (``UsualWait.learned_ms``)."""
     has_members: np.ndarray
     total_lag: np.ndarray
-    """Per group id: the sum of its partitions' known lags."""
+    """Per group id: the sum of its partitions' known lags (every row's, not the chunk's)."""
     status: np.ndarray
     """Each partition's status code under Burrow's rules (``kernels.OK`` ...)."""
 
