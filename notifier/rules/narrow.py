@@ -532,8 +532,8 @@ class NarrowColumn:
         rows, values = rows[misfit], values[misfit]
         if rebase and self.bases is not None:
             candidate, held = self.bases.nearest(self._middle(values))
-            movable = held & self._fits_against(values, candidate) & (values != self.fill).any(
-                axis=-1
+            movable = (
+                held & self._fits_against(values, candidate) & (values != self.fill).any(axis=-1)
             )
             if movable.any():
                 self.bases.rebase(rows[movable], candidate[movable], keep=self)

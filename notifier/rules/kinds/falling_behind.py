@@ -27,6 +27,7 @@ from notifier.rules.kinds.base import (
     Verdict,
     position_evidence,
 )
+from notifier.rules.narrow import WholeFloat
 from notifier.types import Severity
 
 
@@ -356,7 +357,7 @@ KIND = RuleKind(
             ("e_short", np.bool_, False),
             ("e_spell_since", np.int64, UNSET_TS),
             ("e_spell_slow", np.bool_, False),
-            ("e_healed_ms", np.float64, 0.0),
+            ("e_healed_ms", WholeFloat, 0.0),
             ("e_healed_ts", np.int64, 0),
         ),
         update=follow_runs,

@@ -155,4 +155,3 @@ def main(argv: Sequence[str] | None = None) -> None:
         kinds[lb.kind] = kinds.get(lb.kind, 0) + 1
     print(f"{corpus.path}: {corpus.groups} groups, {corpus.rows} rows, {len(corpus.labels)} "
           f"labels {kinds}, {len(corpus.events)} events")  # fmt: skip
-
