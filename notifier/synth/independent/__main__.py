@@ -2,4 +2,5 @@
 
 from notifier.synth.independent.fleet import main
 
-main()
+if __name__ == "__main__":
+    main()
