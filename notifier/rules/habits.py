@@ -262,10 +262,10 @@ def update(
     disturbed = columns["e_wait_disturbed"][index]
     waited = ts - wait_since
     ended = moved & (wait_since != UNSET_TS) & ~disturbed & ~blind & (waited <= LEARN_AT_MOST_MS)
-    decayed = _decayed(usual, ts - usual_ts)
-    learn, learned_wait = learn_spells(columns, index, "wait", ts, ended, waited, decayed)
+    decayed_usual = decayed(usual, ts - usual_ts)
+    learn, learned_wait = learn_spells(columns, index, "wait", ts, ended, waited, decayed_usual)
     if learn.any():
-        usual = np.where(learn, np.maximum(decayed, learned_wait), usual)
+        usual = np.where(learn, np.maximum(decayed_usual, learned_wait), usual)
         usual_ts = np.where(learn, ts, usual_ts)
         columns["e_usual_wait_ms"][index] = usual
         columns["e_usual_wait_ts"][index] = usual_ts
@@ -363,8 +363,11 @@ def learn_spells(
     return learned | run_ended, value
 
 
-def _decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:
-    return value * np.exp2(-np.maximum(elapsed_ms, 0) / FORGET_HALF_LIFE_MS)
+def decayed(value: np.ndarray, elapsed_ms: np.ndarray | int) -> np.ndarray:
+    """A learned length as it counts ``elapsed_ms`` after it was learned: halved every
+    ``FORGET_HALF_LIFE_MS``, so a group is not judged by an old habit for ever."""
+    result: np.ndarray = value * np.exp2(-np.maximum(elapsed_ms, 0) / FORGET_HALF_LIFE_MS)
+    return result
 
 
 def _update_rates(

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
-from notifier.rules.habits import FORGET_HALF_LIFE_MS, NULL, UNSET_TS, ScanTimes, ScanView
+from notifier.rules.habits import NULL, UNSET_TS, ScanTimes, ScanView, decayed
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
     Description,
@@ -130,8 +130,8 @@ def _follow_spells(
     healed = ends & (spell != UNSET_TS) & slow & (length <= HEALED_AT_MOST_MS)
     if healed.any():
         known = columns["e_healed_ms"][index]
-        decayed = _forgotten(known, scan.ts - columns["e_healed_ts"][index])
-        longer = healed & (length >= decayed)
+        known_now = decayed(known, scan.ts - columns["e_healed_ts"][index])
+        longer = healed & (length >= known_now)
         columns["e_healed_ms"][index] = np.where(longer, length, known)
         columns["e_healed_ts"][index] = np.where(longer, scan.ts, columns["e_healed_ts"][index])
     columns["e_spell_since"][index] = np.where(first, scan.ts, np.where(ends, UNSET_TS, spell))
@@ -266,21 +266,13 @@ def falling_behind(
             # Behind for longer than this consumer has been before and recovered from by
             # itself: a spell no longer than that is its own rhythm (a downstream slow at
             # times), however slow it reads meanwhile.
-            healed = _forgotten(healed_ms, now_ms - healed_ts)
+            healed = decayed(healed_ms, now_ms - healed_ts)
             beyond_healed = (spell_since != UNSET_TS) & (
                 move_ts - spell_since > HEALED_FACTOR * healed
             )
             confirmed &= (healed_ms <= 0) | beyond_healed
         hit &= np.where(np.asarray(grace_s) > 0, confirmed, True)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
-
-
-def _forgotten(healed_ms: np.ndarray, elapsed_ms: np.ndarray) -> np.ndarray:
-    """The longest healed spell as it counts ``elapsed_ms`` after it was learned: halved every
-    ``FORGET_HALF_LIFE_MS``, as a usual wait is, so a consumer whose downstream got better is
-    not judged by its old patches for ever."""
-    forgotten: np.ndarray = healed_ms * np.exp2(-np.maximum(elapsed_ms, 0) / FORGET_HALF_LIFE_MS)
-    return forgotten
 
 
 def _group_wide(candidate: np.ndarray, group_ids: np.ndarray | None) -> np.ndarray:
