@@ -85,11 +85,12 @@ def test_burrow_sends_a_close_for_an_incident_it_never_opened_and_we_do_not():
 
 
 def test_partial_results_are_gated_by_the_evaluator_not_here():
-    """The complete-flag gate is TransitionTracker's: a partial result never becomes a
-    transition, so the notifier only ever sees gated changes. (Evaluator tests cover it.)"""
+    """The complete-flag gate is TransitionTracker's: a partial result becomes a transition
+    only where a rule that needs no whole window raises it, so the notifier only ever sees
+    gated changes. (tests/test_rules.py covers the gate.)"""
     from notifier.rules import TransitionTracker
 
-    assert "partial result never" in (TransitionTracker.__doc__ or "")
+    assert "partial result" in (TransitionTracker.__doc__ or "")
 
 
 # --------------------------------------------------------------------------------------------

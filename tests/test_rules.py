@@ -122,6 +122,67 @@ def test_partial_results_never_become_transitions():
     ]
 
 
+def _transitions(rules: dict, **fields: str) -> list:
+    test = RuleTest.model_validate(
+        {
+            "name": "t",
+            "input": [series(**fields)],
+            "expect": [{"at": 0, "group": "g", "status": "OK"}],
+        }
+    )
+    seen: list = []
+    replay_table(
+        samples_to_table(series_samples(test, "t")),
+        parse_rules(rules),
+        60,
+        on_transitions=seen.extend,
+    )
+    return seen
+
+
+REWIND_AND_STALL = {
+    "burrow": {"enabled": False},
+    "rules": [
+        {"name": "rewound", "kind": "rewind"},
+        {"name": "stalled-or-stopped", "kind": "progress"},
+    ],
+}
+
+
+def test_a_rewind_made_during_a_scan_gap_pages_at_the_first_scan_after_it():
+    # An operator resets the offset while the broker is down; the consumer re-reads the
+    # records faster than the window after the gap fills again.
+    seen = _transitions(
+        REWIND_AND_STALL,
+        committed="100+10x11 _x5 40+60x3 240+10x10",
+        log_end="105+10x11 _x5 265+10x14",
+    )
+    first = seen[0]
+    assert (first.previous, first.current) == (GroupStatus.OK, GroupStatus.ERR)
+    assert first.at == 17 * 60_000  # the first scan after the gap, its window still partial
+    assert first.result.partial is True
+    assert [f.rule for f in first.result.findings] == ["rewound"]
+    # Nothing resolves from a partial window: the consumer is past its old offset two scans
+    # later, and the incident ends when the window after the gap is whole again.
+    (resolved,) = seen[1:]
+    assert resolved.current is GroupStatus.OK and resolved.result.partial is False
+    assert resolved.at == (17 + 9) * 60_000
+
+
+def test_a_gap_without_a_rewind_still_keeps_a_partial_window_quiet():
+    # The same gap; the offset does not move while the log grows: a stall, reported only
+    # once the window after the gap is whole, not from the half-filled one.
+    seen = _transitions(
+        REWIND_AND_STALL,
+        committed="100+10x11 _x5 210x14",
+        log_end="105+10x11 _x5 265+10x14",
+    )
+    first = seen[0]
+    assert (first.current, first.at) == (GroupStatus.ERR, (17 + 9) * 60_000)
+    assert [f.rule for f in first.result.findings] == ["stalled-or-stopped"]
+    assert all(not t.result.partial for t in seen)
+
+
 def test_minimum_complete_zero_behaves_like_burrow():
     result = evaluate(
         {"burrow": {"minimum_complete": 0.0}}, [series(committed="10x3", log_end="11+1x3")], 180

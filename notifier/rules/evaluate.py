@@ -8,8 +8,9 @@ kind (:mod:`notifier.rules.kinds`) over the rows, keeps the per-group ``for`` /
 results are built only for the groups someone asks about.
 
 The complete-flag gate: a group whose windows are less complete than ``minimum_complete`` gets
-a result marked ``partial``, and :class:`~notifier.rules.transitions.TransitionTracker` never
-turns a partial result into a transition.
+a result marked ``partial``, and :class:`~notifier.rules.transitions.TransitionTracker` turns
+a partial result into a transition only where a kind that needs no whole window (a rewind,
+``RuleKind.pages_from_partial_windows``) raises the group's status.
 """
 
 from __future__ import annotations
@@ -222,6 +223,7 @@ class Evaluator:
         group_ids = np.nonzero(present)[0]
         group_fired: dict[str, np.ndarray] = {}
         worst = np.zeros(n_groups, dtype=np.int8)
+        worst_ungated = np.zeros(n_groups, dtype=np.int8)
         for binding in self.bindings:
             sev = row_severity[binding.name]
             group_sev = _group_max_severity(gids, sev, n_groups)
@@ -235,6 +237,8 @@ class Evaluator:
             )
             group_fired[binding.name] = fired
             np.maximum(worst, fired, out=worst)
+            if binding.kind.pages_from_partial_windows:
+                np.maximum(worst_ungated, fired, out=worst_ungated)
 
         fully = np.bincount(gids, weights=complete >= 1.0, minlength=n_groups)
         burrow_fully = np.bincount(gids, weights=burrow_complete >= 1.0, minlength=n_groups)
@@ -267,6 +271,7 @@ class Evaluator:
             group_ids=group_ids,
             group_status=group_status,
             group_partial=below > 0,
+            group_ungated_status=worst_ungated,
             group_complete=group_complete,
             group_burrow_complete=group_burrow_complete,
             group_total_lag=total_lag.astype(np.int64),

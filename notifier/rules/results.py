@@ -54,6 +54,9 @@ class Evaluation:
     group_ids: np.ndarray
     group_status: np.ndarray
     group_partial: np.ndarray
+    group_ungated_status: np.ndarray
+    """Per group: its status from the rules whose kind pages from partial windows alone (a
+    rewind): what the complete-flag gate lets a partial group's status rise to."""
     group_complete: np.ndarray
     group_burrow_complete: np.ndarray
     group_total_lag: np.ndarray
@@ -97,8 +100,10 @@ class Evaluation:
         hi = np.searchsorted(self._sorted, gid, side="right")
         return self._order[lo:hi]
 
-    def result_for_gid(self, gid: int) -> GroupResult:
-        """Build the full result (partitions, findings, evidence) of one group."""
+    def result_for_gid(self, gid: int, ungated: bool = False) -> GroupResult:
+        """Build the full result (partitions, findings, evidence) of one group; ``ungated``:
+        only what passes the complete-flag gate of a partial group (``group_ungated_status``
+        and its rules' findings)."""
         ev = self.evaluator
         store = ev.store
         cluster, group = store.group_key_of(gid)
@@ -110,6 +115,8 @@ class Evaluation:
         findings: list[Finding] = []
         for binding in ev.bindings:
             fired = int(self.group_fired[binding.name][gid])
+            if ungated and not binding.kind.pages_from_partial_windows:
+                continue
             if fired:
                 findings.extend(self._findings(binding, gid, local, fired))
         known = [p for p in partitions if p.current_lag is not None]
@@ -119,7 +126,9 @@ class Evaluation:
         return GroupResult(
             cluster=cluster,
             group=group,
-            status=self.status_of(gid),
+            status=GroupStatus.from_rank(int(self.group_ungated_status[gid]))
+            if ungated
+            else self.status_of(gid),
             complete=float(self.group_complete[gid]),
             burrow_complete=float(self.group_burrow_complete[gid]),
             partial=bool(self.group_partial[gid]),

@@ -1,7 +1,8 @@
 """Transitions: gated group statuses turned into OK→WARN→ERR→OK changes.
 
-A partial result (less complete than ``minimum_complete``) never becomes a transition: the
-group keeps its last gated status.
+A partial result (less complete than ``minimum_complete``) keeps the group's last gated status,
+except where a rule whose kind needs no whole window (a rewind) raises it: a rewind seen at the
+first scan after a gap pages then. Nothing resolves from a partial result.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ class TransitionTracker:
     """Turns gated group statuses into transitions (OK→WARN→ERR→OK).
 
     Only groups that are not OK are remembered, so a fleet of healthy groups costs nothing. A
-    partial result never produces a transition: the group keeps its last gated status.
+    partial result produces a transition only when the rules that need no whole window raise
+    the group's status (``Evaluation.group_ungated_status``); else the group keeps its last
+    gated status.
     """
 
     def __init__(self) -> None:
@@ -26,6 +29,9 @@ class TransitionTracker:
         ranks = evaluation.group_status[gids]
         partial = evaluation.group_partial[gids]
         candidates = set(gids[(ranks > 0) & ~partial].tolist())
+        raised_while_partial = set(
+            gids[partial & (evaluation.group_ungated_status[gids] > 0)].tolist()
+        )
         evaluated = evaluation.group_status.size
         for key in self.statuses:  # the open ones: few, however large the fleet
             gid = store.group_id(*key)
@@ -37,10 +43,16 @@ class TransitionTracker:
             ):
                 candidates.add(gid)
         transitions = []
-        for gid in sorted(candidates):
+        for gid in sorted(candidates | raised_while_partial):
             key = store.group_key[gid]
-            current = evaluation.status_of(gid)
             previous = self.statuses.get(key, GroupStatus.OK)
+            ungated = gid in raised_while_partial
+            if ungated:
+                current = GroupStatus.from_rank(int(evaluation.group_ungated_status[gid]))
+                if current.rank <= previous.rank:
+                    continue
+            else:
+                current = evaluation.status_of(gid)
             if current == previous:
                 continue
             if current == GroupStatus.OK:
@@ -54,7 +66,7 @@ class TransitionTracker:
                     previous=previous,
                     current=current,
                     at=evaluation.now,
-                    result=evaluation.result_for_gid(gid),
+                    result=evaluation.result_for_gid(gid, ungated=ungated),
                 )
             )
         return transitions

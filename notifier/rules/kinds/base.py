@@ -276,6 +276,12 @@ class RuleKind:
     """Its rules page on lag in seconds, the measure the backtest's SLO is stated in: the
     SLO's default ``for`` is the shortest ``for`` of their enabled rules
     (:func:`notifier.backtest.job.default_slo_for`)."""
+    pages_from_partial_windows: bool = False
+    """Its verdict needs no whole window: two consecutive samples show it (a rewind). Its
+    findings pass the complete-flag gate, so what happened while the service could not scan
+    (an offset reset during a broker restart) pages at the first scan after the gap. They can
+    only raise a partial group's status: nothing else pages from a partial window, and nothing
+    resolves from one (:class:`~notifier.rules.transitions.TransitionTracker`)."""
 
 
 @dataclass(frozen=True, slots=True)
