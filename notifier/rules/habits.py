@@ -27,9 +27,8 @@ build exactly the same evidence from the same samples:
   habits is not judged by an old one for ever.
 * **memberless**: since when the group has had no members, the log end then, and the longest
   such spell that ended with members back: its usual restart, or a batch job's pause between
-  runs (one already on when the service first saw the group counts as twice the part seen:
-  :data:`CUT_SPELL_FACTOR`). A long spell far beyond the usual one is, like a long wait,
-  learned only when the group confirms it (:func:`learn_spells`).
+  runs. A long spell far beyond the usual one is, like a long wait, learned only when the group
+  confirms it (:func:`learn_spells`).
 * **rates**: records produced per second (a slow average that bursts hardly move: the
   partition's normal), and records
   consumed and produced per second between the offset's moves, averaged over about a minute
@@ -83,12 +82,6 @@ only when another one no more than twice as long follows (:func:`learn_spells`),
 never the habit its repeat is judged by, while a group whose rhythm is slow (a rare committer,
 a batch job) learns it at its second long wait or spell."""
 
-CUT_SPELL_FACTOR = 2.0
-"""A memberless spell that was already on when the service first saw the row (a batch job
-between runs when the service started) is learned as this many times the part seen: seen
-from a moment that falls anywhere in it, the part seen is half of it on the median, and the
-whole spell is what the job's next pause is judged by."""
-
 FORGET_HALF_LIFE_MS = 6 * 3_600_000
 """A learned usual wait halves over this much time without a longer one."""
 
@@ -124,7 +117,6 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_waits_learned", np.int16, 0),
     ("e_memberless_since", np.int64, UNSET_TS),
     ("e_memberless_leo", np.int64, NULL),
-    ("e_memberless_cut", np.bool_, False),
     ("e_usual_memberless_ms", WholeFloat, 0.0),
     ("e_unconfirmed_wait_ms", WholeFloat, 0.0),
     ("e_unconfirmed_spell_ms", WholeFloat, 0.0),
@@ -310,8 +302,7 @@ def update(
     # between two scans (a batch job whose run is shorter than a scan interval): that spell
     # ended, and a new one begins at this scan.
     since = columns["e_memberless_since"][index]
-    cut = columns["e_memberless_cut"][index]
-    spell = np.where(cut, CUT_SPELL_FACTOR, 1.0) * (ts - since)
+    spell = ts - since
     visited = gone & was_gone & moved & had
     back = (~gone | visited) & (since != UNSET_TS) & had
     usual_ml = columns["e_usual_memberless_ms"][index]
@@ -326,8 +317,6 @@ def update(
             learn_spell, np.maximum(usual_ml, learned_spell), usual_ml
         )
     columns["e_memberless_since"][index] = np.where(gone, np.where(begins, ts, since), UNSET_TS)
-    # A spell on at the row's first sample began before the service saw it.
-    columns["e_memberless_cut"][index] = gone & np.where(begins, ~had, cut)
     columns["e_memberless_leo"][index] = np.where(
         begins, leo, np.where(gone, columns["e_memberless_leo"][index], NULL)
     )
