@@ -877,3 +877,124 @@ def test_an_hourly_batch_job_that_misses_its_runs_is_critically_behind_soon_afte
     assert len(late) == 1
     # 1.2 x (the 59-minute pause + a scan's wait) and the rule's 2 minutes.
     assert 1.2 * 3540 <= late[0] <= 1.2 * 3560 + 120 + 20
+
+
+# --------------------------------------------------------------------------------------------
+# Batch jobs on their first pauses (the independent corpus's batch jobs)
+
+
+def job_runs(starts: list[int], length: int, scans: int) -> dict[str, Any]:
+    """A job that runs at ``starts`` for ``length`` scans (one member, reading up to two
+    records short of the log end, the last scan of a run at it) and leaves; a record a
+    second."""
+    log_end = [10 * i + 5 for i in range(scans)]
+    committed, members, last = [], [], 5
+    for i in range(scans):
+        running = any(s <= i < s + length for s in starts)
+        if running:
+            last = log_end[i] - (0 if any(i == s + length - 1 for s in starts) else 2)
+        committed.append(last)
+        members.append(1 if running else 0)
+    states = ["Stable" if m else "Empty" for m in members]
+    return series(
+        committed=joined(committed),
+        log_end=joined(log_end),
+        members=joined(members),
+        group_state=joined(states),
+        member_hash=joined([3 * m for m in members]),
+    )
+
+
+def test_a_batch_job_whose_run_fell_in_missed_scans_is_not_taken_for_a_standalone_consumer():
+    # A job every 30 minutes (180 scans) that runs for a minute; the service misses 20 scans
+    # around one run. The offset that moved in the gap, with no members before or after, is
+    # that run, not a standalone consumer: a consumer that moves while Empty moves again at
+    # the next unbroken scan. Taken for one, the next half hour without a move is a stall.
+    job = job_runs([30, 210, 390, 570, 750, 930], 6, 1000)
+    log_end = job["log_end"].split()
+    for i in range(560, 580):
+        log_end[i] = "_"
+    job["log_end"] = " ".join(log_end)
+    seen = transitions(GRACEFUL, [job])
+    assert [t for t in seen if t.at > 400 * 10_000] == []
+
+
+def run_after_first_sight(
+    spell: int, run: int, pause: int, caught_up: bool
+) -> list[dict[str, Any]]:
+    """A job first seen between runs (Empty for ``spell`` scans), then its run (one member,
+    ``run`` scans, reading up to the log end, then leaving with no commit left to make: the
+    scan after sees the offset where it was), then a pause of ``pause`` scans and the next
+    run; a record a second. ``caught_up`` False: it left two records short of the log end it
+    last saw (a consumer killed before its next commit)."""
+    n = spell + run + pause + run + 30
+    log_end = [10 * i + 5 for i in range(n)]
+    committed, last = [], 5
+    members = []
+    for i in range(n):
+        in_run = spell <= i < spell + run or spell + run + pause <= i < spell + 2 * run + pause
+        if in_run:
+            last = log_end[i] - 2 if i < spell + run - 1 or not caught_up else log_end[i]
+        committed.append(last)
+        members.append(1 if in_run else 0)
+    states = joined(["Stable" if m else "Empty" for m in members])
+    return [series(committed=joined(committed), log_end=joined(log_end), members=joined(members),
+                   group_state=states, member_hash=states.replace("Stable", "3")
+                   .replace("Empty", "0"))]  # fmt: skip
+
+
+@pytest.mark.parametrize("caught_up", [True, False])
+def test_a_job_that_read_to_the_log_end_before_it_left_is_judged_by_its_pause(caught_up: bool):
+    # First seen Empty for 20 minutes, then a 100 s run that reads everything and leaves,
+    # its last commit seen by the scan before it left. Leaving at the log end is leaving on
+    # purpose (a crashed member is kept until its session times out, while records arrive):
+    # the 20 minutes before the run were its pause, and the next one as long is no stop.
+    # Left short of it, it may have crashed: stopped after a minute.
+    seen = transitions(GRACEFUL, run_after_first_sight(120, 10, 120, caught_up))
+    later = [t for t in seen if t.at > 130 * 10_000 and t.current.value == "ERR"]
+    if caught_up:
+        assert later == []
+    else:
+        assert later and {t.result.findings[0].status for t in later} == {"STOP"}
+        assert later[0].at / 1000 <= 130 * 10 + 60 + 10
+
+
+# --------------------------------------------------------------------------------------------
+# A new group bootstrapping a compacted topic from the earliest offset
+
+
+LAG_SECONDS = only({"kind": "lag_seconds", "severity": "err", "threshold": "30m",
+                    "clear_below": "20m", "catching_up_within": "10m", "for": "2m"})  # fmt: skip
+
+
+def new_group(read_per_s: float, commit_every: int, scans: int = 120) -> list[dict[str, Any]]:
+    """A group that appears (no commit for three scans) on a topic holding three hours of
+    records (a record a second), reading ``read_per_s`` from offset 0 and committing every
+    ``commit_every`` scans (0: once, then never again)."""
+    log_end = [10_800 + 10 * i for i in range(scans)]
+    committed: list[int | str] = []
+    last: int | str = "_"
+    for i in range(scans):
+        due = i == 3 or (commit_every and i > 3 and (i - 3) % commit_every == 0)
+        if due:
+            last = min(int(read_per_s * 10 * (i - 3)), log_end[i])
+        committed.append(last)
+    n = scans - 1
+    return [series(committed=joined(committed), log_end=joined(log_end), members=f"1x{n}",
+                   group_state=f"Stablex{n}", member_hash=f"1x{n}")]  # fmt: skip
+
+
+def test_a_new_group_committing_every_three_minutes_while_it_drains_history_is_not_behind():
+    # 30 records a second against one arriving: caught up about six minutes after it began,
+    # but the window (100 s) holds no commit but the first for minutes: its pace since its
+    # first commit says it is catching up; before its second, nothing says it is not.
+    assert transitions(LAG_SECONDS, new_group(30, 18)) == []
+    # Reading half a record a second it never catches up: paged once its second commit
+    # shows the pace (two minutes after), and one that never commits again after the
+    # 10 minutes its pace may take to show.
+    slow = transitions(LAG_SECONDS, new_group(0.5, 18))
+    assert [(t.previous.value, t.current.value) for t in slow] == [("OK", "ERR")]
+    assert 21 * 10 + 120 <= slow[0].at / 1000 <= 21 * 10 + 120 + 20
+    frozen = transitions(LAG_SECONDS, new_group(30, 0))
+    assert [(t.previous.value, t.current.value) for t in frozen] == [("OK", "ERR")]
+    assert 3 * 10 + 600 + 120 <= frozen[0].at / 1000 <= 3 * 10 + 600 + 120 + 20

@@ -208,11 +208,20 @@ def left_abruptly(scan: ScanView, began: np.ndarray) -> NDArray[np.bool_]:
     """Of the rows whose memberless spell ``began`` at this scan, those whose members left
     without a commit on the way out (a crash whose session timed out): members that leave on
     purpose commit as they go (``close()``, a revoke), so the offset moved, or nothing was
-    left to read."""
+    left to read, or the scan before saw it at the log end (its last commit came before that
+    scan, and it left before records came: a batch job done with its run). A crashed member
+    is kept until its session times out, reading nothing while records arrive: the scan
+    before its group went empty sees it behind, unless no record came meanwhile."""
     known = scan.committed != NULL
+    caught_up_before = (
+        scan.had_sample
+        & (scan.previous_committed != NULL)
+        & (scan.previous_log_end != NULL)
+        & (scan.previous_committed >= scan.previous_log_end)
+    )
     return cast(
         "NDArray[np.bool_]",
-        began & ~offset_moved(scan) & known & (scan.log_end > scan.committed),
+        began & ~offset_moved(scan) & known & (scan.log_end > scan.committed) & ~caught_up_before,
     )
 
 
@@ -235,15 +244,17 @@ def update(
     fresh_commit = known & ~prev_known
     changed = scan.member_changed
     gone = memberless(scan.state, scan.members)
-    # A group with no members whose offset moves after it went memberless is a standalone
-    # consumer (assign() with commits): it stays one until members appear.
-    was_gone = columns["e_memberless_since"][index] != UNSET_TS
-    standalone = gone & (columns["e_standalone"][index] | (moved & was_gone & had))
-    columns["e_standalone"][index] = standalone
-    absent = gone & ~standalone
     # After missed scans, a move says the offset moved some time in the gap, not when: the
     # wait and the speed it ends are not learned.
     blind = had & (ts - scan.previous_ts > times.max_gap_ms)
+    # A group with no members whose offset moves after it went memberless is a standalone
+    # consumer (assign() with commits): it stays one until members appear. A move seen only
+    # across missed scans is not enough: members may have come, read and left in the gap (a
+    # batch job's run), and a standalone consumer moves again at the next unbroken scan.
+    was_gone = columns["e_memberless_since"][index] != UNSET_TS
+    standalone = gone & (columns["e_standalone"][index] | (moved & was_gone & had & ~blind))
+    columns["e_standalone"][index] = standalone
+    absent = gone & ~standalone
 
     # The clock runs from the scan before records were first seen beyond the log end of its
     # last restart (they arrived in between), until the next restart.
