@@ -82,6 +82,10 @@ class Evaluation:
     def status_of(self, gid: int) -> GroupStatus:
         return GroupStatus.from_rank(int(self.group_status[gid]))
 
+    def ungated_status_of(self, gid: int) -> GroupStatus:
+        """What the complete-flag gate lets a partial group's status rise to."""
+        return GroupStatus.from_rank(int(self.group_ungated_status[gid]))
+
     def results(self) -> Iterator[GroupResult]:
         for gid in self.group_ids.tolist():
             yield self.result_for_gid(gid)
@@ -126,9 +130,7 @@ class Evaluation:
         return GroupResult(
             cluster=cluster,
             group=group,
-            status=GroupStatus.from_rank(int(self.group_ungated_status[gid]))
-            if ungated
-            else self.status_of(gid),
+            status=self.ungated_status_of(gid) if ungated else self.status_of(gid),
             complete=float(self.group_complete[gid]),
             burrow_complete=float(self.group_burrow_complete[gid]),
             partial=bool(self.group_partial[gid]),

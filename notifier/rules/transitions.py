@@ -48,7 +48,7 @@ class TransitionTracker:
             previous = self.statuses.get(key, GroupStatus.OK)
             ungated = gid in raised_while_partial
             if ungated:
-                current = GroupStatus.from_rank(int(evaluation.group_ungated_status[gid]))
+                current = evaluation.ungated_status_of(gid)
                 if current.rank <= previous.rank:
                     continue
             else:
