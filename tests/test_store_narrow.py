@@ -336,6 +336,7 @@ def _read_back_text(pipeline, now: int, evidence: set[str] | None = None) -> str
     read = make_old_layout.read_back(pipeline, now)
     if evidence is not None:
         fills = {c.name: c.fill for c in pipeline.store.row_columns}
+        fills |= {c.name: c.fill for c in pipeline.store.group_columns.values()}
         for row in read["rows"].values():
             newer = {k: v for k, v in row["evidence"].items() if k not in evidence}
             assert all(v == fills[k] for k, v in newer.items()), newer

@@ -151,7 +151,7 @@ class ScanView:
     log_start: np.ndarray | None = None
     """The log-start offsets the scan saw (NULL where unknown); None when not given."""
 
-    def part(self, positions: slice) -> ScanView:
+    def part(self, positions: slice | np.ndarray) -> ScanView:
         """The same for the rows at ``positions`` of these."""
         return ScanView(
             ts=self.ts,

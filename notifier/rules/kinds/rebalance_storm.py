@@ -1,6 +1,6 @@
 """``rebalance_storm``: the member set keeps changing, in the window or in a run that lasts; the
-current run of changes is this kind's own evidence (``e_churn_since``, ``e_churn_changes``,
-``e_last_change_ts``)."""
+current run of changes is this kind's own evidence, held once per group (``e_churn_since``,
+``e_churn_changes``, ``e_last_change_ts``)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ class RebalanceStormRule(KindRule):
 def follow_churn(
     columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
 ) -> None:
-    """Runs of member-set changes: when the current run began (changes at most ``churn_gap``
-    apart belong to one run), how many changes it has had, and when the last one was."""
+    """Runs of a group's member-set changes: when the current run began (changes at most
+    ``churn_gap`` apart belong to one run), how many changes it has had, and when the last one
+    was."""
     ts, changed = scan.ts, scan.member_changed
     last_change = columns["e_last_change_ts"][index]
     churn_since = columns["e_churn_since"][index]
@@ -202,5 +203,6 @@ KIND = RuleKind(
             ("e_last_change_ts", np.int64, UNSET_TS),
         ),
         update=follow_churn,
+        per_group=True,
     ),
 )

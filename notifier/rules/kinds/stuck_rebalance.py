@@ -1,6 +1,6 @@
 """``stuck_rebalance``: the group has been rebalancing for the last N scans; how the current
-rebalance began is this kind's own evidence (``e_rebalance_since``, ``e_rebalance_joined``,
-``e_settled_members``)."""
+rebalance began is this kind's own evidence, held once per group (``e_rebalance_since``,
+``e_rebalance_joined``, ``e_settled_members``)."""
 
 from __future__ import annotations
 
@@ -180,5 +180,6 @@ KIND = RuleKind(
             ("e_settled_members", np.int32, 0),
         ),
         update=follow_rebalance,
+        per_group=True,
     ),
 )
