@@ -532,6 +532,50 @@ def test_a_batch_job_whose_runs_churn_is_not_replacing_members():
     assert transitions(REPLACING, inputs) == []
 
 
+HELD = only({"kind": "rebalance_storm", "max_changes": 3, "lasting": "3m30s",
+             "min_lag_seconds": "30s", "rebalances_held_for": "30s"})  # fmt: skip
+
+
+def test_crashed_members_that_hold_rebalance_after_rebalance_are_a_storm():
+    # Six members (eager): every 90 s one crashes and its successor joins at once, and the
+    # group waits 40 s in PreparingRebalance for the dead one's session to time out (7
+    # listed, then 6): four scans rebalancing a cycle, the group catching up in between.
+    changes, counts, states = [], [], ["Stable"] * 120
+    for cycle in range(6):
+        start = 40 + 9 * cycle
+        changes += [start, start + 4]
+        counts += [7, 6]
+        for i in range(start, start + 4):
+            states[i] = "PreparingRebalance"
+    inputs = [steady(120, **membership(counts, changes, 120), group_state=joined(states))]
+    assert transitions({**HELD, "rules": [{**HELD["rules"][0], "rebalances_held_for": 0}]},
+                       inputs) == []  # fmt: skip
+    seen = transitions(HELD, inputs)
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+    # The first rebalance held it 30 s (scans 40-43); the second reaches 30 s at scan 52,
+    # but the run has had only 3 changes then: the fourth is at scan 53
+    assert seen[0].at / 1000 == 530
+    assert "two of its rebalances held the group for 30s or more each" in (
+        seen[0].result.findings[0].message
+    )
+
+
+def test_a_rolling_deploy_with_quick_rebalances_is_not_held_in_rebalance():
+    # Eight pods replaced in turn (eager, stop first), every change caught rebalancing by one
+    # scan, or one pod's rebalance held 60 s by a member slow to rejoin: no two rebalances of
+    # 30 s or more.
+    changes = list(range(40, 72, 2))
+    states = ["Stable"] * 100
+    for i in changes:
+        states[i] = "PreparingRebalance"
+    inputs = [steady(100, **membership([7, 8] * 8, changes, 100), group_state=joined(states))]
+    assert transitions(HELD, inputs) == []
+    for i in range(50, 57):
+        states[i] = "PreparingRebalance"
+    inputs = [steady(100, **membership([7, 8] * 8, changes, 100), group_state=joined(states))]
+    assert transitions(HELD, inputs) == []
+
+
 def test_a_pause_and_its_catch_up_are_not_falling_behind_a_slow_consumer_is():
     rule = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
                  "grace": "90s"})  # fmt: skip

@@ -1,7 +1,8 @@
 """``rebalance_storm``: the member set keeps changing, in the window or in a run that lasts or
 replaces more members than the group has; the current run of changes is this kind's own
 evidence (``e_churn_since``, ``e_churn_changes``, ``e_last_change_ts``, ``e_churn_settled``,
-``e_churn_replaced``, ``e_members_seen``)."""
+``e_churn_replaced``, ``e_members_seen``, ``e_rebalance_spell_since``, ``e_churn_longest_ms``,
+``e_churn_second_ms``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from notifier.rules.kinds.base import (
     every_group,
     human_seconds,
 )
+from notifier.rules.kinds.stuck_rebalance import REBALANCING_STATES
 from notifier.types import Severity
 
 
@@ -47,8 +49,16 @@ class RebalanceStormRule(KindRule):
     before the run more times than it has members, with members in every sample of the
     window: a rolling deploy replaces each member once; a member that crashes or is thrown
     out over and over is replaced again and again."""
+    rebalances_held_for: Duration = 0.0
+    """Also fire (0: never), however far behind, on a run of more than ``max_changes``
+    changes in which two rebalances have each held the group this long or longer (from the
+    first scan that saw it rebalancing to the last), with members in every sample of the
+    window: a deploy's rebalances take seconds; a dead member kept until its session times
+    out holds one; a member that keeps crashing and is replaced before its session times out
+    holds one every time."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
-        *RuleBase.TUNABLE, "max_changes", "lasting", "min_lag_seconds", "beyond_a_deploy"
+        *RuleBase.TUNABLE, "max_changes", "lasting", "min_lag_seconds", "beyond_a_deploy",
+        "rebalances_held_for",
     )  # fmt: skip
 
 
@@ -59,7 +69,10 @@ def follow_churn(
     apart belong to one run), how many changes it has had, and when the last one was; how
     many members the group had before the run began (``e_churn_settled``) and how many of
     the run's changes left it with that many again (``e_churn_replaced``: a member replaced,
-    whether seen leaving and coming back or both between two scans)."""
+    whether seen leaving and coming back or both between two scans); when the rebalance
+    going on began (``e_rebalance_spell_since``: the first scan that saw it), and the two
+    longest rebalances over since the run began (``e_churn_longest_ms``,
+    ``e_churn_second_ms``: from the first scan that saw each to the last)."""
     ts, changed = scan.ts, scan.member_changed
     last_change = columns["e_last_change_ts"][index]
     churn_since = columns["e_churn_since"][index]
@@ -80,6 +93,19 @@ def follow_churn(
     columns["e_churn_settled"][index] = settled
     columns["e_churn_replaced"][index] = np.where(continues, replaced, 0) + back
     columns["e_members_seen"][index] = scan.members
+    rebalancing = np.isin(scan.state, REBALANCING_STATES)
+    spell_since = columns["e_rebalance_spell_since"][index]
+    over = ~rebalancing & (spell_since != UNSET_TS)
+    length = np.where(over, scan.previous_ts - spell_since, 0)
+    columns["e_rebalance_spell_since"][index] = np.where(
+        rebalancing, np.where(spell_since != UNSET_TS, spell_since, ts), UNSET_TS
+    )
+    in_run = changed | continues
+    longest = np.where(in_run & ~(changed & ~continues), columns["e_churn_longest_ms"][index], 0)
+    second = np.where(in_run & ~(changed & ~continues), columns["e_churn_second_ms"][index], 0)
+    length = np.where(in_run, length, 0)
+    columns["e_churn_longest_ms"][index] = np.maximum(longest, length)
+    columns["e_churn_second_ms"][index] = np.maximum(second, np.minimum(longest, length))
 
 
 NO_MEMBERS_SEEN = -1
@@ -159,6 +185,46 @@ def replacing_beyond_a_deploy(
     return going_on
 
 
+def second_longest_rebalance(
+    now_ms: int, evidence: dict[str, np.ndarray], index: slice | np.ndarray
+) -> np.ndarray:
+    """The second longest rebalance of each row's run of changes (ms), the one going on
+    counted for as long as it has lasted so far."""
+    since = evidence["e_rebalance_spell_since"][index]
+    current = np.where(since != UNSET_TS, now_ms - since, 0)
+    second: np.ndarray = np.maximum(
+        evidence["e_churn_second_ms"][index],
+        np.minimum(evidence["e_churn_longest_ms"][index], current),
+    )
+    return second
+
+
+def holding_rebalances(
+    now_ms: int,
+    churn_since: np.ndarray,
+    churn_changes: np.ndarray,
+    last_change: np.ndarray,
+    second_longest_ms: np.ndarray,
+    churn_gap_ms: int,
+    max_changes: np.ndarray | int,
+    held_ms: np.ndarray | float,
+    members_throughout: np.ndarray,
+) -> np.ndarray:
+    """Rows in a run of member-set changes still going on (the last at most ``churn_gap``
+    ago) with more than ``max_changes`` changes, in which two rebalances have each lasted
+    ``held_ms`` (> 0) or more (``second_longest_ms``), with members in every sample of the
+    window."""
+    held: np.ndarray = (
+        (churn_since != UNSET_TS)
+        & ((now_ms - last_change) <= churn_gap_ms)
+        & (churn_changes > max_changes)
+        & (np.asarray(held_ms) > 0)
+        & (second_longest_ms >= held_ms)
+        & members_throughout
+    )
+    return held
+
+
 BURST_FACTOR = 2.0
 """Records arriving over the window at more than this many times the partition's normal rate
 are a producer burst (the normal rate itself counts a scan for at most twice normal)."""
@@ -231,17 +297,33 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             members_throughout,
         )
         out = np.where(replacing, sev, out).astype(np.int8)
+    held_ms = np.asarray(p["rebalances_held_for"]) * 1000.0
+    if np.any(held_ms > 0):
+        held = holding_rebalances(
+            rows.now,
+            evidence["e_churn_since"][index],
+            evidence["e_churn_changes"][index],
+            evidence["e_last_change_ts"][index],
+            second_longest_rebalance(rows.now, evidence, index),
+            store.churn_gap_ms,
+            p["max_changes"],
+            held_ms,
+            members_throughout,
+        )
+        out = np.where(held, sev, out).astype(np.int8)
     return Verdict(out)
 
 
 def describe_group(view: GroupView) -> Description:
     store, row, rule = view.store, view.row, view.rule
     evidence = view.group_evidence()
-    if rule.lasting or rule.beyond_a_deploy:
+    if rule.lasting or rule.beyond_a_deploy or rule.rebalances_held_for:
         changes = int(store.evidence["e_churn_changes"][row])
         began = int(store.evidence["e_churn_since"][row])
         settled = int(store.evidence["e_churn_settled"][row])
         replaced = int(store.evidence["e_churn_replaced"][row])
+        held_s = float(second_longest_rebalance(view.now, store.evidence, np.array([row]))[0])
+        held_s /= 1000
         message = (
             f"member set changed {changes} times in "
             f"{human_seconds((view.now - began) / 1000)} and is still changing"
@@ -251,10 +333,19 @@ def describe_group(view: GroupView) -> Description:
                 f": back to its {settled} member{'s' if settled > 1 else ''} {replaced} times "
                 f"(a rolling deploy replaces each member once)"
             )
+        elif rule.rebalances_held_for and held_s >= rule.rebalances_held_for:
+            message += (
+                f": two of its rebalances held the group for {human_seconds(held_s)} or more "
+                f"each (a rolling deploy's take seconds)"
+            )
         elif rule.lasting:
             message += f" (a rolling deploy is over within {human_seconds(rule.lasting)})"
         evidence.update(
-            member_changes=changes, churn_since=began, members_before=settled, replaced=replaced
+            member_changes=changes,
+            churn_since=began,
+            members_before=settled,
+            replaced=replaced,
+            second_longest_rebalance_s=held_s,
         )
         return Description(view.status, message, evidence)
     changes = sum(1 for s in view.window if s["member_set_changed"])
@@ -266,7 +357,7 @@ def describe_group(view: GroupView) -> Description:
 KIND = RuleKind(
     name="rebalance_storm",
     model=RebalanceStormRule,
-    params=("max_changes", "lasting", "min_lag_seconds", "beyond_a_deploy"),
+    params=("max_changes", "lasting", "min_lag_seconds", "beyond_a_deploy", "rebalances_held_for"),
     evaluate=evaluate,
     describe_group=describe_group,
     group_level=every_group,
@@ -278,6 +369,9 @@ KIND = RuleKind(
             ("e_churn_settled", np.int32, NO_MEMBERS_SEEN),
             ("e_churn_replaced", np.int32, 0),
             ("e_members_seen", np.int32, NO_MEMBERS_SEEN),
+            ("e_rebalance_spell_since", np.int64, UNSET_TS),
+            ("e_churn_longest_ms", np.int64, 0),
+            ("e_churn_second_ms", np.int64, 0),
         ),
         update=follow_churn,
     ),
