@@ -1,7 +1,8 @@
-"""``rebalance_storm``: the member set keeps changing, in the window or in a run that lasts or
-replaces more members than the group has; the current run of changes is this kind's own
-evidence (``e_churn_since``, ``e_churn_changes``, ``e_last_change_ts``, ``e_churn_settled``,
-``e_churn_replaced``, ``e_members_seen``, ``e_rebalance_spell_since``, ``e_churn_longest_ms``,
+"""``rebalance_storm``: the member set keeps changing, in the window or in a run that lasts,
+replaces more members than the group has or holds it in rebalances; the current run of
+changes is this kind's own evidence (``e_churn_since``, ``e_churn_changes``,
+``e_last_change_ts``, ``e_churn_settled``, ``e_churn_replaced``, ``e_churn_unsettled``,
+``e_members_seen``, ``e_rebalance_spell_since``, ``e_churn_longest_ms``,
 ``e_churn_second_ms``)."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from notifier.rules.kinds.base import (
     human_seconds,
 )
 from notifier.rules.kinds.stuck_rebalance import REBALANCING_STATES
-from notifier.types import Severity
+from notifier.types import GROUP_STATE_CODE, Severity
 
 
 class RebalanceStormRule(KindRule):
@@ -45,10 +46,10 @@ class RebalanceStormRule(KindRule):
     rolling deploy keeps up, a batch job's members come and go, a storm falls behind."""
     beyond_a_deploy: bool = False
     """Also fire, however long the run and however far behind, on a run of more than
-    ``max_changes`` changes that has brought the group back to the number of members it had
-    before the run more times than it has members, with members in every sample of the
-    window: a rolling deploy replaces each member once; a member that crashes or is thrown
-    out over and over is replaced again and again."""
+    ``max_changes`` changes in which the group has settled again (``Stable`` after a change)
+    with the number of members it had before the run more times than it has members, with
+    members in every sample of the window: a rolling deploy replaces each member once; a
+    member that crashes or is thrown out over and over is replaced again and again."""
     rebalances_held_for: Duration = 0.0
     """Also fire (0: never), however far behind, on a run of more than ``max_changes``
     changes in which two rebalances have each held the group this long or longer (from the
@@ -68,8 +69,9 @@ def follow_churn(
     """Runs of member-set changes: when the current run began (changes at most ``churn_gap``
     apart belong to one run), how many changes it has had, and when the last one was; how
     many members the group had before the run began (``e_churn_settled``) and how many of
-    the run's changes left it with that many again (``e_churn_replaced``: a member replaced,
-    whether seen leaving and coming back or both between two scans); when the rebalance
+    times it settled again since (``Stable`` after a change) with that many members
+    (``e_churn_replaced``: a member replaced, whether seen leaving and coming back or both
+    between two scans; ``e_churn_unsettled``: a change since the last); when the rebalance
     going on began (``e_rebalance_spell_since``: the first scan that saw it), and the two
     longest rebalances over since the run began (``e_churn_longest_ms``,
     ``e_churn_second_ms``: from the first scan that saw each to the last)."""
@@ -89,9 +91,11 @@ def follow_churn(
     )
     columns["e_last_change_ts"][index] = np.where(changed, ts, last_change)
     settled = np.where(changed & ~continues, seen, np.where(continues, settled, NO_MEMBERS_SEEN))
-    back = changed & (settled >= 0) & (scan.members == settled)
+    unsettled = changed | (continues & columns["e_churn_unsettled"][index])
+    back = unsettled & (scan.state == STABLE) & (settled >= 0) & (scan.members == settled)
     columns["e_churn_settled"][index] = settled
     columns["e_churn_replaced"][index] = np.where(continues, replaced, 0) + back
+    columns["e_churn_unsettled"][index] = unsettled & ~back
     columns["e_members_seen"][index] = scan.members
     rebalancing = np.isin(scan.state, REBALANCING_STATES)
     spell_since = columns["e_rebalance_spell_since"][index]
@@ -108,6 +112,7 @@ def follow_churn(
     columns["e_churn_second_ms"][index] = np.maximum(second, np.minimum(longest, length))
 
 
+STABLE = GROUP_STATE_CODE["Stable"]
 NO_MEMBERS_SEEN = -1
 """``e_members_seen`` and ``e_churn_settled`` before a row's first sample and outside a run."""
 
@@ -368,6 +373,7 @@ KIND = RuleKind(
             ("e_last_change_ts", np.int64, UNSET_TS),
             ("e_churn_settled", np.int32, NO_MEMBERS_SEEN),
             ("e_churn_replaced", np.int32, 0),
+            ("e_churn_unsettled", np.bool_, False),
             ("e_members_seen", np.int32, NO_MEMBERS_SEEN),
             ("e_rebalance_spell_since", np.int64, UNSET_TS),
             ("e_churn_longest_ms", np.int64, 0),
