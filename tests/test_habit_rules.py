@@ -552,18 +552,18 @@ def test_crashed_members_that_hold_rebalance_after_rebalance_are_a_storm():
                        inputs) == []  # fmt: skip
     seen = transitions(HELD, inputs)
     assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
-    # The first rebalance held it 30 s (scans 40-43); the second reaches 30 s at scan 52,
-    # but the run has had only 3 changes then: the fourth is at scan 53
-    assert seen[0].at / 1000 == 530
-    assert "two of its rebalances held the group for 30s or more each" in (
+    # Rebalances held 30 s at scans 40-43 and 49-52; the third reaches 30 s at scan 61
+    assert seen[0].at / 1000 == 610
+    assert "three of its rebalances held the group for 30s or more each" in (
         seen[0].result.findings[0].message
     )
 
 
 def test_a_rolling_deploy_with_quick_rebalances_is_not_held_in_rebalance():
     # Eight pods replaced in turn (eager, stop first), every change caught rebalancing by one
-    # scan, or one pod's rebalance held 60 s by a member slow to rejoin: no two rebalances of
-    # 30 s or more.
+    # scan, or one pod's rebalance held 60 s by a member slow to rejoin, or two members killed
+    # a minute apart (two rebalances held 40 s until their sessions time out): no three
+    # rebalances of 30 s or more.
     changes = list(range(40, 72, 2))
     states = ["Stable"] * 100
     for i in changes:
@@ -574,6 +574,11 @@ def test_a_rolling_deploy_with_quick_rebalances_is_not_held_in_rebalance():
         states[i] = "PreparingRebalance"
     inputs = [steady(100, **membership([7, 8] * 8, changes, 100), group_state=joined(states))]
     assert transitions(HELD, inputs) == []
+    states = ["Stable"] * 100
+    for i in [*range(40, 45), *range(50, 55)]:
+        states[i] = "PreparingRebalance"
+    killed = membership([9, 8, 9, 8], [40, 45, 50, 55], 100)
+    assert transitions(HELD, [steady(100, **killed, group_state=joined(states))]) == []
 
 
 def test_a_pause_and_its_catch_up_are_not_falling_behind_a_slow_consumer_is():

@@ -3,7 +3,7 @@ replaces more members than the group has or holds it in rebalances; the current 
 changes is this kind's own evidence (``e_churn_since``, ``e_churn_changes``,
 ``e_last_change_ts``, ``e_churn_settled``, ``e_churn_replaced``, ``e_churn_unsettled``,
 ``e_members_seen``, ``e_rebalance_spell_since``, ``e_churn_longest_ms``,
-``e_churn_second_ms``)."""
+``e_churn_second_ms``, ``e_churn_third_ms``)."""
 
 from __future__ import annotations
 
@@ -52,11 +52,12 @@ class RebalanceStormRule(KindRule):
     member that crashes or is thrown out over and over is replaced again and again."""
     rebalances_held_for: Duration = 0.0
     """Also fire (0: never), however far behind, on a run of more than ``max_changes``
-    changes in which two rebalances have each held the group this long or longer (from the
-    first scan that saw it rebalancing to the last), with members in every sample of the
+    changes in which three rebalances have each held the group this long or longer (from
+    the first scan that saw it rebalancing to the last), with members in every sample of the
     window: a deploy's rebalances take seconds; a dead member kept until its session times
-    out holds one; a member that keeps crashing and is replaced before its session times out
-    holds one every time."""
+    out holds one (two members killed a minute apart, or a broker restart and a kill, hold
+    two); a member that keeps crashing and is replaced before its session times out holds
+    one every time."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
         *RuleBase.TUNABLE, "max_changes", "lasting", "min_lag_seconds", "beyond_a_deploy",
         "rebalances_held_for",
@@ -72,9 +73,10 @@ def follow_churn(
     times it settled again since (``Stable`` after a change) with that many members
     (``e_churn_replaced``: a member replaced, whether seen leaving and coming back or both
     between two scans; ``e_churn_unsettled``: a change since the last); when the rebalance
-    going on began (``e_rebalance_spell_since``: the first scan that saw it), and the two
+    going on began (``e_rebalance_spell_since``: the first scan that saw it), and the three
     longest rebalances over since the run began (``e_churn_longest_ms``,
-    ``e_churn_second_ms``: from the first scan that saw each to the last)."""
+    ``e_churn_second_ms``, ``e_churn_third_ms``: from the first scan that saw each to the
+    last)."""
     ts, changed = scan.ts, scan.member_changed
     last_change = columns["e_last_change_ts"][index]
     churn_since = columns["e_churn_since"][index]
@@ -107,9 +109,11 @@ def follow_churn(
     in_run = changed | continues
     longest = np.where(in_run & ~(changed & ~continues), columns["e_churn_longest_ms"][index], 0)
     second = np.where(in_run & ~(changed & ~continues), columns["e_churn_second_ms"][index], 0)
+    third = np.where(in_run & ~(changed & ~continues), columns["e_churn_third_ms"][index], 0)
     length = np.where(in_run, length, 0)
     columns["e_churn_longest_ms"][index] = np.maximum(longest, length)
     columns["e_churn_second_ms"][index] = np.maximum(second, np.minimum(longest, length))
+    columns["e_churn_third_ms"][index] = np.maximum(third, np.minimum(second, length))
 
 
 STABLE = GROUP_STATE_CODE["Stable"]
@@ -190,18 +194,18 @@ def replacing_beyond_a_deploy(
     return going_on
 
 
-def second_longest_rebalance(
+def third_longest_rebalance(
     now_ms: int, evidence: dict[str, np.ndarray], index: slice | np.ndarray
 ) -> np.ndarray:
-    """The second longest rebalance of each row's run of changes (ms), the one going on
+    """The third longest rebalance of each row's run of changes (ms), the one going on
     counted for as long as it has lasted so far."""
     since = evidence["e_rebalance_spell_since"][index]
     current = np.where(since != UNSET_TS, now_ms - since, 0)
-    second: np.ndarray = np.maximum(
-        evidence["e_churn_second_ms"][index],
-        np.minimum(evidence["e_churn_longest_ms"][index], current),
+    third: np.ndarray = np.maximum(
+        evidence["e_churn_third_ms"][index],
+        np.minimum(evidence["e_churn_second_ms"][index], current),
     )
-    return second
+    return third
 
 
 def holding_rebalances(
@@ -209,22 +213,22 @@ def holding_rebalances(
     churn_since: np.ndarray,
     churn_changes: np.ndarray,
     last_change: np.ndarray,
-    second_longest_ms: np.ndarray,
+    third_longest_ms: np.ndarray,
     churn_gap_ms: int,
     max_changes: np.ndarray | int,
     held_ms: np.ndarray | float,
     members_throughout: np.ndarray,
 ) -> np.ndarray:
     """Rows in a run of member-set changes still going on (the last at most ``churn_gap``
-    ago) with more than ``max_changes`` changes, in which two rebalances have each lasted
-    ``held_ms`` (> 0) or more (``second_longest_ms``), with members in every sample of the
+    ago) with more than ``max_changes`` changes, in which three rebalances have each lasted
+    ``held_ms`` (> 0) or more (``third_longest_ms``), with members in every sample of the
     window."""
     held: np.ndarray = (
         (churn_since != UNSET_TS)
         & ((now_ms - last_change) <= churn_gap_ms)
         & (churn_changes > max_changes)
         & (np.asarray(held_ms) > 0)
-        & (second_longest_ms >= held_ms)
+        & (third_longest_ms >= held_ms)
         & members_throughout
     )
     return held
@@ -309,7 +313,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             evidence["e_churn_since"][index],
             evidence["e_churn_changes"][index],
             evidence["e_last_change_ts"][index],
-            second_longest_rebalance(rows.now, evidence, index),
+            third_longest_rebalance(rows.now, evidence, index),
             store.churn_gap_ms,
             p["max_changes"],
             held_ms,
@@ -327,7 +331,7 @@ def describe_group(view: GroupView) -> Description:
         began = int(store.evidence["e_churn_since"][row])
         settled = int(store.evidence["e_churn_settled"][row])
         replaced = int(store.evidence["e_churn_replaced"][row])
-        held_s = float(second_longest_rebalance(view.now, store.evidence, np.array([row]))[0])
+        held_s = float(third_longest_rebalance(view.now, store.evidence, np.array([row]))[0])
         held_s /= 1000
         message = (
             f"member set changed {changes} times in "
@@ -340,7 +344,7 @@ def describe_group(view: GroupView) -> Description:
             )
         elif rule.rebalances_held_for and held_s >= rule.rebalances_held_for:
             message += (
-                f": two of its rebalances held the group for {human_seconds(held_s)} or more "
+                f": three of its rebalances held the group for {human_seconds(held_s)} or more "
                 f"each (a rolling deploy's take seconds)"
             )
         elif rule.lasting:
@@ -350,7 +354,7 @@ def describe_group(view: GroupView) -> Description:
             churn_since=began,
             members_before=settled,
             replaced=replaced,
-            second_longest_rebalance_s=held_s,
+            third_longest_rebalance_s=held_s,
         )
         return Description(view.status, message, evidence)
     changes = sum(1 for s in view.window if s["member_set_changed"])
@@ -378,6 +382,7 @@ KIND = RuleKind(
             ("e_rebalance_spell_since", np.int64, UNSET_TS),
             ("e_churn_longest_ms", np.int64, 0),
             ("e_churn_second_ms", np.int64, 0),
+            ("e_churn_third_ms", np.int64, 0),
         ),
         update=follow_churn,
     ),
