@@ -470,6 +470,117 @@ def test_a_rolling_deploy_behind_only_through_a_producer_burst_is_not_a_storm():
     assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
 
 
+REPLACING = only({"kind": "rebalance_storm", "max_changes": 3, "lasting": "3m30s",
+                  "min_lag_seconds": "30s", "beyond_a_deploy": True})  # fmt: skip
+
+
+def membership(counts: list[int], changes_at: list[int], scans: int) -> dict[str, str]:
+    """``member_hash`` and ``members`` of a group whose member set changes at the scans
+    ``changes_at``, the i-th change leaving it with ``counts[i]`` members (2 before)."""
+    generation, members, hashes, listed = 1, 2, [], []
+    plan = dict(zip(changes_at, counts, strict=True))
+    for i in range(scans):
+        if i in plan:
+            generation, members = generation + 1, plan[i]
+        hashes.append(generation)
+        listed.append(members)
+    return {"member_hash": joined(hashes), "members": joined(listed)}
+
+
+def test_a_member_that_keeps_crashing_is_a_storm_while_the_group_keeps_up():
+    # Two members; one crashes every minute and a new one joins before the dead one's session
+    # times out (3 listed, then 2 again): a replacement a minute, the consumer keeps up.
+    changes = [40, 42, 46, 48, 52, 54, 58, 60, 64, 66]
+    counts = [3, 2] * 5
+    inputs = [steady(100, **membership(counts, changes, 100))]
+    keeping_up = {**REPLACING, "rules": [{**REPLACING["rules"][0], "beyond_a_deploy": False}]}
+    assert transitions(keeping_up, inputs) == []  # never 30 s behind...
+    seen = transitions(REPLACING, inputs)  # ...but back to 2 members a third time at scan 54
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+    assert seen[0].at / 1000 == 540
+    finding = seen[0].result.findings[0]
+    assert "back to its 2 members 3 times" in finding.message
+    assert finding.evidence["replaced"] == 3 and finding.evidence["members_before"] == 2
+
+
+def test_a_member_replaced_between_two_scans_counts_as_replaced():
+    # Crash and rejoin both between scans (a 10 s session): the set changes, the count does not.
+    changes = [40, 45, 50, 55]
+    inputs = [steady(80, **membership([2, 2, 2, 2], changes, 80))]
+    seen = transitions(REPLACING, inputs)
+    assert [t.at / 1000 for t in seen][:1] == [550]
+
+
+def test_rolling_deploys_and_autoscaling_replace_no_member_twice():
+    # Each pod of a deploy replaced once, surge first (2 -> 3 -> 2) or stop first (8 -> 7 -> 8),
+    # 20 s apart; pods added one by one and removed again (2 -> 8 -> 2), 20 s apart.
+    surge = steady(100, **membership([3, 2, 3, 2], [40, 42, 44, 46], 100))
+    stop_first = steady(100, **membership([7, 8] * 8, list(range(40, 72, 2)), 100))
+    scaling = steady(100, **membership(list(range(3, 9)) + list(range(7, 1, -1)),
+                                       list(range(40, 64, 2)), 100))  # fmt: skip
+    for inputs in (surge, stop_first, scaling):
+        assert transitions(REPLACING, [inputs]) == []
+
+
+def test_a_batch_job_whose_runs_churn_is_not_replacing_members():
+    # A job every 40 s: two members join, read, leave (Empty between runs), for ten minutes.
+    counts, changes = [], []
+    for run in range(15):
+        changes += [40 + 4 * run, 42 + 4 * run]
+        counts += [2, 0]
+    inputs = [steady(110, **membership(counts, changes, 110))]
+    assert transitions(REPLACING, inputs) == []
+
+
+HELD = only({"kind": "rebalance_storm", "max_changes": 3, "lasting": "3m30s",
+             "min_lag_seconds": "30s", "rebalances_held_for": "30s"})  # fmt: skip
+
+
+def test_crashed_members_that_hold_rebalance_after_rebalance_are_a_storm():
+    # Six members (eager): every 90 s one crashes and its successor joins at once, and the
+    # group waits 40 s in PreparingRebalance for the dead one's session to time out (7
+    # listed, then 6): four scans rebalancing a cycle, the group catching up in between.
+    changes, counts, states = [], [], ["Stable"] * 120
+    for cycle in range(6):
+        start = 40 + 9 * cycle
+        changes += [start, start + 4]
+        counts += [7, 6]
+        for i in range(start, start + 4):
+            states[i] = "PreparingRebalance"
+    inputs = [steady(120, **membership(counts, changes, 120), group_state=joined(states))]
+    assert transitions({**HELD, "rules": [{**HELD["rules"][0], "rebalances_held_for": 0}]},
+                       inputs) == []  # fmt: skip
+    seen = transitions(HELD, inputs)
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+    # Rebalances held 30 s at scans 40-43 and 49-52; the third reaches 30 s at scan 61
+    assert seen[0].at / 1000 == 610
+    assert "three of its rebalances held the group for 30s or more each" in (
+        seen[0].result.findings[0].message
+    )
+
+
+def test_a_rolling_deploy_with_quick_rebalances_is_not_held_in_rebalance():
+    # Eight pods replaced in turn (eager, stop first), every change caught rebalancing by one
+    # scan, or one pod's rebalance held 60 s by a member slow to rejoin, or two members killed
+    # a minute apart (two rebalances held 40 s until their sessions time out): no three
+    # rebalances of 30 s or more.
+    changes = list(range(40, 72, 2))
+    states = ["Stable"] * 100
+    for i in changes:
+        states[i] = "PreparingRebalance"
+    inputs = [steady(100, **membership([7, 8] * 8, changes, 100), group_state=joined(states))]
+    assert transitions(HELD, inputs) == []
+    for i in range(50, 57):
+        states[i] = "PreparingRebalance"
+    inputs = [steady(100, **membership([7, 8] * 8, changes, 100), group_state=joined(states))]
+    assert transitions(HELD, inputs) == []
+    states = ["Stable"] * 100
+    for i in [*range(40, 45), *range(50, 55)]:
+        states[i] = "PreparingRebalance"
+    killed = membership([9, 8, 9, 8], [40, 45, 50, 55], 100)
+    assert transitions(HELD, [steady(100, **killed, group_state=joined(states))]) == []
+
+
 def test_a_pause_and_its_catch_up_are_not_falling_behind_a_slow_consumer_is():
     rule = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
                  "grace": "90s"})  # fmt: skip

@@ -1087,7 +1087,8 @@ class GroupColumn:
 
     def _reserve(self, groups: int) -> None:
         if groups > self._values.size:
-            grown = np.full(max(1024, 2 * self._values.size, groups), self.fill, self.dtype)
+            # As rows grow: once per scan that brings many groups, an eighth to spare.
+            grown = np.full(max(1024, groups + groups // 8), self.fill, self.dtype)
             grown[: self._values.size] = self._values
             self._values = grown
 
