@@ -1068,3 +1068,44 @@ def test_a_job_that_read_to_the_log_end_before_it_left_is_judged_by_its_pause(ca
     else:
         assert later and {t.result.findings[0].status for t in later} == {"STOP"}
         assert later[0].at / 1000 <= 130 * 10 + 60 + 10
+
+
+# --------------------------------------------------------------------------------------------
+# A new group bootstrapping a compacted topic from the earliest offset
+
+
+LAG_SECONDS = only({"kind": "lag_seconds", "severity": "err", "threshold": "30m",
+                    "clear_below": "20m", "catching_up_within": "10m", "for": "2m"})  # fmt: skip
+
+
+def new_group(read_per_s: float, commit_every: int, scans: int = 120) -> list[dict[str, Any]]:
+    """A group that appears (no commit for three scans) on a topic holding three hours of
+    records (a record a second), reading ``read_per_s`` from offset 0 and committing every
+    ``commit_every`` scans (0: once, then never again)."""
+    log_end = [10_800 + 10 * i for i in range(scans)]
+    committed: list[int | str] = []
+    last: int | str = "_"
+    for i in range(scans):
+        due = i == 3 or (commit_every and i > 3 and (i - 3) % commit_every == 0)
+        if due:
+            last = min(int(read_per_s * 10 * (i - 3)), log_end[i])
+        committed.append(last)
+    n = scans - 1
+    return [series(committed=joined(committed), log_end=joined(log_end), members=f"1x{n}",
+                   group_state=f"Stablex{n}", member_hash=f"1x{n}")]  # fmt: skip
+
+
+def test_a_new_group_committing_every_three_minutes_while_it_drains_history_is_not_behind():
+    # 30 records a second against one arriving: caught up about six minutes after it began,
+    # but the window (100 s) holds no commit but the first for minutes: its pace since its
+    # first commit says it is catching up; before its second, nothing says it is not.
+    assert transitions(LAG_SECONDS, new_group(30, 18)) == []
+    # Reading half a record a second it never catches up: paged once its second commit
+    # shows the pace (two minutes after), and one that never commits again after the
+    # 10 minutes its pace may take to show.
+    slow = transitions(LAG_SECONDS, new_group(0.5, 18))
+    assert [(t.previous.value, t.current.value) for t in slow] == [("OK", "ERR")]
+    assert 21 * 10 + 120 <= slow[0].at / 1000 <= 21 * 10 + 120 + 20
+    frozen = transitions(LAG_SECONDS, new_group(30, 0))
+    assert [(t.previous.value, t.current.value) for t in frozen] == [("OK", "ERR")]
+    assert 3 * 10 + 600 + 120 <= frozen[0].at / 1000 <= 3 * 10 + 600 + 120 + 20

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from notifier.config.base import Duration
 from notifier.config.rules import Hysteresis, KindRule, RuleBase
-from notifier.rules.habits import NULL, ScanTimes, ScanView
+from notifier.rules.habits import NULL, UNSET_TS, ScanTimes, ScanView
 from notifier.rules.kernels import SEVERITY_NONE
 from notifier.rules.kinds.base import (
     ChartLine,
@@ -61,10 +61,25 @@ transaction's commit marker (a consumer committing the last record's offset + 1 
 def follow_commits(
     columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
 ) -> None:
-    """The log end seen when the committed offset last moved (or was first seen)."""
+    """The log end seen when the committed offset last moved (or was first seen); and for a
+    new group, where and when it first committed, until it has read what was there then."""
     known = (scan.committed != NULL) & (scan.log_end != NULL)
     moved = known & (~scan.had_sample | (scan.previous_committed != scan.committed))
     columns["e_leo_at_move"][index] = np.where(moved, scan.log_end, columns["e_leo_at_move"][index])
+    # A row seen without a committed offset that now has one: a group that began under the
+    # service's eyes (a new group reading from the earliest offset).
+    first = known & scan.had_sample & (scan.previous_committed == NULL)
+    since = np.where(first, scan.ts, columns["e_new_since"][index])
+    start_committed = np.where(first, scan.committed, columns["e_new_committed"][index])
+    start_log_end = np.where(first, scan.log_end, columns["e_new_log_end"][index])
+    # Done once it has read what was there at its first commit (or its offset went back: a
+    # log that started over, a reset, is no bootstrap).
+    done = (since != UNSET_TS) & (
+        ~known | (scan.committed >= start_log_end) | (scan.committed < start_committed)
+    )
+    columns["e_new_since"][index] = np.where(done, UNSET_TS, since)
+    columns["e_new_committed"][index] = np.where(done, NULL, start_committed)
+    columns["e_new_log_end"][index] = np.where(done, NULL, start_log_end)
 
 
 def on_the_marker(lag: np.ndarray, latest_leo: np.ndarray, leo_at_move: np.ndarray) -> np.ndarray:
@@ -86,6 +101,27 @@ def seconds_to_catch_up(rows: Rows, at: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         seconds = np.where(known & (gained > 0), lag * start.span_s / gained, np.inf)
     return np.where(np.isnan(seconds), np.inf, seconds)
+
+
+def bootstrap_catching_up(rows: Rows, at: np.ndarray, within_s: np.ndarray | float) -> np.ndarray:
+    """For the rows at positions ``at``: a new group bootstrapping (first committed while the
+    service watched, not yet past the log end of then) that will be caught up within
+    ``within_s`` at the pace it gained on the log end since its first commit, or has not
+    committed a second time yet and first did less than ``within_s`` ago (its pace is not
+    measurable before: a group that commits every few minutes shows none in a window)."""
+    evidence, index = rows.store.evidence, rows.index
+    since = evidence["e_new_since"][index][at]
+    start_committed = evidence["e_new_committed"][index][at]
+    start_log_end = evidence["e_new_log_end"][index][at]
+    new = since != UNSET_TS
+    committed, log_end, lag = rows.latest_committed[at], rows.latest_leo[at], rows.lag[at]
+    elapsed_s = (rows.now - since) / 1000.0
+    gained = (committed - start_committed) - (log_end - start_log_end)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        seconds = np.where(new & (gained > 0) & (lag >= 0), lag * elapsed_s / gained, np.inf)
+    unmeasured = new & (committed == start_committed) & (elapsed_s < within_s)
+    result: np.ndarray = new & ((seconds < within_s) | unmeasured)
+    return result
 
 
 def usual_wait_between_reads_s(evidence: Any, index: slice | np.ndarray | int) -> np.ndarray:
@@ -132,8 +168,9 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         opening = ~run.state.firing[rows.gids] & (seconds > run.params["threshold"])
         at = np.flatnonzero(opening)
         if at.size:
-            catching_up = seconds_to_catch_up(rows, at) < (
-                within_s[at] if within_s.ndim else within_s
+            within = within_s[at] if within_s.ndim else within_s
+            catching_up = (seconds_to_catch_up(rows, at) < within) | bootstrap_catching_up(
+                rows, at, within
             )
             seconds[at[catching_up]] = 0.0
     return Verdict(with_hysteresis(lag_seconds_above, seconds, rows, run))
@@ -170,5 +207,13 @@ KIND = RuleKind(
     describe=describe,
     chart_line=chart_line,
     sets_slo_wait=True,
-    evidence=KindEvidence(columns=(("e_leo_at_move", np.int64, NULL),), update=follow_commits),
+    evidence=KindEvidence(
+        columns=(
+            ("e_leo_at_move", np.int64, NULL),
+            ("e_new_since", np.int64, UNSET_TS),
+            ("e_new_committed", np.int64, NULL),
+            ("e_new_log_end", np.int64, NULL),
+        ),
+        update=follow_commits,
+    ),
 )
