@@ -180,3 +180,10 @@ def test_a_producer_burst_raises_the_lag_and_the_consumers_drain_it():
     # 10 x the rate for 60 s against 3 x: 7 x 100 x 60 records behind, drained at 200 a second
     assert lag[(t > 350) & (t <= 370)].max() > 30 * before
     assert lag[t > 600].max() <= before
+
+
+def test_batch_jobs_are_judged_once_the_service_has_seen_two_whole_runs_of_the_slowest():
+    batch = pattern("batch-job")
+    slowest_s = max(batch.x_values) * 60
+    assert batch.warmup_s >= 3 * slowest_s  # the run it started in, then two whole periods
+    assert batch.duration_s - batch.warmup_s >= 2 * slowest_s

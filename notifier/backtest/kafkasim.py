@@ -115,7 +115,7 @@ class Group:
         self.members = count
         if count == 0:
             self.state[a:] = EMPTY
-        elif self.state[a] == EMPTY:
+        elif a < self.duration_s and self.state[a] == EMPTY:  # (a change at the end: none)
             self.state[a:] = STABLE
 
     def _second(self, t: float) -> int:
