@@ -443,13 +443,35 @@ def test_a_joined_rebalance_that_outlasts_the_rebalance_timeout_or_churns_is_stu
 
 
 def test_a_long_rolling_deploy_that_keeps_up_is_not_a_storm():
-    # Eight pods replaced in turn, two member-set changes each, 20 s apart: five minutes of
-    # changes while the consumer keeps up.
+    # Sixteen member-set changes 20 s apart: five minutes of changes while the consumer keeps
+    # up. In a group of four members that is more than a deploy makes (two per member), and
+    # only min_lag_seconds keeps it quiet; in a group of eight it is a deploy (each pod
+    # replaced in turn, leaving and joining once), quiet either way.
     behind = {**STORM, "rules": [{**STORM["rules"][0], "min_lag_seconds": "30s"}]}
     deploy = list(range(40, 72, 2))
-    inputs = [steady(120, member_hash=member_sets(deploy, 120), members="8x119")]
-    assert transitions(STORM, inputs) != []  # without min_lag_seconds: a storm
-    assert transitions(behind, inputs) == []
+    four = [steady(120, member_hash=member_sets(deploy, 120), members="4x119")]
+    assert transitions(STORM, four) != []  # without min_lag_seconds: a storm
+    assert transitions(behind, four) == []
+    eight = [steady(120, member_hash=member_sets(deploy, 120), members="8x119")]
+    assert transitions(STORM, eight) == []
+
+
+def test_a_deploy_of_many_pods_that_outlasts_lasting_behind_is_not_a_storm():
+    # Sixteen pods (static membership: one member-id change each) restarted in turn, a change
+    # every 40 s, each restart leaving the consumer minutes behind (it reads 0.3 of what
+    # arrives): ten minutes of changes, far beyond `lasting`. A deploy of sixteen members makes
+    # up to 32 changes; a group of two churning as often is a storm.
+    behind = {**STORM, "rules": [{**STORM["rules"][0], "min_lag_seconds": "30s"}]}
+    deploy = list(range(40, 104, 4))
+    log_end, committed = positions([1.0] * 120, 0.3)
+
+    def group(members: int) -> list[dict[str, Any]]:
+        return [series(committed=joined(committed), log_end=joined(log_end),
+                       member_hash=member_sets(deploy, 120), members=f"{members}x119")]  # fmt: skip
+
+    assert transitions(behind, group(16)) == []
+    seen = transitions(behind, group(2))
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
 
 
 def test_a_rolling_deploy_behind_only_through_a_producer_burst_is_not_a_storm():

@@ -145,19 +145,26 @@ def churning(
     behind_s: np.ndarray | None = None,
     min_lag_seconds: np.ndarray | float = 0.0,
     members_throughout: np.ndarray | None = None,
+    settled: np.ndarray | None = None,
 ) -> np.ndarray:
     """A run of member-set changes (each at most ``churn_gap`` after the previous) whose
     changes span ``lasting`` or more, with more than ``max_changes`` of them, and that is still
     going on (the last change at most ``churn_gap`` ago); with ``min_lag_seconds``, only rows
     that many seconds behind (``behind_s``: lag in seconds beyond the usual wait) and with
     members in every sample of the window (``members_throughout``: a storm keeps members; a
-    batch job's members come and go between runs)."""
+    batch job's members come and go between runs); with ``settled`` (the members the group
+    had before the run), only runs of more changes than a rolling deploy of that many members
+    makes (each leaves and joins once: two per member): a deploy of many pods with long steps
+    lasts longer than any fixed ``lasting``, and its partitions fall behind while each pod
+    restarts."""
     hit = (
         (churn_since != UNSET_TS)
         & ((now_ms - last_change) <= churn_gap_ms)
         & ((last_change - churn_since) >= lasting_ms)
         & (churn_changes > max_changes)
     )
+    if settled is not None:
+        hit &= (settled <= 0) | (churn_changes > 2 * settled)
     if behind_s is not None and np.any(np.asarray(min_lag_seconds) > 0):
         with np.errstate(invalid="ignore"):
             behind = behind_s > min_lag_seconds
@@ -290,6 +297,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             behind_for_churn(rows, run.state.firing[rows.gids], p["min_lag_seconds"]),
             p["min_lag_seconds"],
             members_throughout,
+            evidence["e_churn_settled"][index],
         )
         out = lasting if np.all(lasting_s > 0) else np.where(lasting_s > 0, lasting, out)
     beyond = np.asarray(p["beyond_a_deploy"], dtype=bool)
