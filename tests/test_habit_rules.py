@@ -382,6 +382,28 @@ def test_a_standalone_consumer_that_stops_moving_is_stalled_not_stopped():
     assert seen[0].result.findings[0].status == "STALL"
 
 
+CRASH_GRACEFUL = only({**GRACEFUL["rules"][0], "crash_grace": "40s"})
+
+
+def test_a_standalone_consumer_restarted_after_a_crash_is_not_stalled_but_one_gone_is():
+    # A Flink-like job committing every 5 s (each scan sees a move) killed, back 117 s
+    # later from its last commit, its first commit at the scan after: standing still
+    # 140 s with no member set to show the restart (the independent corpus's
+    # standalone-assign-238). A member-based consumer's crash gets crash_grace on a stop;
+    # the standalone's invisible one gets it on its stall, and a job that does not come
+    # back is still stalled once two usual waits, grace and crash_grace are over.
+    moving = [50 * i for i in range(120)]
+    restarted = moving + [moving[-1]] * 13 + [moving[-1] + 50 * (i + 14) for i in range(30)]
+    assert transitions(CRASH_GRACEFUL, standalone(restarted)) == []
+    assert transitions(GRACEFUL, standalone(restarted)) != []  # without crash_grace it pages
+    gone = moving + [moving[-1]] * 40
+    seen = transitions(CRASH_GRACEFUL, standalone(gone))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STALL"
+    last_move_s = 119 * 10
+    assert 2 * 10 + 90 + 40 <= seen[0].at / 1000 - last_move_s <= 2 * 10 + 90 + 40 + 10
+
+
 def test_a_capped_hold_does_not_turn_one_scan_of_alarm_into_minutes():
     inputs = [series(committed="0 0 10 10 10 10", log_end="10 10 10 10 10 10")]
     capped = only({"kind": "lag", "threshold": 5, "keep_firing_for": "2m",

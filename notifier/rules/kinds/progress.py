@@ -60,7 +60,8 @@ class ProgressRule(KindRule):
     crash_grace: Duration = 0.0
     """Added to ``stop_after`` when the members vanished without a commit on the way out (a
     crash: the coordinator kept the dead member until its session timed out, and its pod is
-    usually on its way back)."""
+    usually on its way back), and to a standalone consumer's stall limit (its crash and
+    restart show no member set at all)."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
         *RuleBase.TUNABLE, "stall_after", "stop_after", "tolerance", "grace", "crash_grace"
     )  # fmt: skip
@@ -119,7 +120,9 @@ def no_progress(
     usual wait is the configured ``assumed_commit_interval`` standing in for a habit not yet
     learned, ``tolerance`` applies to what ``learned_wait_ms`` the waits seen so far showed
     (the assumption is a bound, not one more wait seen: no margin for how far the habit's
-    longest waits may yet go beyond it), and the assumption plus ``grace`` stands.
+    longest waits may yet go beyond it), and the assumption plus ``grace`` stands. A
+    standalone consumer may stand still for two usual waits plus ``grace`` and
+    ``crash_grace``: its restart after a crash is invisible.
     STOP: no members (and no standalone consumer) for longer than ``tolerance`` × the group's
     usual restart, and that restart plus ``grace`` when it is longer than ``stop_after`` (at
     least ``stop_after``, plus
@@ -127,13 +130,18 @@ def no_progress(
     pod is on its way back) while records arrived that nobody reads."""
     reader = present if standalone is None else present | standalone
     learned = usual_wait_ms if learned_wait_ms is None else learned_wait_ms
+    restart_ms: np.ndarray | float = 0.0
     if standalone is not None:
         # A standalone consumer's restart is invisible (no member set to change), and its
-        # commit timer starts again with it: up to two usual waits and the restart.
+        # commit timer starts again with it: up to two usual waits and the restart. A crash
+        # of it (a job killed and restarted from its checkpoint) is a crash like a member's,
+        # which a vanished member set shows and ``crash_grace`` allows for: so does the
+        # standalone consumer's standstill.
         usual_wait_ms = np.where(standalone, 2 * usual_wait_ms, usual_wait_ms)
         learned = np.where(standalone, 2 * learned, learned)
+        restart_ms = np.where(standalone, crash_grace_ms, 0.0)
     stall_limit = np.maximum(
-        np.maximum(stall_after_ms, tolerance * learned), usual_wait_ms + grace_ms
+        np.maximum(stall_after_ms, tolerance * learned), usual_wait_ms + grace_ms + restart_ms
     )
     stalled = (
         reader
