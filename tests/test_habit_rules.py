@@ -979,3 +979,30 @@ def test_a_job_that_read_to_the_log_end_before_it_left_is_judged_by_its_pause(ca
     else:
         assert later and {t.result.findings[0].status for t in later} == {"STOP"}
         assert later[0].at / 1000 <= 130 * 10 + 60 + 10
+
+
+def test_a_pause_the_service_started_in_counts_twice_the_part_it_saw_until_a_whole_one_ends():
+    # First seen Empty for 20 minutes (the job's pause began before the service started),
+    # then a run that reads everything and leaves, then a 33-minute pause: within 1.2 x the
+    # 40 minutes the first pause is taken for (seen from a moment anywhere in it, half of it
+    # is seen on the median), no stop (the independent corpus's batch-job-005, paged 21 min
+    # into its first whole pause for 1.2 x the 18 min seen of the one before).
+    seen = transitions(GRACEFUL, run_after_first_sight(120, 10, 200, True))
+    assert [t for t in seen if t.at > 130 * 10_000 and t.current.value == "ERR"] == []
+    # A job that misses its next run is still paged, once those 48 minutes are over.
+    missed = run_after_first_sight(120, 10, 400, True)
+    seen = transitions(GRACEFUL, missed)
+    late = [t for t in seen if t.at > 130 * 10_000 and t.current.value == "ERR"]
+    assert [t.result.findings[0].status for t in late] == ["STOP"]
+    assert 130 * 10 + 1.2 * 2400 <= late[0].at / 1000 <= 130 * 10 + 1.2 * 2400 + 20
+    assert "twice the 20 min seen of one before the service" in late[0].result.findings[0].message
+
+
+def test_a_whole_pause_seen_ends_the_doubling_of_the_part_seen():
+    # Once a whole pause (33 minutes) has ended, the job is judged by it: its next pause is
+    # stopped past 1.2 x 33 minutes, not 1.2 x twice the 20 minutes seen of the first.
+    job = job_and_gaps([(120, False), (10, True), (200, False), (10, True), (400, False)])
+    late = [t for t in transitions(GRACEFUL, job) if t.at > 340 * 10_000]
+    assert [(t.previous.value, t.current.value) for t in late][:1] == [("OK", "ERR")]
+    left_s = 340 * 10
+    assert 1.2 * 2000 <= late[0].at / 1000 - left_s <= 1.2 * 2010 + 20
