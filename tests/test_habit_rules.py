@@ -404,6 +404,17 @@ def test_a_standalone_consumer_restarted_after_a_crash_is_not_stalled_but_one_go
     assert 2 * 10 + 90 + 40 <= seen[0].at / 1000 - last_move_s <= 2 * 10 + 90 + 40 + 10
 
 
+def test_a_new_standalone_consumer_is_judged_by_the_assumed_interval_alone():
+    # Three moves, then none: its habit is not learned yet, and twice the assumed 10 minutes
+    # plus grace already allow for a restart (no crash_grace on top of an assumption; the
+    # recorded Kafka 3.9 corpus's batch-job-missed-8min, taken for a standalone consumer, is
+    # caught at that).
+    committed = [0] * 3 + [50] * 3 + [100] * 3 + [150] * 140
+    seen = transitions(CRASH_GRACEFUL, standalone(committed))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert 2 * 600 + 90 <= seen[0].at / 1000 - 9 * 10 <= 2 * 600 + 90 + 10
+
+
 def test_a_capped_hold_does_not_turn_one_scan_of_alarm_into_minutes():
     inputs = [series(committed="0 0 10 10 10 10", log_end="10 10 10 10 10 10")]
     capped = only({"kind": "lag", "threshold": 5, "keep_firing_for": "2m",

@@ -182,18 +182,20 @@ def no_progress(
     pod is on its way back) while records arrived that nobody reads."""
     reader = present if standalone is None else present | standalone
     learned = usual_wait_ms if learned_wait_ms is None else learned_wait_ms
-    restart_ms: np.ndarray | float = 0.0
+    restart_limit: np.ndarray | float = 0.0
     if standalone is not None:
         # A standalone consumer's restart is invisible (no member set to change), and its
         # commit timer starts again with it: up to two usual waits and the restart. A crash
         # of it (a job killed and restarted from its checkpoint) is a crash like a member's,
         # which a vanished member set shows and ``crash_grace`` allows for: so does the
-        # standalone consumer's standstill.
+        # standalone consumer's standstill, past the waits it has shown (an assumed commit
+        # interval is a bound that covers a restart already).
         usual_wait_ms = np.where(standalone, 2 * usual_wait_ms, usual_wait_ms)
         learned = np.where(standalone, 2 * learned, learned)
-        restart_ms = np.where(standalone, crash_grace_ms, 0.0)
+        restart_limit = np.where(standalone, learned + grace_ms + crash_grace_ms, 0.0)
     stall_limit = np.maximum(
-        np.maximum(stall_after_ms, tolerance * learned), usual_wait_ms + grace_ms + restart_ms
+        np.maximum(stall_after_ms, tolerance * learned),
+        np.maximum(usual_wait_ms + grace_ms, restart_limit),
     )
     stalled = (
         reader
