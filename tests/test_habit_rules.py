@@ -382,6 +382,39 @@ def test_a_standalone_consumer_that_stops_moving_is_stalled_not_stopped():
     assert seen[0].result.findings[0].status == "STALL"
 
 
+CRASH_GRACEFUL = only({**GRACEFUL["rules"][0], "crash_grace": "40s"})
+
+
+def test_a_standalone_consumer_restarted_after_a_crash_is_not_stalled_but_one_gone_is():
+    # A Flink-like job committing every 5 s (each scan sees a move) killed, back 117 s
+    # later from its last commit, its first commit at the scan after: standing still
+    # 140 s with no member set to show the restart (the independent corpus's
+    # standalone-assign-238). A member-based consumer's crash gets crash_grace on a stop;
+    # the standalone's invisible one gets it on its stall, and a job that does not come
+    # back is still stalled once two usual waits, grace and crash_grace are over.
+    moving = [50 * i for i in range(120)]
+    restarted = moving + [moving[-1]] * 13 + [moving[-1] + 50 * (i + 14) for i in range(30)]
+    assert transitions(CRASH_GRACEFUL, standalone(restarted)) == []
+    assert transitions(GRACEFUL, standalone(restarted)) != []  # without crash_grace it pages
+    gone = moving + [moving[-1]] * 40
+    seen = transitions(CRASH_GRACEFUL, standalone(gone))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STALL"
+    last_move_s = 119 * 10
+    assert 2 * 10 + 90 + 40 <= seen[0].at / 1000 - last_move_s <= 2 * 10 + 90 + 40 + 10
+
+
+def test_a_new_standalone_consumer_is_judged_by_the_assumed_interval_alone():
+    # Three moves, then none: its habit is not learned yet, and twice the assumed 10 minutes
+    # plus grace already allow for a restart (no crash_grace on top of an assumption; the
+    # recorded Kafka 3.9 corpus's batch-job-missed-8min, taken for a standalone consumer, is
+    # caught at that).
+    committed = [0] * 3 + [50] * 3 + [100] * 3 + [150] * 140
+    seen = transitions(CRASH_GRACEFUL, standalone(committed))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert 2 * 600 + 90 <= seen[0].at / 1000 - 9 * 10 <= 2 * 600 + 90 + 10
+
+
 def test_a_capped_hold_does_not_turn_one_scan_of_alarm_into_minutes():
     inputs = [series(committed="0 0 10 10 10 10", log_end="10 10 10 10 10 10")]
     capped = only({"kind": "lag", "threshold": 5, "keep_firing_for": "2m",
@@ -1131,3 +1164,78 @@ def test_a_new_group_committing_every_three_minutes_while_it_drains_history_is_n
     frozen = transitions(LAG_SECONDS, new_group(30, 0))
     assert [(t.previous.value, t.current.value) for t in frozen] == [("OK", "ERR")]
     assert 3 * 10 + 600 + 120 <= frozen[0].at / 1000 <= 3 * 10 + 600 + 120 + 20
+
+
+def test_a_pause_the_service_started_in_counts_twice_the_part_it_saw_until_a_whole_one_ends():
+    # First seen Empty for 20 minutes (the job's pause began before the service started),
+    # then a run that reads everything and leaves, then a 33-minute pause: within 1.2 x the
+    # 40 minutes the first pause is taken for (seen from a moment anywhere in it, half of it
+    # is seen on the median), no stop (the independent corpus's batch-job-005, paged 21 min
+    # into its first whole pause for 1.2 x the 18 min seen of the one before).
+    seen = transitions(GRACEFUL, run_after_first_sight(120, 10, 200, True))
+    assert [t for t in seen if t.at > 130 * 10_000 and t.current.value == "ERR"] == []
+    # A job that misses its next run is still paged, once those 48 minutes are over.
+    missed = run_after_first_sight(120, 10, 400, True)
+    seen = transitions(GRACEFUL, missed)
+    late = [t for t in seen if t.at > 130 * 10_000 and t.current.value == "ERR"]
+    assert [t.result.findings[0].status for t in late] == ["STOP"]
+    assert 130 * 10 + 1.2 * 2400 <= late[0].at / 1000 <= 130 * 10 + 1.2 * 2400 + 20
+    assert "twice the 20 min seen of one before the service" in late[0].result.findings[0].message
+
+
+def test_a_whole_pause_seen_ends_the_doubling_of_the_part_seen():
+    # Once a whole pause (33 minutes) has ended, the job is judged by it: its next pause is
+    # stopped past 1.2 x 33 minutes, not 1.2 x twice the 20 minutes seen of the first.
+    job = job_and_gaps([(120, False), (10, True), (200, False), (10, True), (400, False)])
+    late = [t for t in transitions(GRACEFUL, job) if t.at > 340 * 10_000]
+    assert [(t.previous.value, t.current.value) for t in late][:1] == [("OK", "ERR")]
+    left_s = 340 * 10
+    assert 1.2 * 2000 <= late[0].at / 1000 - left_s <= 1.2 * 2010 + 20
+
+
+def job_leaving_records(cycles: int, pause: int, run: int, left_s: int) -> list[dict[str, Any]]:
+    """A job that comes every ``pause + run`` scans (first seen at the start of its pause),
+    reads for ``run`` scans up to ``left_s`` seconds short of the log end (a run that stops on
+    a timer, its last commit on the way out), and leaves; a record a second."""
+    committed, log_end, members, last = [], [], [], 0
+    for cycle in range(cycles):
+        for scan in range(pause + run):
+            end = 10 * len(log_end) + 5
+            running = scan >= pause
+            leaving = scan == 0 and cycle > 0  # its commit on the way out, seen as it left
+            last = end - left_s if running or leaving else last
+            committed.append(last)
+            log_end.append(end)
+            members.append(cycle + 1 if running else 0)
+    states = ["Stable" if m else "Empty" for m in members]
+    return [series(committed=joined(committed), log_end=joined(log_end),
+                   members=joined([1 if m else 0 for m in members]), group_state=joined(states),
+                   member_hash=joined(members))]  # fmt: skip
+
+
+def test_a_batch_job_whose_runs_leave_records_unread_is_judged_by_its_pause_and_that():
+    # Every 30 minutes a 2-minute run that stops 9 minutes short of the log end: its oldest
+    # records wait the 28-minute pause and those 9 minutes, 37 minutes, more than 1.2 x its
+    # 28-minute rhythm (the independent corpus's batch-job-005, its runs falling 5-7 minutes
+    # short as its topic grew busier, paged at 35 minutes > 34). What a run left unread, up to
+    # catching_up_within, is part of its records' wait; a job that misses its run is paged.
+    rule = only({**HOURLY["rules"][0], "catching_up_within": "10m"})
+    job = job_leaving_records(8, 168, 12, 540)
+    assert [at for at in pages(rule, job) if at > 3 * 1800] == []
+    assert [at for at in pages(HOURLY, job) if at > 3 * 1800] != []  # without it, every pause
+    missed = job_leaving_records(6, 168, 12, 540)
+    missed[0] = {**missed[0]}
+    idle = job_leaving_records(1, 400, 0, 540)[0]
+    for key in ("committed", "members", "group_state", "member_hash"):
+        tail = idle[key].split()
+        if key == "committed":
+            tail = [missed[0][key].split()[-1]] * len(tail)
+        missed[0][key] = missed[0][key] + " " + " ".join(tail)
+    n = len(missed[0]["committed"].split())
+    missed[0]["log_end"] = joined([10 * i + 5 for i in range(n)])
+    late = [at for at in pages(rule, missed) if at > 6 * 1800]
+    assert len(late) == 1
+    left_at_s = 6 * 1800 - 10
+    # 1.2 x (its 28-minute pause, its 10 s wait and the 9 minutes left) after the oldest
+    # record was written, 9 minutes before it left, and the rule's 2 minutes.
+    assert late[0] - (left_at_s - 540) <= 1.2 * (1690 + 540) + 120 + 30

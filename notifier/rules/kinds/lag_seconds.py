@@ -45,7 +45,8 @@ class LagSecondsRule(Hysteresis, KindRule):
     rhythm_tolerance: Annotated[float, Field(ge=0.0)] = 0.0
     """A group whose confirmed rhythm is to leave its records waiting longer than
     ``threshold`` (a batch job that runs every hour: its usual pause between runs plus its
-    usual wait before a commit) is judged by that rhythm instead: it opens only once its
+    usual wait before a commit, and what its last run left unread, up to
+    ``catching_up_within``) is judged by that rhythm instead: it opens only once its
     records have waited this many times as long (0: off). A job that misses a run is behind
     by more than that soon after; a pause the group has not shown twice is not its rhythm."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
@@ -135,12 +136,31 @@ def usual_wait_between_reads_s(evidence: Any, index: slice | np.ndarray | int) -
     return rhythm
 
 
+def left_unread_s(
+    lag_seconds: np.ndarray, now_ms: int, move_ts: np.ndarray, at_most_s: np.ndarray | float
+) -> np.ndarray:
+    """How far behind, in seconds, each row was when its offset last moved (the age of its
+    oldest unread record then; 0 when it was caught up or has not moved), up to
+    ``at_most_s``: what a batch job's last run left for the next one, which its records wait
+    for on top of the pause."""
+    with np.errstate(invalid="ignore"):
+        behind = np.where(
+            move_ts != UNSET_TS, np.nan_to_num(lag_seconds) - (now_ms - move_ts) / 1000.0, 0.0
+        )
+    left: np.ndarray = np.clip(behind, 0.0, at_most_s)
+    return left
+
+
 def rhythm_threshold(
-    threshold_s: np.ndarray | float, rhythm_s: np.ndarray, tolerance: np.ndarray | float
+    threshold_s: np.ndarray | float,
+    rhythm_s: np.ndarray,
+    tolerance: np.ndarray | float,
+    left_unread: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """The lag in seconds each row is judged against: ``threshold``, or ``tolerance`` × the
-    row's rhythm when that is longer (``tolerance`` 0: the threshold alone)."""
-    judged: np.ndarray = np.maximum(threshold_s, tolerance * rhythm_s)
+    row's rhythm and what its last run ``left_unread`` when that is longer (``tolerance`` 0:
+    the threshold alone)."""
+    judged: np.ndarray = np.maximum(threshold_s, tolerance * (rhythm_s + left_unread))
     return judged
 
 
@@ -157,13 +177,19 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     leo_at_move = rows.store.evidence["e_leo_at_move"][rows.index]
     waiting = on_the_marker(rows.lag, rows.latest_leo, leo_at_move)
     seconds = np.where(waiting, 0.0, rows.lag_seconds)
+    within_s = np.asarray(run.params["catching_up_within"])
     if np.any(np.asarray(run.params["rhythm_tolerance"]) > 0):
         rhythm = usual_wait_between_reads_s(rows.store.evidence, rows.index)
+        # A batch job's run that ended before it had read everything leaves its oldest
+        # records waiting the pause on top of how far behind it was: up to what a consumer
+        # catching up is given, that is the job's rhythm, not a miss.
+        left = left_unread_s(
+            seconds, rows.now, rows.store.evidence["e_move_ts"][rows.index], within_s
+        )
         threshold = rhythm_threshold(
-            run.params["threshold"], rhythm, run.params["rhythm_tolerance"]
+            run.params["threshold"], rhythm, run.params["rhythm_tolerance"], left
         )
         run = replace(run, params={**run.params, "threshold": threshold})
-    within_s = np.asarray(run.params["catching_up_within"])
     if np.any(within_s > 0):
         opening = ~run.state.firing[rows.gids] & (seconds > run.params["threshold"])
         at = np.flatnonzero(opening)
@@ -182,14 +208,18 @@ def describe(view: PartitionView) -> Description:
     threshold = rule.threshold
     evidence = view.lag_evidence()
     rhythm = float(usual_wait_between_reads_s(view.store.evidence, view.row))
-    judged = float(rhythm_threshold(threshold, np.asarray(rhythm), rule.rhythm_tolerance))
+    move_ts = view.store.evidence["e_move_ts"][np.array([view.row])]
+    left = float(left_unread_s(np.array([seconds]), view.now, move_ts, rule.catching_up_within)[0])
+    judged = float(rhythm_threshold(threshold, np.asarray(rhythm), rule.rhythm_tolerance, left))
     evidence.update(lag_seconds=seconds, threshold_s=judged)
     message = f"{human_seconds(seconds)} behind > {human_seconds(threshold)}"
     if judged > threshold:
-        evidence.update(usual_wait_between_reads_s=rhythm)
+        evidence.update(usual_wait_between_reads_s=rhythm, left_unread_s=left)
+        unread = f" and {human_seconds(left)} its last run left" if left >= 1 else ""
         message = (
             f"{human_seconds(seconds)} behind > {human_seconds(judged)} "
-            f"({rule.rhythm_tolerance:g} x its records' usual wait of {human_seconds(rhythm)})"
+            f"({rule.rhythm_tolerance:g} x its records' usual wait of {human_seconds(rhythm)}"
+            f"{unread})"
         )
     return Description(view.status, message, evidence)
 
