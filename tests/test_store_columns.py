@@ -189,3 +189,39 @@ def test_a_groups_evidence_moves_with_the_group_to_another_store():
     rows = other.rows_of_group("c", "busy")
     assert other.evidence["e_churn_changes"][rows].tolist() == [2] * 5
     assert other.evidence["e_churn_changes"][other.rows_of_group("c", "calm")].tolist() == [0, 0]
+
+
+def test_a_partition_left_out_of_a_scan_does_not_count_its_groups_member_change_again():
+    """A broker restart leaves a partition out of a scan (no leader) while the group's members
+    change: when it comes back it still compares with the member set it last saw, but the
+    group's change was already counted at the scan before."""
+    store = WindowStore(WindowSettings(intervals=4, lag_time_points=5), INTERVAL_MS / 1000)
+    ts = 1_000_000
+    store.ingest_scan(_members_scan(ts, {"g": (2, 1, 1)}))
+    store.ingest_scan(_scan_of(ts + INTERVAL_MS, [("g", 0)], members=2, member_hash=2))
+    store.ingest_scan(_members_scan(ts + 2 * INTERVAL_MS, {"g": (2, 2, 2)}))
+    rows = store.rows_of_group("c", "g")
+    assert store.evidence["e_churn_changes"][rows].tolist() == [1, 1]
+    assert store.evidence["e_last_change_ts"][rows].tolist() == [ts + INTERVAL_MS] * 2
+
+
+def _scan_of(ts: int, keys: list[tuple[str, int]], members: int, member_hash: int) -> ScanColumns:
+    scan = _scan(ts, keys, offset=0)
+    scan.members = np.full(len(keys), members, dtype=np.int32)
+    scan.member_hash = np.full(len(keys), member_hash, dtype=np.int64)
+    return scan
+
+
+def test_a_groups_evidence_restored_from_rows_that_differ_takes_its_oldest_rows():
+    """A checkpoint or hand-over from a store that held the evidence per row carries a value
+    per partition, which may differ (a partition added later had its own run): the group
+    takes its oldest partition's, whichever order the rows come in."""
+    store = WindowStore(WindowSettings(intervals=4, lag_time_points=5), INTERVAL_MS / 1000)
+    store.ingest_scan(_members_scan(1_000_000, {"g": (1, 1, 1)}))
+    store.ingest_scan(_members_scan(1_000_000 + INTERVAL_MS, {"g": (3, 1, 1)}))
+    rows = store.rows_of_group("c", "g")
+    oldest = int(rows[np.argmin(store.row_epoch[rows])])
+    values = np.where(rows == oldest, 7, 2)
+    for order in (np.arange(3), np.arange(3)[::-1]):
+        store.column("e_churn_changes")[rows[order]] = values[order]
+        assert store.evidence["e_churn_changes"][rows].tolist() == [7, 7, 7]

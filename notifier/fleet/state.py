@@ -550,7 +550,13 @@ class ShardState:
                     cluster=cluster,
                     group=group,
                     partitions=[(str(t), int(p)) for t, p in meta["partitions"]],
-                    columns={n: arrays[f"row:{n}"] for n in store.portable_row_columns},
+                    # Evidence an older instance did not keep starts at its initial value
+                    # here (a rolling upgrade), as a checkpoint's does; the rest must be there.
+                    columns={
+                        n: arrays[f"row:{n}"]
+                        for n in store.portable_row_columns
+                        if f"row:{n}" in arrays or not n.startswith("e_")
+                    },
                     tables={n: arrays[f"table:{n}"] for n in TABLE_COLUMN_NAMES},
                 )
                 status = GroupStatus(meta["status"])

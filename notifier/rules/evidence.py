@@ -110,9 +110,9 @@ def update(columns: Mapping[str, np.ndarray], kinds: Iterable[RuleKind],
 def group_view(scan: ScanView, row_group: np.ndarray) -> tuple[np.ndarray, ScanView]:
     """The groups of a scan's rows (``row_group``: each row's group id), sorted, and what the
     scan showed of each: its time, state and members (every row of a group has its group's),
-    whether any of its partitions saw its member set change or had a sample before, and the
-    latest time one of them was seen before. Offsets are one partition's, read by no
-    per-group update."""
+    whether any of its partitions seen at the group's previous scan saw its member set change,
+    whether any had a sample before, and the latest time one of them was seen before. Offsets
+    are one partition's, read by no per-group update."""
     gids, first, slot = np.unique(row_group, return_index=True, return_inverse=True)
 
     def any_row(mask: np.ndarray) -> np.ndarray:
@@ -121,7 +121,10 @@ def group_view(scan: ScanView, row_group: np.ndarray) -> tuple[np.ndarray, ScanV
     previous_ts = np.full(gids.size, UNSET_TS, dtype=np.int64)
     np.maximum.at(previous_ts, slot, scan.previous_ts)
     own = scan.part(first)
-    own.member_changed = any_row(scan.member_changed)
+    # Only a partition the group's previous scan saw says whether its members changed since:
+    # one a scan left out (no leader during a broker restart) still compares with the member
+    # set it last saw, a change the group's other partitions already showed.
+    own.member_changed = any_row(scan.member_changed & (scan.previous_ts == previous_ts[slot]))
     own.had_sample = any_row(scan.had_sample)
     own.previous_ts = previous_ts
     return gids, own

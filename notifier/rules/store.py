@@ -1103,9 +1103,16 @@ class GroupColumn:
     def __setitem__(self, rows: Any, values: Any) -> None:
         gids = np.atleast_1d(np.asarray(self._store.row_group[rows], dtype=np.int64))
         values = np.broadcast_to(np.asarray(values, dtype=self.dtype), gids.shape)
-        used = gids >= 0
+        used = np.flatnonzero(gids >= 0)
         self._reserve(int(gids.max(initial=-1)) + 1)
-        self._values[gids[used]] = values[used]
+        # Rows of one group may carry different values (a checkpoint or a hand-over from a
+        # store that held this evidence per row, where a partition added later had its own):
+        # the group takes its oldest row's, the one that saw the most of it.
+        epochs = np.atleast_1d(np.asarray(self._store.row_epoch[rows]))[used]
+        order = used[np.lexsort((epochs, gids[used]))]
+        _, first = np.unique(gids[order], return_index=True)
+        oldest = order[first]
+        self._values[gids[oldest]] = values[oldest]
 
 
 def _declared_columns(shapes: tuple[str, ...]) -> tuple[Column, ...]:
