@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from notifier.config import WindowSettings
 from notifier.rules import ClusterPipeline, Evaluator, ScanColumns, WindowStore, load_rules
 from notifier.rules import store as store_module
+from notifier.rules.kinds.progress import SPELL_ABRUPT
 from notifier.rules.narrow import Bases, Dictionary, NarrowColumn, WholeFloat
 from notifier.rules.store import TABLE_COLUMN_NAMES, Column
 from notifier.service import checkpoint
@@ -356,6 +357,9 @@ def _as_held(text: str, store: WindowStore) -> str:
     for row in fixture["rows"].values():
         for name in single & set(row["evidence"]):
             row["evidence"][name] = float(np.float32(row["evidence"][name]))
+        # Whether a spell began abruptly is a bit of e_memberless_how since.
+        abrupt = row["evidence"].pop("e_memberless_abrupt")
+        row["evidence"]["e_memberless_how"] = SPELL_ABRUPT if abrupt else 0
     return json.dumps(fixture, indent=1, sort_keys=True) + "\n"
 
 

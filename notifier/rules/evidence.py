@@ -107,6 +107,14 @@ def update(columns: Mapping[str, np.ndarray], kinds: Iterable[RuleKind],
         own.update(group_writable, gids, view, times)
 
 
+def upgrade(arrays: dict[str, np.ndarray], kinds: Iterable[RuleKind] | None = None) -> None:
+    """Derive, in place, the evidence columns an older layout of ``arrays`` (a checkpoint's or
+    a hand-over's per-row arrays, by name) lacks from what it has (``KindEvidence.upgrade``)."""
+    for kind in _chosen(kinds):
+        if kind.evidence is not None and kind.evidence.upgrade is not None:
+            kind.evidence.upgrade(arrays)
+
+
 def group_view(scan: ScanView, row_group: np.ndarray) -> tuple[np.ndarray, ScanView]:
     """The groups of a scan's rows (``row_group``: each row's group id), sorted, and what the
     scan showed of each: its time, state and members (every row of a group has its group's),
@@ -152,4 +160,5 @@ __all__ = [
     "group_view",
     "keeping_kinds",
     "update",
+    "upgrade",
 ]

@@ -324,6 +324,10 @@ class KindEvidence:
     its partitions showed them; it must read nothing else of the scan. A group of a hundred
     partitions holds such state once, not a hundred times, and reads give each row its
     group's value (``store.evidence[name][rows]``)."""
+    upgrade: Callable[[dict[str, np.ndarray]], None] | None = None
+    """Given the per-row arrays of a checkpoint or hand-over written with an older layout of
+    this kind's columns (by name), add the current ones it can derive, in place: a renamed or
+    re-encoded column keeps what the older one knew."""
 
 
 _KINDS: dict[str, RuleKind] = {}

@@ -122,6 +122,14 @@ def note_crashes(
     columns["e_memberless_how"][index] = (phase | np.where(abrupt, SPELL_ABRUPT, 0)).astype(np.int8)
 
 
+def from_abrupt_flag(arrays: dict[str, np.ndarray]) -> None:
+    """A layout before ``e_memberless_how`` kept only whether the spell began abruptly, as
+    ``e_memberless_abrupt``: its bit (and no spell seen in part: the service saw it before)."""
+    if "e_memberless_how" not in arrays and "e_memberless_abrupt" in arrays:
+        abrupt = np.asarray(arrays["e_memberless_abrupt"], dtype=bool)
+        arrays["e_memberless_how"] = np.where(abrupt, SPELL_ABRUPT, 0).astype(np.int8)
+
+
 def judged_memberless_ms(how: np.ndarray, usual_memberless_ms: np.ndarray) -> np.ndarray:
     """The usual memberless spell a row's current spell is judged by: :data:`CUT_SPELL_FACTOR`
     × the usual one in the first spell after one the service saw only in part."""
@@ -345,5 +353,6 @@ KIND = RuleKind(
     evidence=KindEvidence(
         columns=(("e_memberless_how", np.int8, 0),),
         update=note_crashes,
+        upgrade=from_abrupt_flag,
     ),
 )
