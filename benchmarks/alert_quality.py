@@ -346,7 +346,9 @@ def score(corpora: list[Corpus], configs: dict[str, RulesConfig]) -> dict[str, d
             ReplayOptions(scan_interval_s=INTERVAL_S, count_from_ms=corpus.counted_from_ms),
         )
         alerts = output.incidents.reset_index(drop=True)
-        matches = match_incidents(alerts, corpus.labels, round(INTERVAL_S * 1000))
+        matches = match_incidents(
+            alerts, corpus.labels, round(INTERVAL_S * 1000), notices=output.notices
+        )
         alerts = alerts.assign(matched=matches.alert_matched, seed=corpus.seed)
         group_days += corpus.groups * (corpus.end_ms - corpus.counted_from_ms) / 86_400_000
         first = matches.first.set_index(["config_id", "label_id"])["first_ms"]

@@ -373,6 +373,9 @@ class Transition:
     reason: str | None = None
     """Why a gone group went: ``None`` when the cluster stopped listing it, ``"removed"`` when
     it was forgotten on request (Burrow's ``DELETE /v3/kafka/{cluster}/consumer/{group}``)."""
+    news: tuple[str, ...] = ()
+    """Rules that began firing at the group's status while it already stood there (offsets
+    rewound while the group was stopped): the status is unchanged, the incident has news."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -419,6 +422,9 @@ class Alert:
     result: GroupResult | None
     muted: list[Finding] = field(default_factory=list)
     """Findings an inhibit rule holds back (a WARN beside the group's ERR): shown apart."""
+    news: list[str] = field(default_factory=list)
+    """For an ``escalate`` at the status already notified: the rules it tells of for the
+    first time (a rewind while the group was stopped)."""
 
 
 @dataclass(slots=True)

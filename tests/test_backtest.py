@@ -442,6 +442,20 @@ def test_two_would_be_incidents_for_one_label_count_once_from_the_first() -> Non
     assert row["delay_p50_s"] == -30.0
 
 
+def test_news_for_an_incident_already_open_catches_a_label_but_is_no_page() -> None:
+    """A group paged as stopped before an operator rewinds its offsets: the page itself is
+    no match (it opened before the rewind), the notice of the rewind catches it."""
+    early = _alerts(T0 - 2 * MINUTE, ends=(-1,))
+    notices = pd.DataFrame(
+        {"config_id": [0, 0, 0], "cluster": ["c"] * 3, "group": ["g", "g", "other"],
+         "start_ms": [T0 - 3 * MINUTE, T0 + 20_000, T0 + 1]}
+    )  # fmt: skip
+    result = match_incidents(early, LABEL, tolerance_ms=MINUTE, notices=notices)
+    assert result.alert_matched.tolist() == [False]
+    assert result.first.values.tolist() == [[0, 0, T0 + 20_000]]
+    assert match_incidents(early, LABEL, tolerance_ms=MINUTE).first.empty
+
+
 def test_the_slo_waits_as_long_as_the_quickest_enabled_lag_seconds_rule() -> None:
     def rules(*entries: dict[str, Any]) -> Any:
         return parse_rules({"rules": list(entries)})

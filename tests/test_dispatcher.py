@@ -346,3 +346,73 @@ def test_take_changes_reports_what_to_store_and_forget():
     second = d.take_changes()
     assert second.forget == [first.incidents[0][0].id]
     assert d.take_changes().incidents == []
+
+
+# --------------------------------------------------------------------------------------------
+# News: a rule that begins firing at the status already notified
+
+
+def _news(group: str, status: GroupStatus, at: int, rules: list[str]) -> Any:
+    """The same-status transition the tracker makes when ``rules[-1]`` joins the others."""
+    from notifier.types import Transition
+
+    from .notify_helpers import finding, result
+
+    findings = [finding(status, rule=rule) for rule in rules]
+    return Transition(
+        "prod", group, status, status, at, result("prod", group, status, at, findings),
+        news=(rules[-1],),
+    )  # fmt: skip
+
+
+def test_a_rule_that_joins_an_open_incident_at_its_status_is_sent_as_news():
+    """A group paged as stopped whose offsets are then rewound: the incident stays ERR, and
+    the on-call hears of the rewind at once (as Alertmanager tells a group of a new alert),
+    not at the next repeat hours later."""
+    from .notify_helpers import finding
+
+    d = dispatcher({"repeat_interval": "4h"})
+    d.handle([move("g", OK, ERR, T0, findings=[finding(ERR, rule="stalled-or-stopped")])], T0)
+    assert events(d.tick(T0)) == [("oncall", "open", "g")]
+
+    d.handle([_news("g", ERR, T0 + M, ["stalled-or-stopped", "rewound"])], T0 + M)
+    [sent] = d.tick(T0 + M)
+    [alert] = sent.alerts
+    assert alert.event is Event.ESCALATE and alert.news == ["rewound"]
+    # Told once: the same rules firing again are not news, nor is a repeat before its time.
+    d.handle([_news("g", ERR, T0 + 2 * M, ["stalled-or-stopped", "rewound"])], T0 + 2 * M)
+    assert d.tick(T0 + 2 * M) == []
+
+
+def test_a_warn_rule_joining_an_err_incident_is_not_news():
+    """ERR mutes WARN: a group stalled (ERR) that is also falling behind (WARN) was told of
+    its ERR; the WARN joining it says nothing new."""
+    from .notify_helpers import finding
+
+    d = dispatcher()
+    d.handle([move("g", OK, ERR, T0, findings=[finding(ERR, rule="stalled-or-stopped")])], T0)
+    d.tick(T0)
+    both = [finding(ERR, rule="stalled-or-stopped"), finding(WARN, rule="falling-behind")]
+    d.handle([move("g", ERR, ERR, T0 + M, findings=both)], T0 + M)
+    assert d.tick(T0 + M) == []
+
+
+def test_a_log_without_rules_counts_every_rule_as_told():
+    """An incident restored from a log kept before rules were logged is not re-notified for
+    the rules it already fires for; from its next notification on, its rules are kept."""
+    from .notify_helpers import finding
+
+    d = dispatcher({"repeat_interval": "1h"})
+    d.handle([move("g", OK, ERR, T0, findings=[finding(ERR, rule="stalled-or-stopped")])], T0)
+    d.tick(T0)
+    changes = d.take_changes()
+    for entry in changes.log:
+        entry.sent_rules = None
+    fresh = dispatcher({"repeat_interval": "1h"})
+    fresh.restore([(i, r, k) for i, r, k in changes.incidents], changes.log, T0 + M)
+    fresh.handle([_news("g", ERR, T0 + M, ["stalled-or-stopped", "rewound"])], T0 + M)
+    assert fresh.tick(T0 + M) == []
+    assert events(fresh.tick(T0 + H)) == [("oncall", "repeat", "g")]
+    fresh.handle([_news("g", ERR, T0 + H + M, ["stalled-or-stopped", "rewound", "x"])], T0 + H + M)
+    [sent] = fresh.tick(T0 + H + M)
+    assert [a.news for a in sent.alerts] == [["x"]]

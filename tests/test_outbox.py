@@ -59,3 +59,32 @@ def test_each_returned_row_names_the_outbox_row_written_for_it(tmp_path):
     assert len({r.id for r in first + rows}) == 8
     assert [p.channel for p in store.pending()] == ["r/0", "r/2", *(f"s/{i}" for i in range(5))]
     store.close()
+
+
+def test_the_rules_told_of_are_kept_and_a_file_from_before_them_opens(tmp_path):
+    """The notification log keeps which rules each route was told of (so a rule that joins
+    later is news after a restart too). A file written before that column existed opens with
+    it added and empty: its entries count every rule as told."""
+    from notifier.notify import LogEntry
+    from notifier.types import Event, GroupStatus
+
+    path = tmp_path / "n.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as old:
+        old.executescript(
+            "CREATE TABLE notify_log (route TEXT NOT NULL, incident_id TEXT NOT NULL,"
+            " sent_status TEXT NOT NULL, last_event TEXT NOT NULL,"
+            " last_sent_at INTEGER NOT NULL, resolved INTEGER NOT NULL DEFAULT 0,"
+            " PRIMARY KEY (route, incident_id));"
+            "INSERT INTO notify_log VALUES ('r', 'abc', 'ERR', 'open', 1000, 0);"
+        )
+    store = NotifyStore(path)
+    n = full_notification()
+    incident = n.alerts[0].incident
+    told = LogEntry("r2", incident.id, GroupStatus.ERR, Event.ESCALATE, 2_000, False,
+                    frozenset({"rewound", "stalled-or-stopped"}))  # fmt: skip
+    store.save(incidents=[(incident, n.alerts[0].result, "group")], log_entries=[told])
+    store.close()
+
+    _live, log = NotifyStore(path).load_live()
+    kept = {e.route: e.sent_rules for e in log}
+    assert kept == {"r": None, "r2": frozenset({"rewound", "stalled-or-stopped"})}

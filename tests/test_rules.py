@@ -11,6 +11,8 @@ from notifier.rules import RuleTest, TransitionTracker, parse_rules, replay_tabl
 from notifier.types import GroupStatus, samples_to_table
 from tests.rule_helpers import BURROW_ONLY, evaluate, only, series
 
+OK, ERR = GroupStatus.OK, GroupStatus.ERR
+
 # --------------------------------------------------------------------------------------------
 # Burrow's rules on scans: STALL vs STOP, rare committers, rewinds
 
@@ -147,6 +149,52 @@ REWIND_AND_STALL = {
         {"name": "stalled-or-stopped", "kind": "progress"},
     ],
 }
+
+
+def test_a_rewind_while_the_group_is_stopped_is_news_for_its_open_incident():
+    # The usual way to reset offsets: stop the consumers (the group must be empty), reset,
+    # start them again. The stop pages first; the rewind, at the same status, is news.
+    seen = _transitions(
+        REWIND_AND_STALL,
+        committed="0+10x12 120x6 50x3",
+        log_end="5+10x12 125+10x10",
+        group_state="Stablex12 Emptyx10",
+        members="1x12 0x10",
+    )
+    stopped, rewound = seen
+    assert (stopped.previous, stopped.current, stopped.news) == (OK, ERR, ())
+    assert [f.rule for f in stopped.result.findings] == ["stalled-or-stopped"]
+    assert (rewound.previous, rewound.current, rewound.news) == (ERR, ERR, ("rewound",))
+    assert rewound.at == 20 * 60_000  # the scan that saw the offset go back
+
+
+def test_a_rule_already_firing_at_the_status_is_no_news_and_a_warn_under_an_err_neither():
+    from notifier.rules import Evaluator, ScanColumns, WindowStore
+    from notifier.types import Sample
+
+    config = parse_rules(
+        {
+            "burrow": {"enabled": False},
+            "rules": [
+                {"name": "deep", "kind": "lag", "threshold": 50, "severity": "err"},
+                {"name": "deeper", "kind": "lag", "threshold": 100, "severity": "err"},
+                {"name": "some", "kind": "lag", "threshold": 5, "severity": "warn"},
+            ],
+        }
+    )
+    store = WindowStore(config.window, 60)
+    evaluator = Evaluator(config, store)
+    tracker = TransitionTracker()
+    seen = []
+    for minute, lag in enumerate([0] * 10 + [60, 60, 200, 200, 60, 200]):
+        sample = Sample(ts=minute * 60_000, cluster="c", group="g", topic="t", partition=0,
+                        committed_offset=1000, log_end_offset=1000 + lag)  # fmt: skip
+        store.ingest_scan(ScanColumns.from_samples([sample]))
+        seen += tracker.update(evaluator.evaluate(minute * 60_000))
+    assert [(t.at // 60_000, t.previous, t.current, t.news) for t in seen] == [
+        (10, OK, ERR, ()),  # "deep" (its WARN "some" is no news under it)
+        (12, ERR, ERR, ("deeper",)),
+    ]  # "deeper" clearing and firing again in the same incident is told once
 
 
 def test_a_rewind_made_during_a_scan_gap_pages_at_the_first_scan_after_it():

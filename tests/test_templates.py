@@ -164,3 +164,24 @@ def test_a_cluster_down_message_says_the_reason_once_and_counts_no_group(event):
     assert slack["blocks"][1]["elements"][0]["text"] == "oncall · 1 cluster"
     assert "*ERR* :" not in text and text.count("connection refused") == 1, text
     assert summary.count("connection refused") == 1, summary
+
+
+def test_news_for_an_open_incident_says_which_rules_joined():
+    """An escalate at the status already sent (offsets rewound while the group was stopped)
+    names the rules it tells of in its headline (PagerDuty's summary lists every finding, the
+    new one among them); a status rise still reads "Escalated"."""
+    import dataclasses
+
+    templates = Templates()
+    base = sample_notification(Event.ESCALATE, alerts=1)
+    alert = dataclasses.replace(base.alerts[0], news=["rewound"])
+    notification = dataclasses.replace(base, alerts=[alert])
+    context = templates.context(notification, payload=webhook_payload(notification))
+    for name in [Templates.name("slack", Event.ESCALATE, "json"),
+                 Templates.name("email", Event.ESCALATE, "txt"),
+                 "webhook/text.json.j2"]:  # fmt: skip
+        assert "ERR, now also rewound: prod/orders-consumer-0" in templates.render(name, context)
+    assert webhook_payload(notification)["alerts"][0]["news"] == ["rewound"]
+    plain = templates.context(base, payload=webhook_payload(base))
+    text = templates.render(Templates.name("email", Event.ESCALATE, "txt"), plain)
+    assert "Escalated to ERR" in text

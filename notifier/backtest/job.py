@@ -415,6 +415,7 @@ def run_backtest(
         tolerance_ms,
         request.recall_target,
         rules,
+        notices=output.notices,
     )
     echo(
         f"[5/5] wrote {', '.join(files)} ({images} plots) to {out}  "

@@ -115,6 +115,8 @@ class ReplayOutput:
     * ``breaches``: cluster, group, start_ms, end_ms: lag in seconds above the SLO long enough
     * ``groups``: cluster, group, start_ms, end_ms: every group replayed, first and last sample
     * ``tasks``: samples, task_ms: how long each replay (each Spark task) took
+    * ``notices``: config_id, cluster, group, start_ms: news for an incident already open (it
+      escalated, or a rule began firing at its status): what a person is told then
     """
 
     incidents: pd.DataFrame
@@ -124,6 +126,7 @@ class ReplayOutput:
     tasks: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame({"samples": [], "task_ms": []}, dtype=np.int64)
     )
+    notices: pd.DataFrame = field(default_factory=lambda: _notices_frame([]))
 
     def to_frame(self) -> pd.DataFrame:
         """All four in one frame in :data:`OUTPUT_SCHEMA` (what a Spark task returns)."""
@@ -133,6 +136,7 @@ class ReplayOutput:
             ("breach", self.breaches),
             ("group", self.groups),
             ("task", self.tasks),
+            ("notice", self.notices),
         )
         columns: dict[str, np.ndarray] = {}
         for name, kind in _output_columns():
@@ -165,13 +169,24 @@ class ReplayOutput:
         groups = frame.loc[record == "group", ["cluster", "group", "start_ms", "end_ms"]]
         groups = groups.drop_duplicates()  # every configuration slice of a bucket reports them
         tasks = frame.loc[record == "task", ["samples", "task_ms"]].reset_index(drop=True)
+        notices = frame.loc[record == "notice", list(NOTICE_COLUMNS)]
         return cls(
             incidents=_sorted_incidents(incidents),
             counters=counters,
             breaches=_sorted_spans(breaches),
             groups=_sorted_spans(groups),
             tasks=tasks.astype(np.int64),
+            notices=_notices_frame(notices),
         )
+
+
+NOTICE_COLUMNS = ("config_id", "cluster", "group", "start_ms")
+
+
+def _notices_frame(rows: Any) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(NOTICE_COLUMNS))
+    frame = frame.astype({"config_id": np.int32, "start_ms": np.int64})
+    return frame.sort_values(["config_id", "cluster", "group", "start_ms"]).reset_index(drop=True)
 
 
 def _output_columns() -> list[tuple[str, str]]:
@@ -284,6 +299,7 @@ class _Replay:
         self.transitions = [0] * len(self.configs)
         self.sent = [dict.fromkeys(COUNTER_COLUMNS, 0) for _ in self.configs]
         self.closed: list[tuple[Any, ...]] = []
+        self.notices: list[tuple[int, str, str, int]] = []
         self.clusters: dict[int, _ClusterReplay] = {}
         self.on_transitions: Callable[[int, list[Transition]], None] | None = None
 
@@ -461,10 +477,16 @@ class _Replay:
     def _dispatch(self, k: int, transitions: list[Transition], now: int) -> None:
         if now >= self.count_from:
             self.transitions[k] += len(transitions)
-        for change in self.dispatchers[k].handle(transitions, now):
-            incident = change.incident
-            if change.kind == "closed" and incident.opened_at >= self.count_from:
-                self.closed.append(_incident_row(self.configs[k].config_id, incident))
+        config_id = self.configs[k].config_id
+        for transition in transitions:
+            for change in self.dispatchers[k].handle((transition,), now):
+                incident = change.incident
+                if incident.opened_at < self.count_from:
+                    continue
+                if change.kind == "closed":
+                    self.closed.append(_incident_row(config_id, incident))
+                elif change.kind == "escalated" or (change.kind == "updated" and transition.news):
+                    self.notices.append((config_id, incident.cluster, incident.group, now))
 
     # ---------------------------------------------------------------- results
 
@@ -506,6 +528,7 @@ class _Replay:
                 pd.DataFrame(breaches, columns=["cluster", "group", "start_ms", "end_ms"])
             ),
             groups=_sorted_spans(_group_spans(samples, cluster, group, ts)),
+            notices=_notices_frame(self.notices),
         )
 
 

@@ -230,9 +230,11 @@ def write_report(
     tolerance_ms: int,
     recall_target: float,
     rules: RulesConfig | None = None,
+    notices: pd.DataFrame | None = None,
 ) -> int:
     """One self-contained HTML page (plots inline as base64 PNG); returns how many images.
-    ``rules`` (configuration 0) lets duration parameters read as ``5m``."""
+    ``rules`` (configuration 0) lets duration parameters read as ``5m``; ``notices`` (news for
+    incidents already open) catch labels as the summary counts them."""
     parameters = [c for c in summary.columns if "." in c]
     labelled = labels is not None
     chosen = recommendation.config_id
@@ -262,7 +264,8 @@ def write_report(
     )
     if not truth.empty:
         mine = alerts[alerts["config_id"] == chosen]
-        matches = match_incidents(mine, truth, tolerance_ms, overlap=not labelled)
+        told = None if notices is None or not labelled else notices
+        matches = match_incidents(mine, truth, tolerance_ms, overlap=not labelled, notices=told)
         caught = set(matches.first["label_id"].tolist())
     else:
         caught = set()

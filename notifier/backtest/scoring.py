@@ -22,7 +22,8 @@ class Matches:
     """How would-be incidents and labelled incidents of the same cluster and group pair up.
 
     ``alert_matched``: per alert (aligned with the alerts frame), whether it matches a label.
-    ``first``: per (config_id, label_id) with a match, the earliest matching open (ms).
+    ``first``: per (config_id, label_id) with a match, the earliest matching open (ms), or
+    the earliest notice of news for an incident already open, where notices are given.
     """
 
     alert_matched: np.ndarray
@@ -35,6 +36,7 @@ def match_incidents(
     tolerance_ms: int,
     *,
     overlap: bool = False,
+    notices: pd.DataFrame | None = None,
 ) -> Matches:
     """Pair would-be incidents (``config_id, cluster, group, start_ms, end_ms``; ``end_ms`` -1
     while open) with labelled ones (``label_id, cluster, group, start_ms, end_ms``).
@@ -47,6 +49,10 @@ def match_incidents(
     measured from the first.
     With ``overlap`` (for SLO breaches, where an alert already open when the lag crossed the
     SLO counts), it matches when it is open at any time in ``[start - tolerance, end]``.
+
+    ``notices`` (``config_id, cluster, group, start_ms``: an open incident escalated, or a rule
+    began firing at its status) also catch a label in the same window: the person was told
+    then. They are not pages, so they leave ``alert_matched`` alone.
     """
     flags = np.zeros(len(alerts), dtype=bool)
     empty = pd.DataFrame({"config_id": [], "label_id": [], "first_ms": []})
@@ -70,7 +76,17 @@ def match_incidents(
         hit = (pairs["start_ms"] >= earliest) & (pairs["start_ms"] <= pairs["label_end"])
     pairs = pairs[hit]
     flags[pairs["alert"].to_numpy()] = True
-    first = pairs.groupby(["config_id", "label_id"])["start_ms"].min().rename("first_ms")
+    caught = pairs[["config_id", "label_id", "start_ms"]]
+    if notices is not None and not notices.empty:
+        told = notices[["config_id", "cluster", "group", "start_ms"]].merge(
+            right, on=["cluster", "group"], how="inner"
+        )
+        told = told[
+            (told["start_ms"] >= told["opens"] - tolerance_ms)
+            & (told["start_ms"] <= told["label_end"])
+        ]
+        caught = pd.concat([caught, told[["config_id", "label_id", "start_ms"]]])
+    first = caught.groupby(["config_id", "label_id"])["start_ms"].min().rename("first_ms")
     return Matches(flags, first.reset_index())
 
 
@@ -148,7 +164,7 @@ def summarize(
 
     alerts = alerts.copy()
     if labels is not None:
-        matches = match_incidents(alerts, labels, tolerance_ms)
+        matches = match_incidents(alerts, labels, tolerance_ms, notices=output.notices)
         alerts["matched"] = matches.alert_matched
         summary = summary.join(_label_scores(ids, alerts, labels, matches), on="config_id")
     else:

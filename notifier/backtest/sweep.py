@@ -951,7 +951,7 @@ def run_pattern(
         found["cell"] = [pop.cells[g] for g in found["group"]]
         found["matched"] = False
         if pop.labels:
-            scored, matched = _score_labels(pop, found, names)
+            scored, matched = _score_labels(pop, found, names, output.notices)
             labels.append(scored)
             found["matched"] = matched
         alerts.append(found)
@@ -964,7 +964,7 @@ def run_pattern(
 
 
 def _score_labels(
-    pop: Population, alerts: pd.DataFrame, names: list[str]
+    pop: Population, alerts: pd.DataFrame, names: list[str], notices: pd.DataFrame
 ) -> tuple[pd.DataFrame, np.ndarray]:
     truth = pd.DataFrame(
         {
@@ -979,7 +979,7 @@ def _score_labels(
         }
     )
     alerts = alerts.reset_index(drop=True)
-    matches = match_incidents(alerts, truth, round(INTERVAL_S * 1000))
+    matches = match_incidents(alerts, truth, round(INTERVAL_S * 1000), notices=notices)
     first = matches.first.set_index(["config_id", "label_id"])["first_ms"]
     rows = []
     for config_id, name in enumerate(names):

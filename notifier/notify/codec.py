@@ -184,6 +184,7 @@ def notification_to_dict(n: Notification) -> dict[str, Any]:
                 "incident": incident_to_dict(a.incident),
                 "result": None if a.result is None else result_to_dict(a.result),
                 "muted": [f.to_dict() for f in a.muted],
+                "news": list(a.news),
             }
             for a in n.alerts
         ],
@@ -205,6 +206,7 @@ def notification_from_dict(d: Mapping[str, Any]) -> Notification:
                 incident=incident_from_dict(a["incident"]),
                 result=None if a.get("result") is None else result_from_dict(a["result"]),
                 muted=[finding_from_dict(f) for f in a.get("muted") or []],
+                news=[str(rule) for rule in a.get("news") or []],
             )
             for a in d["alerts"]
         ],

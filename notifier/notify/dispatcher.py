@@ -318,7 +318,7 @@ class Dispatcher:
             next_repeat = math.inf
             if entry is None:
                 event: Event | None = Event.OPEN
-            elif incident.status.rank > entry.sent_status.rank:
+            elif incident.status.rank > entry.sent_status.rank or self._news(incident, entry):
                 event = Event.ESCALATE
             else:
                 event = None
@@ -353,6 +353,25 @@ class Dispatcher:
                 group, max(int(wake), now + max(route.group_interval, MIN_TIMED_WAKE_MS))
             )
         return notification
+
+    def _speaking_rules(self, incident: Incident) -> frozenset[str]:
+        """The rules a notification about ``incident`` speaks of now: those firing at its
+        status, less what an inhibit rule mutes."""
+        findings = current_findings(incident, self.book.results.get(incident.id))
+        muted = self.inhibitor.muted(incident, findings) if findings else {}
+        rank = incident.status.rank
+        return frozenset(
+            f.rule
+            for i, f in enumerate(findings)
+            if i not in muted and f.severity.group_status.rank == rank
+        )
+
+    def _news(self, incident: Incident, entry: LogEntry) -> list[str]:
+        """The rules firing at the status already notified that were not told of (a rewind
+        while the group was stopped): Alertmanager tells a group of a new alert in it."""
+        if entry.sent_rules is None or incident.status.rank != entry.sent_status.rank:
+            return []
+        return sorted(self._speaking_rules(incident) - entry.sent_rules)
 
     def muted_findings(self, incident: Incident) -> list[Finding]:
         """The current findings of ``incident`` that an inhibit rule mutes."""
@@ -400,7 +419,10 @@ class Dispatcher:
         for event, incident in due:
             snapshot = dataclasses.replace(incident, findings=list(incident.findings))
             muted = [] if event is Event.RESOLVE else self.muted_findings(incident)
-            alerts.append(Alert(event, snapshot, self.book.results.get(incident.id), muted))
+            entry = self.log.get((route.id, incident.id))
+            news = self._news(incident, entry) if event is Event.ESCALATE and entry else []
+            result = self.book.results.get(incident.id)
+            alerts.append(Alert(event, snapshot, result, muted, news))
             self._record(route, incident, event, now)
         digest = hashlib.blake2b(
             "\x00".join(
@@ -436,6 +458,9 @@ class Dispatcher:
             entry.resolved = True
         elif incident.status.rank > entry.sent_status.rank:
             entry.sent_status = incident.status
+            entry.sent_rules = self._speaking_rules(incident)
+        elif incident.status.rank == entry.sent_status.rank:
+            entry.sent_rules = (entry.sent_rules or frozenset()) | self._speaking_rules(incident)
         self._dirty_log[key] = entry
 
     # ---- groups and membership

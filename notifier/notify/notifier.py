@@ -543,7 +543,14 @@ class Notifier:
             "incident": incident_to_dict(incident),
             "result": None if result is None else result_to_dict(result),
             "log": [
-                [e.route, e.sent_status.value, e.last_event.value, e.last_sent_at, e.resolved]
+                [
+                    e.route,
+                    e.sent_status.value,
+                    e.last_event.value,
+                    e.last_sent_at,
+                    e.resolved,
+                    None if e.sent_rules is None else sorted(e.sent_rules),
+                ]
                 for e in entries
             ],
         }
@@ -555,8 +562,17 @@ class Notifier:
         incident = incident_from_dict(data["incident"])
         result = None if data.get("result") is None else result_from_dict(data["result"])
         entries = [
-            LogEntry(route, incident.id, GroupStatus(sent), Event(event), int(at), bool(done))
-            for route, sent, event, at, done in data.get("log", [])
+            LogEntry(
+                route,
+                incident.id,
+                GroupStatus(sent),
+                Event(event),
+                int(at),
+                bool(done),
+                # An instance from before rules were logged sends five fields.
+                None if len(rest) == 0 or rest[0] is None else frozenset(rest[0]),
+            )
+            for route, sent, event, at, done, *rest in data.get("log", [])
         ]
         held = self.core.book.open.get((incident.cluster, incident.group))
         if held is not None:

@@ -67,6 +67,9 @@ class LogEntry:
     last_event: Event
     last_sent_at: int
     resolved: bool = False
+    sent_rules: frozenset[str] | None = None
+    """The rules notified at ``sent_status``: one firing at that status outside them is news
+    (``escalate``). None for an entry kept before rules were (every rule counts as told)."""
 
 
 @dataclass(slots=True)
@@ -153,6 +156,7 @@ CREATE TABLE IF NOT EXISTS notify_log (
     last_event TEXT NOT NULL,
     last_sent_at INTEGER NOT NULL,
     resolved INTEGER NOT NULL DEFAULT 0,
+    sent_rules TEXT,
     PRIMARY KEY (route, incident_id)
 );
 CREATE INDEX IF NOT EXISTS notify_log_incident ON notify_log (incident_id);
@@ -202,6 +206,7 @@ def _open(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=5000")
         db.executescript(_SCHEMA)
+        _add_missing_columns(db)
         db.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,)
         )
@@ -212,6 +217,26 @@ def _open(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+_ADDED_COLUMNS = (("notify_log", "sent_rules", "TEXT"),)
+"""Columns added to a table since the schema's first version: a file from before gets them
+(empty) when it is opened, and keeps everything else."""
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    for table, column, kind in _ADDED_COLUMNS:
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def _rules_text(rules: frozenset[str] | None) -> str | None:
+    return None if rules is None else jsonenc.dumps(sorted(rules))
+
+
+def _rules_of(text: str | None) -> frozenset[str] | None:
+    return None if text is None else frozenset(json.loads(text))
 
 
 def _decodes(table: str, columns: list[str], row: tuple[Any, ...]) -> bool:
@@ -525,10 +550,10 @@ class NotifyStore:
         )
         db.executemany(
             "INSERT INTO notify_log (route, incident_id, sent_status, last_event,"
-            " last_sent_at, resolved) VALUES (?,?,?,?,?,?) ON CONFLICT(route, incident_id)"
-            " DO UPDATE SET sent_status=excluded.sent_status,"
+            " last_sent_at, resolved, sent_rules) VALUES (?,?,?,?,?,?,?)"
+            " ON CONFLICT(route, incident_id) DO UPDATE SET sent_status=excluded.sent_status,"
             " last_event=excluded.last_event, last_sent_at=excluded.last_sent_at,"
-            " resolved=excluded.resolved",
+            " resolved=excluded.resolved, sent_rules=excluded.sent_rules",
             [
                 (
                     e.route,
@@ -537,6 +562,7 @@ class NotifyStore:
                     e.last_event.value,
                     e.last_sent_at,
                     int(e.resolved),
+                    _rules_text(e.sent_rules),
                 )
                 for e in log_entries
             ],
@@ -612,10 +638,11 @@ class NotifyStore:
                 last_event=Event(row[3]),
                 last_sent_at=row[4],
                 resolved=bool(row[5]),
+                sent_rules=_rules_of(row[6]),
             )
             for row in self.db.execute(
-                "SELECT route, incident_id, sent_status, last_event, last_sent_at, resolved"
-                " FROM notify_log"
+                "SELECT route, incident_id, sent_status, last_event, last_sent_at, resolved,"
+                " sent_rules FROM notify_log"
             )
             if row[1] in ids
         ]

@@ -3,12 +3,20 @@
 A partial result (less complete than ``minimum_complete``) keeps the group's last gated status,
 except where a rule whose kind needs no whole window (a rewind) raises it: a rewind seen at the
 first scan after a gap pages then. Nothing resolves from a partial result.
+
+A rule that begins firing at the status a group already stands at is news for its incident
+(a group paged as stopped whose offsets are then rewound): a transition with ``news`` and the
+same status, so the incident is told, as Alertmanager tells a group of a new alert in it.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from notifier.rules.results import Evaluation
 from notifier.types import GroupStatus, Transition
+
+_GroupKey = tuple[str, str]
 
 
 class TransitionTracker:
@@ -21,7 +29,11 @@ class TransitionTracker:
     """
 
     def __init__(self) -> None:
-        self.statuses: dict[tuple[str, str], GroupStatus] = {}
+        self.statuses: dict[_GroupKey, GroupStatus] = {}
+        self.told: dict[_GroupKey, frozenset[str]] = {}
+        """Per group that is not OK: the rules seen firing at its status since it got there
+        (a rule joining them is news). A group restored without them (a checkpoint) takes
+        the rules firing at its first evaluation, without news."""
 
     def update(self, evaluation: Evaluation) -> list[Transition]:
         store = evaluation.evaluator.store
@@ -43,22 +55,31 @@ class TransitionTracker:
             ):
                 candidates.add(gid)
         transitions = []
-        for gid in sorted(candidates | raised_while_partial):
+        order = sorted(candidates | raised_while_partial)
+        gated_firing = _GatedFiring(evaluation, order)
+        for position, gid in enumerate(order):
             key = store.group_key[gid]
             previous = self.statuses.get(key, GroupStatus.OK)
             ungated = gid in raised_while_partial
             if ungated:
                 current = evaluation.ungated_status_of(gid)
-                if current.rank <= previous.rank:
+                if current.rank < previous.rank:
                     continue
+                firing = _firing_at(evaluation, gid, current, ungated=True)
             else:
                 current = evaluation.status_of(gid)
+                firing = gated_firing.at(position)
+            news: tuple[str, ...] = ()
             if current == previous:
-                continue
-            if current == GroupStatus.OK:
+                news = self._news(key, firing)
+                if not news:
+                    continue
+            elif current == GroupStatus.OK:
                 self.statuses.pop(key, None)
+                self.told.pop(key, None)
             else:
                 self.statuses[key] = current
+                self.told[key] = firing
             transitions.append(
                 Transition(
                     cluster=key[0],
@@ -67,15 +88,27 @@ class TransitionTracker:
                     current=current,
                     at=evaluation.now,
                     result=evaluation.result_for_gid(gid, ungated=ungated),
+                    news=news,
                 )
             )
+        if len(self.told) > len(self.statuses):  # groups dropped or handed over meanwhile
+            self.told = {k: v for k, v in self.told.items() if k in self.statuses}
         return transitions
+
+    def _news(self, key: _GroupKey, firing: frozenset[str]) -> tuple[str, ...]:
+        """The rules of ``firing`` not seen at the group's status before (remembered now)."""
+        told = self.told.get(key)
+        self.told[key] = firing if told is None else told | firing
+        if told is None:
+            return ()
+        return tuple(sorted(firing - told))
 
     def gone(self, keys: list[tuple[str, str]], at: int) -> list[Transition]:
         """Groups (or their topics) that vanished: their open statuses end as "gone"."""
         out = []
         for key in keys:
             previous = self.statuses.pop(key, None)
+            self.told.pop(key, None)
             if previous is not None:
                 out.append(
                     Transition(
@@ -89,3 +122,41 @@ class TransitionTracker:
                     )
                 )
         return out
+
+
+def _firing_at(
+    evaluation: Evaluation, gid: int, status: GroupStatus, ungated: bool
+) -> frozenset[str]:
+    """The rules firing at ``status`` for the group (only those that page from a partial
+    window when ``ungated``): what a notification at that status speaks of."""
+    if status.rank <= GroupStatus.OK.rank:
+        return frozenset()
+    return frozenset(
+        binding.name
+        for binding in evaluation.evaluator.bindings
+        if (not ungated or binding.kind.pages_from_partial_windows)
+        and evaluation.group_fired[binding.name][gid] == status.rank
+    )
+
+
+class _GatedFiring:
+    """The rules firing at each group's gated status, for many groups at once: one bit per
+    rule, and one set of names per distinct combination (a fleet has few)."""
+
+    def __init__(self, evaluation: Evaluation, gids: list[int]) -> None:
+        self.names = [binding.name for binding in evaluation.evaluator.bindings]
+        self.sets: dict[int, frozenset[str]] = {0: frozenset()}
+        index = np.asarray(gids, dtype=np.int64)
+        status = evaluation.group_status[index]
+        self.bits = np.zeros(index.size, dtype=object if len(self.names) > 62 else np.int64)
+        for bit, name in enumerate(self.names):
+            at_status = (evaluation.group_fired[name][index] == status) & (status > 0)
+            self.bits = self.bits | (at_status.astype(self.bits.dtype) << bit)
+
+    def at(self, position: int) -> frozenset[str]:
+        bits = int(self.bits[position])
+        names = self.sets.get(bits)
+        if names is None:
+            names = frozenset(n for bit, n in enumerate(self.names) if bits >> bit & 1)
+            self.sets[bits] = names
+        return names

@@ -107,6 +107,7 @@ def transition_record(t: Transition) -> dict[str, Any]:
         "current": t.current.value,
         "gone": t.gone,
         "reason": t.reason,
+        "news": list(t.news),
         "at": t.at,
         "total_lag": result.total_lag if result else None,
         "max_lag_seconds": result.max_lag_seconds if result else None,

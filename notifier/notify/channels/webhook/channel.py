@@ -109,6 +109,7 @@ def webhook_payload(notification: Notification) -> dict[str, Any]:
                 "result": None if alert.result is None else _result_document(alert.result),
                 "findings": [f.to_dict() for f in alert_findings(alert)],
                 "muted_findings": [f.to_dict() for f in alert.muted],
+                "news": list(alert.news),
             }
             for alert in notification.alerts
         ],
