@@ -240,7 +240,20 @@ the rest of the grace, so a consumer whose commits come on time is never a stall
 behind they leave it (a slow consumer, a burst it drains)."""
 
 
-def commit_backlog_ms(rows: Rows, cap_ms: np.ndarray | float) -> np.ndarray:
+def _median_of(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Per row, the median of its ``valid`` values (NaN where none): ``np.nanmedian`` at a
+    fraction of its cost on a few columns."""
+    ordered = np.sort(np.where(valid, values, np.inf), axis=1)
+    count = valid.sum(axis=1)
+    take = np.arange(values.shape[0])
+    low = ordered[take, np.maximum((count - 1) // 2, 0)]
+    high = ordered[take, np.minimum(count // 2, values.shape[1] - 1)]
+    return np.where(count > 0, (low + high) / 2.0, np.nan)
+
+
+def commit_backlog_ms(
+    rows: Rows, cap_ms: np.ndarray | float, grace_ms: np.ndarray | float
+) -> np.ndarray:
     """Per row: how long before its offset last moved the consumer had already stopped reading,
     as that last commit shows, up to ``cap_ms``. A consumer that stops reading but keeps
     committing (``pause()``, a stuck handler while auto-commit goes on) commits once more what
@@ -250,13 +263,14 @@ def commit_backlog_ms(rows: Rows, cap_ms: np.ndarray | float) -> np.ndarray:
     interval (a burst the consumer drains at full speed moves more). The smaller of the two,
     in seconds of the partition's normal rate less a scan interval (where a commit lands
     between scans), is the backlog. Rows whose last interval was disturbed (a rebalance, no
-    members, missed scans) or that have not stood still for their usual wait have none."""
+    members, missed scans) have none, nor rows whose standstill the backlog cannot bring to a
+    stall's limit (at least the usual wait plus ``grace_ms``): only those few are read."""
     store, now = rows.store, rows.now
     out = np.zeros(rows.rows.size)
     since = store.evidence["e_wait_since"][rows.index]
     candidates = (
         (since != UNSET_TS)
-        & ((now - since) >= rows.usual_wait_ms)
+        & ((now - since) >= rows.usual_wait_ms + grace_ms - cap_ms)
         & store.evidence["e_move_measured"][rows.index]
         & (store.r_count[rows.index] >= 3)
     )
@@ -272,7 +286,7 @@ def commit_backlog_ms(rows: Rows, cap_ms: np.ndarray | float) -> np.ndarray:
     interval_s = (last_ts - np.asarray(times[:, -2])) / 1000.0
     width = offsets.shape[1]
     earlier = np.arange(width - 1) >= (width - count[:, None])
-    typical = np.nanmedian(np.where(earlier & (lags[:, :-1] >= 0), lags[:, :-1], np.nan), axis=1)
+    typical = _median_of(lags[:, :-1], earlier & (lags[:, :-1] >= 0))
     rate = store.evidence["e_normal_rate"][absolute].astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         shortfall = rate * interval_s - (offsets[:, -1] - offsets[:, -2])
@@ -335,7 +349,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         (how & SPELL_ABRUPT) != 0,
         p["crash_grace"] * 1000.0,
         rows.learned_wait_ms,
-        commit_backlog_ms(rows, BACKLOG_SHARE_OF_GRACE * p["grace"] * 1000.0),
+        commit_backlog_ms(rows, BACKLOG_SHARE_OF_GRACE * p["grace"] * 1000.0, p["grace"] * 1000.0),
     )
     state, gids = run.state, rows.gids
     held = not_moved_since(
