@@ -339,6 +339,60 @@ def test_a_pause_of_ninety_seconds_is_not_a_stall_but_three_minutes_are():
     assert transitions(PROGRESS, paused_for(9)) != []  # without grace it pages
 
 
+def minute_committer(
+    stops_reading_at: int | None,
+    resumes_at: int | None,
+    scans: int,
+    burst: tuple[int, int] | None = None,
+) -> list[dict[str, Any]]:
+    """One partition getting 1 record/s (10 a scan), read as it arrives and committed at every
+    sixth scan (a minute), with the consumer reading nothing from scan ``stops_reading_at``
+    until ``resumes_at`` (it keeps committing what it read: ``pause()``), or producers sending
+    ten times as much between the scans of ``burst`` (read at three times the normal rate)."""
+    log_end, position, committed = [], 0.0, []
+    produced, last = 1000, 1000
+    for i in range(scans):
+        if burst is not None and burst[0] <= i < burst[1]:
+            produced += 100
+        else:
+            produced += 10
+        reading = stops_reading_at is None or not (
+            stops_reading_at <= i < (resumes_at if resumes_at is not None else scans)
+        )
+        if reading:
+            position = min(float(produced), max(position, last) + 30)
+        if i % 6 == 3:
+            last = int(position)
+        log_end.append(produced)
+        committed.append(last)
+    return [series(committed=joined(committed), log_end=joined(log_end))]
+
+
+def test_a_consumer_that_stops_reading_but_commits_what_it_read_is_stalled_sooner():
+    # It stops reading three scans before its next commit, which still moves (what it read in
+    # the two scans before) and leaves three scans of records unread: the standstill began
+    # then, and counts from then (less a scan, where the commit fell between scans).
+    stops = 6 * 31
+    seen = transitions(GRACEFUL, minute_committer(stops, None, stops + 40))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert seen[0].at / 1000 > (stops + 3) * 10  # its last commit moved the offset
+    # Its usual wait (a minute, and 1/n more for the longest to come) plus the 90 s grace,
+    # from when it stopped reading, give or take a scan; counted from its last move it would
+    # fire 30 s later.
+    assert seen[0].at / 1000 - stops * 10 <= 60 * 31 / 30 + 90 + 10
+
+
+def test_a_ninety_second_pause_that_commits_what_it_read_is_not_a_stall():
+    for stops in range(6 * 31, 6 * 32):
+        assert transitions(GRACEFUL, minute_committer(stops, stops + 9, stops + 60)) == []
+
+
+def test_a_consumer_that_drains_a_burst_on_time_is_not_a_stall():
+    # Ten times the records for two minutes: its commits leave more behind each time, but they
+    # come on time and move more than the partition normally gets.
+    assert transitions(GRACEFUL, minute_committer(None, None, 6 * 40, burst=(186, 198))) == []
+
+
 def test_a_group_frozen_since_it_was_first_seen_is_stalled_once_past_the_assumed_interval():
     # Nothing moves from the first scan on: a rare committer could stand still that long until
     # the assumed 10 minutes are over, a rare committer's pause 90 s more; then it is a stall.
