@@ -953,3 +953,28 @@ def test_a_slow_patch_of_three_minutes_is_not_falling_behind_a_lasting_slowdown_
     opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
     assert len(opened) == 1
     assert 3600 + 180 < opened[0] <= 3600 + 180 + 60
+
+
+def test_a_slow_topic_read_at_seven_tenths_is_falling_behind_judged_over_all_its_partitions():
+    # Eight partitions of a record every 8 s each (Poisson), read at up to 1/s each, every
+    # record committed as read; at 30 minutes the consumer keeps up with 70% of them. No
+    # partition alone gets records enough to tell a rate from chance; the eight together do.
+    rng = np.random.default_rng(4)
+    inputs, lossless = [], []
+    for partition in range(8):
+        arrivals = rng.poisson(1.25, 540)
+        log_end = np.cumsum(arrivals).tolist()
+        read, committed = 0.0, []
+        for i, end in enumerate(log_end):
+            read = min(float(end), read + (10.0 if i < 180 else 0.7 * 1.25))
+            committed.append(int(read))
+        inputs.append(series(partition=partition, committed=joined(committed),
+                             log_end=joined(log_end)))  # fmt: skip
+        lossless.append(series(partition=partition, committed=joined(log_end),
+                               log_end=joined(log_end)))  # fmt: skip
+    seen = [t for t in transitions(FALLING_AS_SHIPPED, inputs) if t.current.value == "WARN"]
+    assert len(seen) == 1
+    # Losing ground at every commit for 3 minutes, then `for`; by lag in seconds alone (the
+    # 30 minutes of `lag-seconds-critical`) it would take an hour and a half.
+    assert 1800 + 180 < seen[0].at / 1000 <= 1800 + 420
+    assert transitions(FALLING_AS_SHIPPED, lossless) == []

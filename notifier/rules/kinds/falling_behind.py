@@ -283,11 +283,18 @@ def falling_behind(
         backlog = np.maximum(move_log_end - committed, 0)
         # Enough records in a commit interval to tell a rate from chance: a slow topic is
         # judged by lag in seconds alone.
-        judged = np.fmax(normal_rate, produce_rate) * (min_lag_seconds + usual_wait_ms / 1000.0)
-        behind = (backlog > normal_rate * min_lag_seconds) & (judged >= MIN_RECORDS_TO_JUDGE_RATE)
-    behind_enough = behind_s & behind & move_measured & (committed >= 0) & (move_log_end >= 0)
-    hit = slow & behind_enough
+        expected = np.fmax(normal_rate, produce_rate) * (min_lag_seconds + usual_wait_ms / 1000.0)
+        behind_records = backlog > normal_rate * min_lag_seconds
+    moved = behind_s & behind_records & move_measured & (committed >= 0) & (move_log_end >= 0)
+    behind_enough = moved & (expected >= MIN_RECORDS_TO_JUDGE_RATE)
+    hit = without_grace = slow & behind_enough
     if behind_since is not None and np.any(np.asarray(grace_s) > 0):
+        if group_ids is not None:
+            # With the grace, a slow topic's partitions are judged together: a group reading
+            # eight partitions of a record every few seconds each gets enough records to
+            # tell a rate from chance, and its runs are weighed over all of them (below).
+            pooled = _group_sum(np.nan_to_num(expected), group_ids)
+            behind_enough = moved & (pooled >= MIN_RECORDS_TO_JUDGE_RATE)
         with np.errstate(invalid="ignore"):
             # A pause leaves it behind by up to the pause and one commit interval.
             beyond_pause = behind_at_move_s > (min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
@@ -335,14 +342,23 @@ def falling_behind(
         if behind_committed is not None and behind_log_end is not None:
             # Over the whole run it read less than ``ratio`` of what arrived: a consumer that
             # reads in bursts (whole transactions, a pause and its catch-up) keeps up overall.
-            read = committed - behind_committed
-            arrived = move_log_end - behind_log_end
+            in_run = (behind_committed != NULL) & (behind_log_end != NULL)
+            read = np.where(in_run, committed - behind_committed, 0)
+            arrived = np.where(in_run, move_log_end - behind_log_end, 0)
+            enough = arrived >= MIN_RECORDS_TO_JUDGE_RUN
             with np.errstate(invalid="ignore"):
-                overall = (
-                    (behind_committed != NULL)
-                    & (read < ratio * arrived)
-                    & (arrived >= MIN_RECORDS_TO_JUDGE_RUN)
+                overall = in_run & (read < ratio * arrived) & enough
+            if group_ids is not None:
+                # A partition whose run saw too few records is weighed with the runs of the
+                # group's other partitions.
+                group_read = _group_sum(read, group_ids)
+                group_arrived = _group_sum(arrived, group_ids)
+                pooled_overall = (
+                    in_run
+                    & (group_arrived >= MIN_RECORDS_TO_JUDGE_RUN)
+                    & (group_read < ratio * group_arrived)
                 )
+                overall = np.where(enough, overall, pooled_overall)
         if short is not None:
             # One partition's run of commits behind is confirmed once it has not even read
             # what was there at its move before; a consumer slow on several of the group's
@@ -362,8 +378,15 @@ def falling_behind(
             # Catching up at its last commit: the slow patch is over, whatever the speeds
             # averaged over the minute before still say.
             confirmed &= ~receding
-        hit = np.where(np.asarray(grace_s) > 0, hit & confirmed, slow & behind_enough)
+        hit = np.where(np.asarray(grace_s) > 0, hit & confirmed, without_grace)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def _group_sum(values: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """Each row's group's sum of ``values``."""
+    # Group ids are small non-negative integers (the store's), so a sum per id is direct.
+    summed: np.ndarray = np.bincount(group_ids, weights=values)[group_ids]
+    return summed
 
 
 def _group_wide(candidate: np.ndarray, group_ids: np.ndarray | None) -> np.ndarray:
