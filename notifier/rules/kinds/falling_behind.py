@@ -117,12 +117,15 @@ def follow_runs(
         begins, backlog, np.where(ends, NULL, np.where(measured, np.maximum(peak, backlog), peak))
     )
     # Since when records have arrived faster than it read them, at every measured move (the
-    # speeds averaged over a minute or so), and its backlog then.
+    # speeds averaged over a minute or so, or its backlog grown since its move before: the
+    # average still holds the catch-up of a slow committer's last pause), and its backlog
+    # then.
+    grew = (previous_backlog != NULL) & (backlog > previous_backlog)
     with np.errstate(invalid="ignore"):
         losing_now = (
             measured
             & behind_now
-            & (columns["e_produce_rate"][index] > columns["e_consume_rate"][index])
+            & (grew | (columns["e_produce_rate"][index] > columns["e_consume_rate"][index]))
         )
     losing = columns["e_losing_since"][index]
     starts = losing_now & (losing == UNSET_TS)
