@@ -957,3 +957,103 @@ def test_a_job_that_read_to_the_log_end_before_it_left_is_judged_by_its_pause(ca
     else:
         assert later and {t.result.findings[0].status for t in later} == {"STOP"}
         assert later[0].at / 1000 <= 130 * 10 + 60 + 10
+
+
+# Issue 28, the independent corpus: surges that outrun a consumer, slow patches that do not last
+
+FALLING_AS_SHIPPED = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
+                           "grace": "90s", "slow_for": "3m", "surge_for": "5m", "for": "30s",
+                           "keep_firing_for": "5m", "keep_firing_capped": True})  # fmt: skip
+
+
+def committed_every(committed: list[int], scans: int) -> list[int]:
+    """The same consumer committing its position every ``scans`` scans."""
+    return [committed[scans * (i // scans)] for i in range(len(committed))]
+
+
+def opened_at(rule: dict[str, Any], log_end: list[int], committed: list[int]) -> list[float]:
+    seen = transitions(rule, [series(committed=joined(committed), log_end=joined(log_end))])
+    return [t.at / 1000 for t in seen if t.current.value == "WARN"]
+
+
+def test_a_producer_surge_the_consumer_cannot_keep_up_with_is_falling_behind():
+    # 100 records/s for half an hour, read at up to 300/s; then 400/s for 20 minutes: it reads
+    # at its full 300/s, three times what the partition normally gets, and falls a quarter of
+    # a second further behind every second.
+    rates = [100.0] * 180 + [400.0] * 120 + [100.0] * 60
+    log_end, committed = read_with(rates, [300.0] * 360)
+    opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
+    assert len(opened) == 1
+    # Once the surge has outlasted a burst (5 min from the commit before) and `for: 30s`.
+    assert 1800 + 300 < opened[0] <= 1800 + 300 + 90
+
+
+def test_a_producer_burst_of_minutes_that_drains_by_itself_is_not_falling_behind():
+    # 100 records/s read at up to 200/s, committed every 45 s; every 15 minutes a burst of
+    # 300/s for four and a half minutes: it reads two thirds of it for the whole burst, then
+    # drains it in as long again.
+    rates = [100.0] * 1080
+    for start in range(180, 1000, 90):
+        rates[start : start + 27] = [300.0] * 27
+    log_end, committed = read_with(rates, [200.0] * 1080)
+    assert opened_at(FALLING_AS_SHIPPED, log_end, committed_every(committed, 4)) == []
+    assert opened_at(FALLING_AS_SHIPPED, log_end, committed) == []
+
+
+def test_a_surge_on_a_backlog_it_is_catching_up_is_judged_by_what_the_surge_cost():
+    # A consumer four minutes behind (its offsets reset to a topic's start), catching up at
+    # 150/s; a burst of 170/s for four minutes halts the catch-up and sets it a minute further
+    # back: the surge is not the backlog's cause, and drains by itself.
+    rates = [100.0] * 600
+    rates[300:324] = [170.0] * 24
+    capacities = [150.0] * 600
+    capacities[180:204] = [0.0] * 24
+    log_end, committed = read_with(rates, capacities)
+    assert opened_at(FALLING_AS_SHIPPED, log_end, committed) == []
+
+
+def test_a_slow_patch_of_three_minutes_is_not_falling_behind_a_lasting_slowdown_is():
+    # 100 records/s read at up to 200/s; at 30 minutes the downstream slows it to 30/s for
+    # 170 s (two minutes behind at worst, then it catches up), the first time anyone has seen
+    # it slow; at 60 minutes it slows to 30/s for a quarter of an hour.
+    capacities = [200.0] * 600
+    capacities[180:197] = [30.0] * 17
+    capacities[360:450] = [30.0] * 90
+    log_end, committed = read_with([100.0] * 600, capacities)
+    opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
+    assert [at for at in opened if at < 3600] == []
+    # The slow patch it recovered from (about 5 minutes with its catch-up) is its rhythm now:
+    # the slowdown is judged once it has lasted half as long again.
+    assert len(opened) == 1
+    assert 3600 + 300 < opened[0] <= 3600 + 1.5 * 300 + 60
+    # Without that patch: once it has lost ground at every commit for 3 minutes, then `for`.
+    capacities[180:197] = [200.0] * 17
+    log_end, committed = read_with([100.0] * 600, capacities)
+    opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
+    assert len(opened) == 1
+    assert 3600 + 180 < opened[0] <= 3600 + 180 + 60
+
+
+def test_a_slow_topic_read_at_seven_tenths_is_falling_behind_judged_over_all_its_partitions():
+    # Eight partitions of a record every 8 s each (Poisson), read at up to 1/s each, every
+    # record committed as read; at 30 minutes the consumer keeps up with 70% of them. No
+    # partition alone gets records enough to tell a rate from chance; the eight together do.
+    rng = np.random.default_rng(4)
+    inputs, lossless = [], []
+    for partition in range(8):
+        arrivals = rng.poisson(1.25, 540)
+        log_end = np.cumsum(arrivals).tolist()
+        read, committed = 0.0, []
+        for i, end in enumerate(log_end):
+            read = min(float(end), read + (10.0 if i < 180 else 0.7 * 1.25))
+            committed.append(int(read))
+        inputs.append(series(partition=partition, committed=joined(committed),
+                             log_end=joined(log_end)))  # fmt: skip
+        lossless.append(series(partition=partition, committed=joined(log_end),
+                               log_end=joined(log_end)))  # fmt: skip
+    seen = [t for t in transitions(FALLING_AS_SHIPPED, inputs) if t.current.value == "WARN"]
+    assert len(seen) == 1
+    # Losing ground at every commit for 3 minutes, then `for`; by lag in seconds alone (the
+    # 30 minutes of `lag-seconds-critical`) it would take an hour and a half.
+    assert 1800 + 180 < seen[0].at / 1000 <= 1800 + 420
+    assert transitions(FALLING_AS_SHIPPED, lossless) == []

@@ -85,6 +85,8 @@ _WAITS = (
     "stop_after",
     "grace",
     "crash_grace",
+    "slow_for",
+    "surge_for",
     "lasting",
     "min_lag_seconds",
     "assumed_commit_interval",

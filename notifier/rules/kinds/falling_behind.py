@@ -1,6 +1,9 @@
-"""``falling_behind``: consuming slower than the partition normally gets records; the run of
-commits at which the consumer was behind is this kind's own evidence (``e_behind_since``,
-``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``), and so is whether, at its
+"""``falling_behind``: consuming slower than the partition normally gets records, or than a
+lasting surge brings them; the run of commits at which the consumer was behind is this kind's
+own evidence (``e_behind_since``, ``e_behind_committed``, ``e_behind_leo``,
+``e_behind_moves``, the deepest backlog of the run ``e_behind_peak``, and whether it is
+catching up ``e_receding``), and so is since when records have arrived faster than it read
+them (``e_losing_since``, with its backlog then, ``e_losing_backlog``), whether, at its
 latest move, the offset fell short of where the log ended at its move before
 (``e_reach_leo``, ``e_short``); and the spells behind it recovered from by itself, the slow
 patches of its own rhythm (``e_spell_since``, ``e_spell_slow``, ``e_healed_ms``,
@@ -41,12 +44,21 @@ class FallingBehindRule(KindRule):
     ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.85
     min_lag_seconds: Duration = 30.0
     grace: Duration = 0.0
-    """With more than 0: also behind at every commit across this long, or more than
+    """With more than 0: also behind at every commit across ``slow_for``, or more than
     ``min_lag_seconds`` + ``grace`` behind, and over that run it read less than ``ratio`` of
     what arrived (a pause falls behind and catches up within a few commits; a consumer of
     transactions read in bursts keeps up overall; a slow consumer does neither)."""
+    slow_for: Duration = 0.0
+    """With a grace: how long a run of commits behind, reading slower than the partition
+    normally gets records, must last (0: the grace). A downstream slow for a minute or three
+    and the catch-up after it stay under it."""
+    surge_for: Duration = 300.0
+    """With a grace: how long a run of commits behind must last when the consumer reads
+    faster than the partition normally gets records but less than ``ratio`` of what arrives
+    now (the producers outrun it): a producer burst of a few minutes drains by itself, a
+    surge that lasts does not."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
-        *RuleBase.TUNABLE, "ratio", "min_lag_seconds", "grace"
+        *RuleBase.TUNABLE, "ratio", "min_lag_seconds", "grace", "slow_for", "surge_for"
     )  # fmt: skip
 
 
@@ -67,7 +79,12 @@ def follow_runs(
     ``read_committed`` consumer of a transactional topic, whose offset moves only when a
     transaction commits: its backlog at a commit (the open transaction) swings by up to a
     transaction's records as the producer's and the consumer's commits drift against each
-    other, which over a few commits looks like reading slower than records arrive."""
+    other, which over a few commits looks like reading slower than records arrive.
+
+    And whether it is catching up: its backlog, at a measured move, below the deepest of its
+    run (or of its move before) by more than a scan interval of records; and since when,
+    at every measured move, records have arrived faster than it read them (the speeds as
+    :mod:`~notifier.rules.habits` averages them), with its backlog then."""
     moved_now = columns["e_move_ts"][index] == scan.ts
     measured = moved_now & columns["e_move_measured"][index]
     noise = np.nan_to_num(columns["e_normal_rate"][index]) * times.scan_interval_ms / 1000.0
@@ -89,6 +106,34 @@ def follow_runs(
     gained = (previous_backlog != NULL) & (backlog < previous_backlog - noise)
     begins = measured & behind_now & ((since == UNSET_TS) | holding | gained)
     ends = measured & ~behind_now
+    # Catching up: its backlog below the deepest of its run (or of the commit before) by more
+    # than a scan interval of records. The speeds it is judged on are averaged over a minute
+    # or so; the backlog says at once that a slow patch is over.
+    peak = columns["e_behind_peak"][index]
+    deepest = np.maximum(np.where(since != UNSET_TS, peak, NULL), previous_backlog)
+    receding = known & (deepest != NULL) & (backlog < deepest - noise)
+    columns["e_receding"][index] = np.where(measured, receding, columns["e_receding"][index])
+    columns["e_behind_peak"][index] = np.where(
+        begins, backlog, np.where(ends, NULL, np.where(measured, np.maximum(peak, backlog), peak))
+    )
+    # Since when records have arrived faster than it read them, at every measured move (the
+    # speeds averaged over a minute or so, or its backlog grown since its move before: the
+    # average still holds the catch-up of a slow committer's last pause), and its backlog
+    # then.
+    grew = (previous_backlog != NULL) & (backlog > previous_backlog)
+    with np.errstate(invalid="ignore"):
+        losing_now = (
+            measured
+            & behind_now
+            & (grew | (columns["e_produce_rate"][index] > columns["e_consume_rate"][index]))
+        )
+    losing = columns["e_losing_since"][index]
+    starts = losing_now & (losing == UNSET_TS)
+    stops = measured & ~losing_now
+    columns["e_losing_since"][index] = np.where(starts, scan.ts, np.where(stops, UNSET_TS, losing))
+    columns["e_losing_backlog"][index] = np.where(
+        starts, backlog, np.where(stops, NULL, columns["e_losing_backlog"][index])
+    )
     columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
     # Commits behind since the run began: a pause is one long interval and a catch-up, a slow
     # consumer is behind commit after commit.
@@ -196,12 +241,23 @@ def falling_behind(
     spell_since: np.ndarray | None = None,
     healed_ms: np.ndarray | None = None,
     healed_ts: np.ndarray | None = None,
+    slow_for_s: np.ndarray | float = 0.0,
+    surge_for_s: np.ndarray | float = 300.0,
+    receding: np.ndarray | None = None,
+    losing_since: np.ndarray | None = None,
+    losing_backlog: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
-    records) behind; with ``grace``, also behind at every commit across that long
-    (``behind_since`` to the last move) or more than ``min_lag_seconds`` + ``grace`` + its
-    usual wait behind,
+    records) behind; with ``grace``, also losing ground at every commit across ``slow_for``
+    (``losing_since`` to the last move; with no ``slow_for``, behind at every commit across
+    ``grace``: ``behind_since``) or more than ``min_lag_seconds`` + ``grace`` + its usual
+    wait behind; or, with ``grace``, reading faster than the partition normally gets records
+    but less than ``ratio`` of what arrives now (the producers outrun it), for ``surge_for``
+    from the commit before, or set back by the surge alone (its backlog's growth since it
+    began losing ground, at the rate records arrive) more than ``min_lag_seconds`` +
+    ``grace`` + its usual wait: a burst drains by itself within minutes, a surge does not;
+    and, with ``grace``, not catching up at its last commit (``receding``), and
     having read less than ``ratio`` of what arrived over that run, and (``short``) not even
     up to where the log ended at its move before: a pause falls behind and catches up within
     a few commits, a slow consumer never does; a reader of transactions has read at each
@@ -217,26 +273,67 @@ def falling_behind(
 
     Comparing with the *normal* production rate (not the current one) is what tells a slow
     consumer from a burst: through a burst a healthy consumer reads at its full speed, above
-    the normal rate, while its lag still grows for a while.
+    the normal rate, while its lag still grows for a while. So it is only when that lasts
+    longer than a burst does that a consumer reading at its full speed is falling behind.
     """
     since_move_s = (now_ms - move_ts) / 1000.0
     behind_at_move_s = lag_seconds - since_move_s
     with np.errstate(invalid="ignore"):
-        slow = (consume_rate < ratio * normal_rate) & (produce_rate > consume_rate)
+        below_normal = consume_rate < ratio * normal_rate
+        gaining_on_it = produce_rate > consume_rate
+        slow = below_normal & gaining_on_it
         behind_s = behind_at_move_s > min_lag_seconds
         backlog = np.maximum(move_log_end - committed, 0)
         # Enough records in a commit interval to tell a rate from chance: a slow topic is
         # judged by lag in seconds alone.
-        judged = normal_rate * (min_lag_seconds + usual_wait_ms / 1000.0)
-        behind = (backlog > normal_rate * min_lag_seconds) & (judged >= MIN_RECORDS_TO_JUDGE_RATE)
-    hit = slow & behind_s & behind & move_measured & (committed >= 0) & (move_log_end >= 0)
+        expected = np.fmax(normal_rate, produce_rate) * (min_lag_seconds + usual_wait_ms / 1000.0)
+        behind_records = backlog > normal_rate * min_lag_seconds
+    moved = behind_s & behind_records & move_measured & (committed >= 0) & (move_log_end >= 0)
+    behind_enough = moved & (expected >= MIN_RECORDS_TO_JUDGE_RATE)
+    hit = without_grace = slow & behind_enough
     if behind_since is not None and np.any(np.asarray(grace_s) > 0):
+        if group_ids is not None:
+            # With the grace, a slow topic's partitions are judged together: a group reading
+            # eight partitions of a record every few seconds each gets enough records to
+            # tell a rate from chance, and its runs are weighed over all of them (below).
+            pooled = _group_sum(np.nan_to_num(expected), group_ids)
+            behind_enough = moved & (pooled >= MIN_RECORDS_TO_JUDGE_RATE)
         with np.errstate(invalid="ignore"):
             # A pause leaves it behind by up to the pause and one commit interval.
             beyond_pause = behind_at_move_s > (min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
-        # Behind at commits spanning ``grace``: one commit behind after a pause is not
-        # enough, however long the next commit takes.
-        lasting = (behind_since != UNSET_TS) & ((move_ts - behind_since) >= grace_s * 1000.0)
+            # Reading faster than the partition normally gets records, yet less than ``ratio``
+            # of what arrives now: the producers outrun it, and only a lasting surge is a fault.
+            outrun = ~below_normal & (consume_rate < ratio * produce_rate) & gaining_on_it
+        if losing_since is None or losing_backlog is None:
+            outrun = np.zeros_like(outrun)
+            losing_since = np.full_like(move_ts, UNSET_TS)
+            losing_backlog = np.full_like(move_ts, NULL)
+        # Losing ground at commits spanning ``slow_for`` (a slow patch of a downstream lasts
+        # less), or ``surge_for`` when the producers outrun it (a burst drains within that);
+        # with no ``slow_for``, behind at commits spanning ``grace``: one commit behind after
+        # a pause is not enough, however long the next commit takes.
+        by_grace = np.asarray(slow_for_s) <= 0
+        since = np.where(outrun | ~by_grace, losing_since, behind_since)
+        # A surge is judged from the commit before (its usual wait earlier): the interval
+        # that saw a burst begin, or end, is stamped whole.
+        needed_ms = np.where(
+            outrun,
+            np.asarray(surge_for_s) * 1000.0 + usual_wait_ms,
+            np.where(by_grace, grace_s, slow_for_s) * 1000.0,
+        )
+        lasting = (since != UNSET_TS) & ((move_ts - since) >= needed_ms)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # What a surge cost it in time: its backlog's growth since it began losing ground,
+            # at the rate records arrive now (lag from before, a bootstrap's, is not the
+            # surge's).
+            lost_s = (backlog - losing_backlog) / produce_rate
+            surge_beyond_pause = (
+                (losing_since != UNSET_TS)
+                & (losing_backlog != NULL)
+                & (lost_s > min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
+            )
+        beyond_pause = np.where(outrun, surge_beyond_pause, beyond_pause)
+        hit = (slow | outrun) & behind_enough
         if behind_moves is not None:
             # Slow over more than one commit interval, or one interval that left it further
             # behind than a pause does: the one interval a pause spans (or a transaction read
@@ -248,14 +345,23 @@ def falling_behind(
         if behind_committed is not None and behind_log_end is not None:
             # Over the whole run it read less than ``ratio`` of what arrived: a consumer that
             # reads in bursts (whole transactions, a pause and its catch-up) keeps up overall.
-            read = committed - behind_committed
-            arrived = move_log_end - behind_log_end
+            in_run = (behind_committed != NULL) & (behind_log_end != NULL)
+            read = np.where(in_run, committed - behind_committed, 0)
+            arrived = np.where(in_run, move_log_end - behind_log_end, 0)
+            enough = arrived >= MIN_RECORDS_TO_JUDGE_RUN
             with np.errstate(invalid="ignore"):
-                overall = (
-                    (behind_committed != NULL)
-                    & (read < ratio * arrived)
-                    & (arrived >= MIN_RECORDS_TO_JUDGE_RUN)
+                overall = in_run & (read < ratio * arrived) & enough
+            if group_ids is not None:
+                # A partition whose run saw too few records is weighed with the runs of the
+                # group's other partitions.
+                group_read = _group_sum(read, group_ids)
+                group_arrived = _group_sum(arrived, group_ids)
+                pooled_overall = (
+                    in_run
+                    & (group_arrived >= MIN_RECORDS_TO_JUDGE_RUN)
+                    & (group_read < ratio * group_arrived)
                 )
+                overall = np.where(enough, overall, pooled_overall)
         if short is not None:
             # One partition's run of commits behind is confirmed once it has not even read
             # what was there at its move before; a consumer slow on several of the group's
@@ -271,8 +377,19 @@ def falling_behind(
                 move_ts - spell_since > HEALED_FACTOR * healed
             )
             confirmed &= (healed_ms <= 0) | beyond_healed
-        hit &= np.where(np.asarray(grace_s) > 0, confirmed, True)
+        if receding is not None:
+            # Catching up at its last commit: the slow patch is over, whatever the speeds
+            # averaged over the minute before still say.
+            confirmed &= ~receding
+        hit = np.where(np.asarray(grace_s) > 0, hit & confirmed, without_grace)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def _group_sum(values: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """Each row's group's sum of ``values``."""
+    # Group ids are small non-negative integers (the store's), so a sum per id is direct.
+    summed: np.ndarray = np.bincount(group_ids, weights=values)[group_ids]
+    return summed
 
 
 def _group_wide(candidate: np.ndarray, group_ids: np.ndarray | None) -> np.ndarray:
@@ -311,6 +428,11 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             store.evidence["e_spell_since"][index],
             store.evidence["e_healed_ms"][index],
             store.evidence["e_healed_ts"][index],
+            run.params["slow_for"],
+            run.params["surge_for"],
+            store.evidence["e_receding"][index],
+            store.evidence["e_losing_since"][index],
+            store.evidence["e_losing_backlog"][index],
         )
     )
 
@@ -336,7 +458,7 @@ def describe(view: PartitionView) -> Description:
 KIND = RuleKind(
     name="falling_behind",
     model=FallingBehindRule,
-    params=("ratio", "min_lag_seconds", "grace"),
+    params=("ratio", "min_lag_seconds", "grace", "slow_for", "surge_for"),
     evaluate=evaluate,
     describe=describe,
     evidence=KindEvidence(
@@ -351,6 +473,10 @@ KIND = RuleKind(
             ("e_spell_slow", np.bool_, False),
             ("e_healed_ms", WholeFloat, 0.0),
             ("e_healed_ts", np.int64, 0),
+            ("e_behind_peak", np.int64, NULL),
+            ("e_receding", np.bool_, False),
+            ("e_losing_since", np.int64, UNSET_TS),
+            ("e_losing_backlog", np.int64, NULL),
         ),
         update=follow_runs,
     ),
