@@ -312,14 +312,11 @@ def falling_behind(
         # less), or ``surge_for`` when the producers outrun it (a burst drains within that);
         # with no ``slow_for``, behind at commits spanning ``grace``: one commit behind after
         # a pause is not enough, however long the next commit takes.
-        by_grace = np.asarray(slow_for_s) <= 0
-        since = np.where(outrun | ~by_grace, losing_since, behind_since)
+        since = np.where(outrun, losing_since, behind_since)
         # A surge is judged from the commit before (its usual wait earlier): the interval
         # that saw a burst begin, or end, is stamped whole.
         needed_ms = np.where(
-            outrun,
-            np.asarray(surge_for_s) * 1000.0 + usual_wait_ms,
-            np.where(by_grace, grace_s, slow_for_s) * 1000.0,
+            outrun, np.asarray(surge_for_s) * 1000.0 + usual_wait_ms, np.asarray(grace_s) * 1000.0
         )
         lasting = (since != UNSET_TS) & ((move_ts - since) >= needed_ms)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -373,14 +370,19 @@ def falling_behind(
             # itself: a spell no longer than that is its own rhythm (a downstream slow at
             # times), however slow it reads meanwhile.
             healed = decayed(healed_ms, now_ms - healed_ts)
-            beyond_healed = (spell_since != UNSET_TS) & (
-                move_ts - spell_since > HEALED_FACTOR * healed
-            )
-            confirmed &= (healed_ms <= 0) | beyond_healed
+            slow_before = healed_ms > 0
+            if group_ids is not None:
+                healed = _group_max(healed, group_ids)
+                slow_before = _group_max(slow_before.astype(np.float64), group_ids) > 0
+            wait_ms = np.maximum(HEALED_FACTOR * healed, np.asarray(slow_for_s) * 1000.0)
+            beyond_healed = (spell_since != UNSET_TS) & (move_ts - spell_since > wait_ms)
+            confirmed &= ~slow_before | beyond_healed
         if receding is not None:
             # Catching up at its last commit: the slow patch is over, whatever the speeds
             # averaged over the minute before still say.
             confirmed &= ~receding
+            if group_ids is not None:
+                confirmed &= _group_sum(receding, group_ids) <= _group_sum(confirmed, group_ids)
         hit = np.where(np.asarray(grace_s) > 0, hit & confirmed, without_grace)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
 
@@ -390,6 +392,14 @@ def _group_sum(values: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
     # Group ids are small non-negative integers (the store's), so a sum per id is direct.
     summed: np.ndarray = np.bincount(group_ids, weights=values)[group_ids]
     return summed
+
+
+def _group_max(values: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """Each row's group's largest of ``values``."""
+    largest = np.zeros(int(group_ids.max()) + 1 if group_ids.size else 0)
+    np.maximum.at(largest, group_ids, values)
+    result: np.ndarray = largest[group_ids]
+    return result
 
 
 def _group_wide(candidate: np.ndarray, group_ids: np.ndarray | None) -> np.ndarray:
