@@ -85,7 +85,6 @@ _WAITS = (
     "stop_after",
     "grace",
     "crash_grace",
-    "slow_for",
     "surge_for",
     "lasting",
     "min_lag_seconds",

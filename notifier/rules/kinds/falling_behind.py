@@ -1,9 +1,8 @@
 """``falling_behind``: consuming slower than the partition normally gets records, or than a
 lasting surge brings them; the run of commits at which the consumer was behind is this kind's
 own evidence (``e_behind_since``, ``e_behind_committed``, ``e_behind_leo``,
-``e_behind_moves``, the deepest backlog of the run ``e_behind_peak``, and whether it is
-catching up ``e_receding``), and so is since when records have arrived faster than it read
-them (``e_losing_since``, with its backlog then, ``e_losing_backlog``), whether, at its
+``e_behind_moves``, and whether it is catching up ``e_receding``), and so is since when
+records have arrived faster than it read them (``e_losing_since``), whether, at its
 latest move, the offset fell short of where the log ended at its move before
 (``e_reach_leo``, ``e_short``); and the spells behind it recovered from by itself, the slow
 patches of its own rhythm (``e_spell_since``, ``e_spell_slow``, ``e_healed_ms``,
@@ -44,21 +43,17 @@ class FallingBehindRule(KindRule):
     ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.85
     min_lag_seconds: Duration = 30.0
     grace: Duration = 0.0
-    """With more than 0: also behind at every commit across ``slow_for``, or more than
+    """With more than 0: also behind at every commit across this long, or more than
     ``min_lag_seconds`` + ``grace`` behind, and over that run it read less than ``ratio`` of
     what arrived (a pause falls behind and catches up within a few commits; a consumer of
     transactions read in bursts keeps up overall; a slow consumer does neither)."""
-    slow_for: Duration = 0.0
-    """With a grace: how long a run of commits behind, reading slower than the partition
-    normally gets records, must last (0: the grace). A downstream slow for a minute or three
-    and the catch-up after it stay under it."""
     surge_for: Duration = 300.0
     """With a grace: how long a run of commits behind must last when the consumer reads
     faster than the partition normally gets records but less than ``ratio`` of what arrives
     now (the producers outrun it): a producer burst of a few minutes drains by itself, a
     surge that lasts does not."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
-        *RuleBase.TUNABLE, "ratio", "min_lag_seconds", "grace", "slow_for", "surge_for"
+        *RuleBase.TUNABLE, "ratio", "min_lag_seconds", "grace", "surge_for"
     )  # fmt: skip
 
 
@@ -81,10 +76,10 @@ def follow_runs(
     transaction's records as the producer's and the consumer's commits drift against each
     other, which over a few commits looks like reading slower than records arrive.
 
-    And whether it is catching up: its backlog, at a measured move, below the deepest of its
-    run (or of its move before) by more than a scan interval of records; and since when,
-    at every measured move, records have arrived faster than it read them (the speeds as
-    :mod:`~notifier.rules.habits` averages them), with its backlog then."""
+    And whether it is catching up: its backlog, at a measured move, below that of its move
+    before by more than a scan interval of records; and since when, at every measured move,
+    records have arrived faster than it read them (the speeds as :mod:`~notifier.rules.habits`
+    averages them, or its backlog grown since its move before)."""
     moved_now = columns["e_move_ts"][index] == scan.ts
     measured = moved_now & columns["e_move_measured"][index]
     noise = np.nan_to_num(columns["e_normal_rate"][index]) * times.scan_interval_ms / 1000.0
@@ -106,20 +101,13 @@ def follow_runs(
     gained = (previous_backlog != NULL) & (backlog < previous_backlog - noise)
     begins = measured & behind_now & ((since == UNSET_TS) | holding | gained)
     ends = measured & ~behind_now
-    # Catching up: its backlog below the deepest of its run (or of the commit before) by more
-    # than a scan interval of records. The speeds it is judged on are averaged over a minute
-    # or so; the backlog says at once that a slow patch is over.
-    peak = columns["e_behind_peak"][index]
-    deepest = np.maximum(np.where(since != UNSET_TS, peak, NULL), previous_backlog)
-    receding = known & (deepest != NULL) & (backlog < deepest - noise)
-    columns["e_receding"][index] = np.where(measured, receding, columns["e_receding"][index])
-    columns["e_behind_peak"][index] = np.where(
-        begins, backlog, np.where(ends, NULL, np.where(measured, np.maximum(peak, backlog), peak))
-    )
+    # Catching up: its backlog below that of its commit before by more than a scan interval
+    # of records. The speeds it is judged on are averaged over a minute or so; the backlog
+    # says at once that a slow patch is over.
+    columns["e_receding"][index] = np.where(measured, known & gained, columns["e_receding"][index])
     # Since when records have arrived faster than it read them, at every measured move (the
     # speeds averaged over a minute or so, or its backlog grown since its move before: the
-    # average still holds the catch-up of a slow committer's last pause), and its backlog
-    # then.
+    # average still holds the catch-up of a slow committer's last pause).
     grew = (previous_backlog != NULL) & (backlog > previous_backlog)
     with np.errstate(invalid="ignore"):
         losing_now = (
@@ -131,9 +119,6 @@ def follow_runs(
     starts = losing_now & (losing == UNSET_TS)
     stops = measured & ~losing_now
     columns["e_losing_since"][index] = np.where(starts, scan.ts, np.where(stops, UNSET_TS, losing))
-    columns["e_losing_backlog"][index] = np.where(
-        starts, backlog, np.where(stops, NULL, columns["e_losing_backlog"][index])
-    )
     columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
     # Commits behind since the run began: a pause is one long interval and a catch-up, a slow
     # consumer is behind commit after commit.
@@ -241,30 +226,29 @@ def falling_behind(
     spell_since: np.ndarray | None = None,
     healed_ms: np.ndarray | None = None,
     healed_ts: np.ndarray | None = None,
-    slow_for_s: np.ndarray | float = 0.0,
     surge_for_s: np.ndarray | float = 300.0,
     receding: np.ndarray | None = None,
     losing_since: np.ndarray | None = None,
-    losing_backlog: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
-    records) behind; with ``grace``, also losing ground at every commit across ``slow_for``
-    (``losing_since`` to the last move; with no ``slow_for``, behind at every commit across
-    ``grace``: ``behind_since``) or more than ``min_lag_seconds`` + ``grace`` + its usual
-    wait behind; or, with ``grace``, reading faster than the partition normally gets records
-    but less than ``ratio`` of what arrives now (the producers outrun it), for ``surge_for``
-    from the commit before, or set back by the surge alone (its backlog's growth since it
-    began losing ground, at the rate records arrive) more than ``min_lag_seconds`` +
-    ``grace`` + its usual wait: a burst drains by itself within minutes, a surge does not;
-    and, with ``grace``, not catching up at its last commit (``receding``), and
-    having read less than ``ratio`` of what arrived over that run, and (``short``) not even
-    up to where the log ended at its move before: a pause falls behind and catches up within
-    a few commits, a slow consumer never does; a reader of transactions has read at each
-    commit what was there at the one before. With ``spell_since`` and ``healed_ms``, also
-    behind for longer than :data:`HEALED_FACTOR` × the longest slow spell it caught up from by
-    itself: a downstream slow at times is this consumer's rhythm, however slow it reads
-    meanwhile.
+    records) behind; with ``grace``, also behind at every commit across that long
+    (``behind_since`` to the last move) or more than ``min_lag_seconds`` + ``grace`` + its
+    usual wait behind; or, with ``grace``, reading faster than the partition normally gets
+    records but less than ``ratio`` of what arrives now (the producers outrun it), losing
+    ground at every commit for ``surge_for`` from the commit before (``losing_since``), or
+    set back by the surge alone (its backlog's growth over its run of commits behind, at the
+    rate records arrive) more than ``min_lag_seconds`` + ``grace`` + its usual wait: a burst
+    drains by itself within minutes, a surge does not; and, with ``grace``, not catching up
+    at its last commit (``receding``), nor while more of its group's partitions are catching
+    up than are confirmed slow, and having read less than ``ratio`` of what arrived over that
+    run, and (``short``) not even up to where the log ended at its move before: a pause falls
+    behind and catches up within a few commits, a slow consumer never does; a reader of
+    transactions has read at each commit what was there at the one before. With
+    ``spell_since`` and ``healed_ms``, also behind for longer than :data:`HEALED_FACTOR` ×
+    the longest slow spell any partition of its group caught up from by itself: a downstream
+    slow at times is this consumer's rhythm, however slow it reads meanwhile, and it slows
+    every partition the group reads.
 
     Speeds are measured between the offset's moves, and the lag as it was at the last move,
     so a consumer that commits every five minutes is judged at its commits, never half way
@@ -304,14 +288,12 @@ def falling_behind(
             # Reading faster than the partition normally gets records, yet less than ``ratio``
             # of what arrives now: the producers outrun it, and only a lasting surge is a fault.
             outrun = ~below_normal & (consume_rate < ratio * produce_rate) & gaining_on_it
-        if losing_since is None or losing_backlog is None:
+        if losing_since is None:
             outrun = np.zeros_like(outrun)
             losing_since = np.full_like(move_ts, UNSET_TS)
-            losing_backlog = np.full_like(move_ts, NULL)
-        # Losing ground at commits spanning ``slow_for`` (a slow patch of a downstream lasts
-        # less), or ``surge_for`` when the producers outrun it (a burst drains within that);
-        # with no ``slow_for``, behind at commits spanning ``grace``: one commit behind after
-        # a pause is not enough, however long the next commit takes.
+        # Behind at commits spanning ``grace``: one commit behind after a pause is not
+        # enough, however long the next commit takes; losing ground at commits spanning
+        # ``surge_for`` when the producers outrun it (a burst drains within that).
         since = np.where(outrun, losing_since, behind_since)
         # A surge is judged from the commit before (its usual wait earlier): the interval
         # that saw a burst begin, or end, is stamped whole.
@@ -319,16 +301,19 @@ def falling_behind(
             outrun, np.asarray(surge_for_s) * 1000.0 + usual_wait_ms, np.asarray(grace_s) * 1000.0
         )
         lasting = (since != UNSET_TS) & ((move_ts - since) >= needed_ms)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            # What a surge cost it in time: its backlog's growth since it began losing ground,
-            # at the rate records arrive now (lag from before, a bootstrap's, is not the
-            # surge's).
-            lost_s = (backlog - losing_backlog) / produce_rate
-            surge_beyond_pause = (
-                (losing_since != UNSET_TS)
-                & (losing_backlog != NULL)
-                & (lost_s > min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
-            )
+        surge_beyond_pause = np.zeros_like(outrun)
+        if behind_committed is not None and behind_log_end is not None:
+            # What a surge cost it in time: its backlog's growth since its run of commits
+            # behind began (a run starts again where the backlog held or shrank), at the rate
+            # records arrive now (lag from before, a bootstrap's, is not the surge's).
+            in_run = (behind_committed != NULL) & (behind_log_end != NULL)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                lost_s = (backlog - (behind_log_end - behind_committed)) / produce_rate
+                surge_beyond_pause = (
+                    (losing_since != UNSET_TS)
+                    & in_run
+                    & (lost_s > min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
+                )
         beyond_pause = np.where(outrun, surge_beyond_pause, beyond_pause)
         hit = (slow | outrun) & behind_enough
         if behind_moves is not None:
@@ -368,18 +353,23 @@ def falling_behind(
         if spell_since is not None and healed_ms is not None and healed_ts is not None:
             # Behind for longer than this consumer has been before and recovered from by
             # itself: a spell no longer than that is its own rhythm (a downstream slow at
-            # times), however slow it reads meanwhile.
+            # times), however slow it reads meanwhile. A downstream slows every partition the
+            # group reads, and one partition may learn it where another did not (its spell
+            # ran on, or it was not yet far enough behind): the group's longest counts.
             healed = decayed(healed_ms, now_ms - healed_ts)
             slow_before = healed_ms > 0
             if group_ids is not None:
                 healed = _group_max(healed, group_ids)
                 slow_before = _group_max(slow_before.astype(np.float64), group_ids) > 0
-            wait_ms = np.maximum(HEALED_FACTOR * healed, np.asarray(slow_for_s) * 1000.0)
-            beyond_healed = (spell_since != UNSET_TS) & (move_ts - spell_since > wait_ms)
+            beyond_healed = (spell_since != UNSET_TS) & (
+                move_ts - spell_since > HEALED_FACTOR * healed
+            )
             confirmed &= ~slow_before | beyond_healed
         if receding is not None:
             # Catching up at its last commit: the slow patch is over, whatever the speeds
-            # averaged over the minute before still say.
+            # averaged over the minute before still say. So it is when more of the group's
+            # partitions are catching up than are confirmed slow: those whose last commit
+            # came before the slow patch ended have not said so yet.
             confirmed &= ~receding
             if group_ids is not None:
                 confirmed &= _group_sum(receding, group_ids) <= _group_sum(confirmed, group_ids)
@@ -438,11 +428,9 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             store.evidence["e_spell_since"][index],
             store.evidence["e_healed_ms"][index],
             store.evidence["e_healed_ts"][index],
-            run.params["slow_for"],
             run.params["surge_for"],
             store.evidence["e_receding"][index],
             store.evidence["e_losing_since"][index],
-            store.evidence["e_losing_backlog"][index],
         )
     )
 
@@ -468,7 +456,7 @@ def describe(view: PartitionView) -> Description:
 KIND = RuleKind(
     name="falling_behind",
     model=FallingBehindRule,
-    params=("ratio", "min_lag_seconds", "grace", "slow_for", "surge_for"),
+    params=("ratio", "min_lag_seconds", "grace", "surge_for"),
     evaluate=evaluate,
     describe=describe,
     evidence=KindEvidence(
@@ -483,10 +471,8 @@ KIND = RuleKind(
             ("e_spell_slow", np.bool_, False),
             ("e_healed_ms", WholeFloat, 0.0),
             ("e_healed_ts", np.int64, 0),
-            ("e_behind_peak", np.int64, NULL),
             ("e_receding", np.bool_, False),
             ("e_losing_since", np.int64, UNSET_TS),
-            ("e_losing_backlog", np.int64, NULL),
         ),
         update=follow_runs,
     ),
