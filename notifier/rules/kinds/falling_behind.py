@@ -347,8 +347,12 @@ def falling_behind(
         if short is not None:
             # One partition's run of commits behind is confirmed once it has not even read
             # what was there at its move before; a consumer slow on several of the group's
-            # partitions at once is slow, whatever the backlog of each does.
-            lasting &= short | _group_wide(hit & lasting & overall, group_ids)
+            # partitions at once is slow, whatever the backlog of each does. Not on a slow
+            # topic's partitions judged only together: a few records each, read a whole
+            # transaction at a time, look slow on several of them at once by chance.
+            own_rate = expected >= MIN_RECORDS_TO_JUDGE_RATE
+            wide = _group_wide(hit & lasting & overall & own_rate, group_ids)
+            lasting &= short | (own_rate & wide)
         confirmed = (lasting | beyond_pause) & overall
         if spell_since is not None and healed_ms is not None and healed_ts is not None:
             # Behind for longer than this consumer has been before and recovered from by
