@@ -373,10 +373,15 @@ def falling_behind(
             # Catching up at its last commit: the slow patch is over, whatever the speeds
             # averaged over the minute before still say. So it is when more of the group's
             # partitions are catching up than are confirmed slow: those whose last commit
-            # came before the slow patch ended have not said so yet.
+            # came before the slow patch ended have not said so yet (counting those that get
+            # records enough to be judged alone: one record fewer is catching up on a
+            # partition that gets one every few seconds).
             confirmed &= ~receding
             if group_ids is not None:
-                confirmed &= _group_sum(receding, group_ids) <= _group_sum(confirmed, group_ids)
+                catching_up = _group_sum(
+                    receding & (expected >= MIN_RECORDS_TO_JUDGE_RATE), group_ids
+                )
+                confirmed &= catching_up <= _group_sum(confirmed, group_ids)
         hit = np.where(np.asarray(grace_s) > 0, hit & confirmed, without_grace)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
 
