@@ -646,12 +646,15 @@ def main() -> None:
         replicas = args.replicas or (4 if args.full else 2)
         chosen = [p for p in (*sweeps.BENIGN, *sweeps.FAULTS)
                   if not args.patterns or p.name in args.patterns]  # fmt: skip
-        print(f"\nsweep: {len(chosen)} patterns and faults, {replicas} replicas per cell")
+        print(f"\nsweep: {len(chosen)} patterns and faults, {replicas} replicas per cell, "
+              f"{'every cell meeting every value' if args.full else 'every pair of values'} "
+              "of the other axes")  # fmt: skip
         swept = sweeps.run_sweep(
             {n: configs[n] for n in sweep_names},
             chosen,
             replicas=replicas,
-            progress=lambda name: print(f"  {name} done", flush=True),
+            progress=lambda done: print(f"  {done}", flush=True),
+            full=args.full,
         )
         sweep_summary = sweeps.summarize_sweep(swept)
         _print_sweep(sweep_summary, sweep_names)
@@ -669,8 +672,7 @@ def main() -> None:
                        *(Path(c.name).name for c in labelled)]  # fmt: skip
         for name in sweep_names:
             s_labels, s_alerts = sweep_frames(swept, name)
-            days = sum((p.duration_s - p.warmup_s) / 86400 * len(p.x_values) * len(p.y_values)
-                       * replicas for p in chosen)  # fmt: skip
+            days = sum(result.group_days for result in swept)
             sweep_figures = _figures(s_labels, s_alerts, days)
             sweep_summary[name] |= {
                 k: sweep_figures[k]

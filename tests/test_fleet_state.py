@@ -557,3 +557,22 @@ async def test_shards_loaded_together_or_one_by_one_install_the_same(kafka_broke
         for group in groups:
             _same_windows(a, instance, group)
         assert instance.cluster.tracker.statuses == a.cluster.tracker.statuses
+
+
+async def test_a_snapshot_from_an_instance_without_newer_evidence_is_installed(
+    kafka_broker, instances
+):
+    # A rolling upgrade: the old instance keeps no e_churn_settled (a column added since); the
+    # new one installs its snapshot with that evidence at its initial value, not skipped.
+    prefix = _name("older") + "-"
+    groups = list(await _groups(kafka_broker.bootstrap_servers, prefix))
+    a = await instances("a", prefix)
+    store = a.cluster.store
+    store.portable_row_columns = tuple(
+        n for n in store.portable_row_columns if n != "e_churn_settled"
+    )
+    await a.scan()
+    await a.publish(groups)
+    b = await instances("b", prefix)
+    report = await b.shard_state.load(SHARD)
+    assert (report.groups, report.skipped) == (2, [])

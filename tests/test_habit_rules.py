@@ -382,6 +382,39 @@ def test_a_standalone_consumer_that_stops_moving_is_stalled_not_stopped():
     assert seen[0].result.findings[0].status == "STALL"
 
 
+CRASH_GRACEFUL = only({**GRACEFUL["rules"][0], "crash_grace": "40s"})
+
+
+def test_a_standalone_consumer_restarted_after_a_crash_is_not_stalled_but_one_gone_is():
+    # A Flink-like job committing every 5 s (each scan sees a move) killed, back 117 s
+    # later from its last commit, its first commit at the scan after: standing still
+    # 140 s with no member set to show the restart (the independent corpus's
+    # standalone-assign-238). A member-based consumer's crash gets crash_grace on a stop;
+    # the standalone's invisible one gets it on its stall, and a job that does not come
+    # back is still stalled once two usual waits, grace and crash_grace are over.
+    moving = [50 * i for i in range(120)]
+    restarted = moving + [moving[-1]] * 13 + [moving[-1] + 50 * (i + 14) for i in range(30)]
+    assert transitions(CRASH_GRACEFUL, standalone(restarted)) == []
+    assert transitions(GRACEFUL, standalone(restarted)) != []  # without crash_grace it pages
+    gone = moving + [moving[-1]] * 40
+    seen = transitions(CRASH_GRACEFUL, standalone(gone))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STALL"
+    last_move_s = 119 * 10
+    assert 2 * 10 + 90 + 40 <= seen[0].at / 1000 - last_move_s <= 2 * 10 + 90 + 40 + 10
+
+
+def test_a_new_standalone_consumer_is_judged_by_the_assumed_interval_alone():
+    # Three moves, then none: its habit is not learned yet, and twice the assumed 10 minutes
+    # plus grace already allow for a restart (no crash_grace on top of an assumption; the
+    # recorded Kafka 3.9 corpus's batch-job-missed-8min, taken for a standalone consumer, is
+    # caught at that).
+    committed = [0] * 3 + [50] * 3 + [100] * 3 + [150] * 140
+    seen = transitions(CRASH_GRACEFUL, standalone(committed))
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+    assert 2 * 600 + 90 <= seen[0].at / 1000 - 9 * 10 <= 2 * 600 + 90 + 10
+
+
 def test_a_capped_hold_does_not_turn_one_scan_of_alarm_into_minutes():
     inputs = [series(committed="0 0 10 10 10 10", log_end="10 10 10 10 10 10")]
     capped = only({"kind": "lag", "threshold": 5, "keep_firing_for": "2m",
@@ -443,13 +476,35 @@ def test_a_joined_rebalance_that_outlasts_the_rebalance_timeout_or_churns_is_stu
 
 
 def test_a_long_rolling_deploy_that_keeps_up_is_not_a_storm():
-    # Eight pods replaced in turn, two member-set changes each, 20 s apart: five minutes of
-    # changes while the consumer keeps up.
+    # Sixteen member-set changes 20 s apart: five minutes of changes while the consumer keeps
+    # up. In a group of four members that is more than a deploy makes (two per member), and
+    # only min_lag_seconds keeps it quiet; in a group of eight it is a deploy (each pod
+    # replaced in turn, leaving and joining once), quiet either way.
     behind = {**STORM, "rules": [{**STORM["rules"][0], "min_lag_seconds": "30s"}]}
     deploy = list(range(40, 72, 2))
-    inputs = [steady(120, member_hash=member_sets(deploy, 120), members="8x119")]
-    assert transitions(STORM, inputs) != []  # without min_lag_seconds: a storm
-    assert transitions(behind, inputs) == []
+    four = [steady(120, member_hash=member_sets(deploy, 120), members="4x119")]
+    assert transitions(STORM, four) != []  # without min_lag_seconds: a storm
+    assert transitions(behind, four) == []
+    eight = [steady(120, member_hash=member_sets(deploy, 120), members="8x119")]
+    assert transitions(STORM, eight) == []
+
+
+def test_a_deploy_of_many_pods_that_outlasts_lasting_behind_is_not_a_storm():
+    # Sixteen pods (static membership: one member-id change each) restarted in turn, a change
+    # every 40 s, each restart leaving the consumer minutes behind (it reads 0.3 of what
+    # arrives): ten minutes of changes, far beyond `lasting`. A deploy of sixteen members makes
+    # up to 32 changes; a group of two churning as often is a storm.
+    behind = {**STORM, "rules": [{**STORM["rules"][0], "min_lag_seconds": "30s"}]}
+    deploy = list(range(40, 104, 4))
+    log_end, committed = positions([1.0] * 120, 0.3)
+
+    def group(members: int) -> list[dict[str, Any]]:
+        return [series(committed=joined(committed), log_end=joined(log_end),
+                       member_hash=member_sets(deploy, 120), members=f"{members}x119")]  # fmt: skip
+
+    assert transitions(behind, group(16)) == []
+    seen = transitions(behind, group(2))
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
 
 
 def test_a_rolling_deploy_behind_only_through_a_producer_burst_is_not_a_storm():
@@ -468,6 +523,117 @@ def test_a_rolling_deploy_behind_only_through_a_producer_burst_is_not_a_storm():
                     member_hash=member_sets(deploy, 160), members="6x159")]  # fmt: skip
     seen = transitions(behind, storm)
     assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+
+
+REPLACING = only({"kind": "rebalance_storm", "max_changes": 3, "lasting": "3m30s",
+                  "min_lag_seconds": "30s", "beyond_a_deploy": True})  # fmt: skip
+
+
+def membership(counts: list[int], changes_at: list[int], scans: int) -> dict[str, str]:
+    """``member_hash`` and ``members`` of a group whose member set changes at the scans
+    ``changes_at``, the i-th change leaving it with ``counts[i]`` members (2 before)."""
+    generation, members, hashes, listed = 1, 2, [], []
+    plan = dict(zip(changes_at, counts, strict=True))
+    for i in range(scans):
+        if i in plan:
+            generation, members = generation + 1, plan[i]
+        hashes.append(generation)
+        listed.append(members)
+    return {"member_hash": joined(hashes), "members": joined(listed)}
+
+
+def test_a_member_that_keeps_crashing_is_a_storm_while_the_group_keeps_up():
+    # Two members; one crashes every minute and a new one joins before the dead one's session
+    # times out (3 listed, then 2 again): a replacement a minute, the consumer keeps up.
+    changes = [40, 42, 46, 48, 52, 54, 58, 60, 64, 66]
+    counts = [3, 2] * 5
+    inputs = [steady(100, **membership(counts, changes, 100))]
+    keeping_up = {**REPLACING, "rules": [{**REPLACING["rules"][0], "beyond_a_deploy": False}]}
+    assert transitions(keeping_up, inputs) == []  # never 30 s behind...
+    seen = transitions(REPLACING, inputs)  # ...but back to 2 members a third time at scan 54
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+    assert seen[0].at / 1000 == 540
+    finding = seen[0].result.findings[0]
+    assert "back to its 2 members 3 times" in finding.message
+    assert finding.evidence["replaced"] == 3 and finding.evidence["members_before"] == 2
+
+
+def test_a_member_replaced_between_two_scans_counts_as_replaced():
+    # Crash and rejoin both between scans (a 10 s session): the set changes, the count does not.
+    changes = [40, 45, 50, 55]
+    inputs = [steady(80, **membership([2, 2, 2, 2], changes, 80))]
+    seen = transitions(REPLACING, inputs)
+    assert [t.at / 1000 for t in seen][:1] == [550]
+
+
+def test_rolling_deploys_and_autoscaling_replace_no_member_twice():
+    # Each pod of a deploy replaced once, surge first (2 -> 3 -> 2) or stop first (8 -> 7 -> 8),
+    # 20 s apart; pods added one by one and removed again (2 -> 8 -> 2), 20 s apart.
+    surge = steady(100, **membership([3, 2, 3, 2], [40, 42, 44, 46], 100))
+    stop_first = steady(100, **membership([7, 8] * 8, list(range(40, 72, 2)), 100))
+    scaling = steady(100, **membership(list(range(3, 9)) + list(range(7, 1, -1)),
+                                       list(range(40, 64, 2)), 100))  # fmt: skip
+    for inputs in (surge, stop_first, scaling):
+        assert transitions(REPLACING, [inputs]) == []
+
+
+def test_a_batch_job_whose_runs_churn_is_not_replacing_members():
+    # A job every 40 s: two members join, read, leave (Empty between runs), for ten minutes.
+    counts, changes = [], []
+    for run in range(15):
+        changes += [40 + 4 * run, 42 + 4 * run]
+        counts += [2, 0]
+    inputs = [steady(110, **membership(counts, changes, 110))]
+    assert transitions(REPLACING, inputs) == []
+
+
+HELD = only({"kind": "rebalance_storm", "max_changes": 3, "lasting": "3m30s",
+             "min_lag_seconds": "30s", "rebalances_held_for": "30s"})  # fmt: skip
+
+
+def test_crashed_members_that_hold_rebalance_after_rebalance_are_a_storm():
+    # Six members (eager): every 90 s one crashes and its successor joins at once, and the
+    # group waits 40 s in PreparingRebalance for the dead one's session to time out (7
+    # listed, then 6): four scans rebalancing a cycle, the group catching up in between.
+    changes, counts, states = [], [], ["Stable"] * 120
+    for cycle in range(6):
+        start = 40 + 9 * cycle
+        changes += [start, start + 4]
+        counts += [7, 6]
+        for i in range(start, start + 4):
+            states[i] = "PreparingRebalance"
+    inputs = [steady(120, **membership(counts, changes, 120), group_state=joined(states))]
+    assert transitions({**HELD, "rules": [{**HELD["rules"][0], "rebalances_held_for": 0}]},
+                       inputs) == []  # fmt: skip
+    seen = transitions(HELD, inputs)
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+    # Rebalances held 30 s at scans 40-43 and 49-52; the third reaches 30 s at scan 61
+    assert seen[0].at / 1000 == 610
+    assert "three of its rebalances held the group for 30s or more each" in (
+        seen[0].result.findings[0].message
+    )
+
+
+def test_a_rolling_deploy_with_quick_rebalances_is_not_held_in_rebalance():
+    # Eight pods replaced in turn (eager, stop first), every change caught rebalancing by one
+    # scan, or one pod's rebalance held 60 s by a member slow to rejoin, or two members killed
+    # a minute apart (two rebalances held 40 s until their sessions time out): no three
+    # rebalances of 30 s or more.
+    changes = list(range(40, 72, 2))
+    states = ["Stable"] * 100
+    for i in changes:
+        states[i] = "PreparingRebalance"
+    inputs = [steady(100, **membership([7, 8] * 8, changes, 100), group_state=joined(states))]
+    assert transitions(HELD, inputs) == []
+    for i in range(50, 57):
+        states[i] = "PreparingRebalance"
+    inputs = [steady(100, **membership([7, 8] * 8, changes, 100), group_state=joined(states))]
+    assert transitions(HELD, inputs) == []
+    states = ["Stable"] * 100
+    for i in [*range(40, 45), *range(50, 55)]:
+        states[i] = "PreparingRebalance"
+    killed = membership([9, 8, 9, 8], [40, 45, 50, 55], 100)
+    assert transitions(HELD, [steady(100, **killed, group_state=joined(states))]) == []
 
 
 def test_a_pause_and_its_catch_up_are_not_falling_behind_a_slow_consumer_is():
@@ -1065,3 +1231,119 @@ def test_a_slow_topic_read_at_seven_tenths_is_falling_behind_judged_over_all_its
     # take an hour and a half.
     assert 1800 + 180 < seen[0].at / 1000 <= 1800 + 420
     assert transitions(FALLING_AS_SHIPPED, lossless) == []
+
+
+# --------------------------------------------------------------------------------------------
+# A new group bootstrapping a compacted topic from the earliest offset
+
+
+LAG_SECONDS = only({"kind": "lag_seconds", "severity": "err", "threshold": "30m",
+                    "clear_below": "20m", "catching_up_within": "10m", "for": "2m"})  # fmt: skip
+
+
+def new_group(read_per_s: float, commit_every: int, scans: int = 120) -> list[dict[str, Any]]:
+    """A group that appears (no commit for three scans) on a topic holding three hours of
+    records (a record a second), reading ``read_per_s`` from offset 0 and committing every
+    ``commit_every`` scans (0: once, then never again)."""
+    log_end = [10_800 + 10 * i for i in range(scans)]
+    committed: list[int | str] = []
+    last: int | str = "_"
+    for i in range(scans):
+        due = i == 3 or (commit_every and i > 3 and (i - 3) % commit_every == 0)
+        if due:
+            last = min(int(read_per_s * 10 * (i - 3)), log_end[i])
+        committed.append(last)
+    n = scans - 1
+    return [series(committed=joined(committed), log_end=joined(log_end), members=f"1x{n}",
+                   group_state=f"Stablex{n}", member_hash=f"1x{n}")]  # fmt: skip
+
+
+def test_a_new_group_committing_every_three_minutes_while_it_drains_history_is_not_behind():
+    # 30 records a second against one arriving: caught up about six minutes after it began,
+    # but the window (100 s) holds no commit but the first for minutes: its pace since its
+    # first commit says it is catching up; before its second, nothing says it is not.
+    assert transitions(LAG_SECONDS, new_group(30, 18)) == []
+    # Reading half a record a second it never catches up: paged once its second commit
+    # shows the pace (two minutes after), and one that never commits again after the
+    # 10 minutes its pace may take to show.
+    slow = transitions(LAG_SECONDS, new_group(0.5, 18))
+    assert [(t.previous.value, t.current.value) for t in slow] == [("OK", "ERR")]
+    assert 21 * 10 + 120 <= slow[0].at / 1000 <= 21 * 10 + 120 + 20
+    frozen = transitions(LAG_SECONDS, new_group(30, 0))
+    assert [(t.previous.value, t.current.value) for t in frozen] == [("OK", "ERR")]
+    assert 3 * 10 + 600 + 120 <= frozen[0].at / 1000 <= 3 * 10 + 600 + 120 + 20
+
+
+def test_a_pause_the_service_started_in_counts_twice_the_part_it_saw_until_a_whole_one_ends():
+    # First seen Empty for 20 minutes (the job's pause began before the service started),
+    # then a run that reads everything and leaves, then a 33-minute pause: within 1.2 x the
+    # 40 minutes the first pause is taken for (seen from a moment anywhere in it, half of it
+    # is seen on the median), no stop (the independent corpus's batch-job-005, paged 21 min
+    # into its first whole pause for 1.2 x the 18 min seen of the one before).
+    seen = transitions(GRACEFUL, run_after_first_sight(120, 10, 200, True))
+    assert [t for t in seen if t.at > 130 * 10_000 and t.current.value == "ERR"] == []
+    # A job that misses its next run is still paged, once those 48 minutes are over.
+    missed = run_after_first_sight(120, 10, 400, True)
+    seen = transitions(GRACEFUL, missed)
+    late = [t for t in seen if t.at > 130 * 10_000 and t.current.value == "ERR"]
+    assert [t.result.findings[0].status for t in late] == ["STOP"]
+    assert 130 * 10 + 1.2 * 2400 <= late[0].at / 1000 <= 130 * 10 + 1.2 * 2400 + 20
+    assert "twice the 20 min seen of one before the service" in late[0].result.findings[0].message
+
+
+def test_a_whole_pause_seen_ends_the_doubling_of_the_part_seen():
+    # Once a whole pause (33 minutes) has ended, the job is judged by it: its next pause is
+    # stopped past 1.2 x 33 minutes, not 1.2 x twice the 20 minutes seen of the first.
+    job = job_and_gaps([(120, False), (10, True), (200, False), (10, True), (400, False)])
+    late = [t for t in transitions(GRACEFUL, job) if t.at > 340 * 10_000]
+    assert [(t.previous.value, t.current.value) for t in late][:1] == [("OK", "ERR")]
+    left_s = 340 * 10
+    assert 1.2 * 2000 <= late[0].at / 1000 - left_s <= 1.2 * 2010 + 20
+
+
+def job_leaving_records(cycles: int, pause: int, run: int, left_s: int) -> list[dict[str, Any]]:
+    """A job that comes every ``pause + run`` scans (first seen at the start of its pause),
+    reads for ``run`` scans up to ``left_s`` seconds short of the log end (a run that stops on
+    a timer, its last commit on the way out), and leaves; a record a second."""
+    committed, log_end, members, last = [], [], [], 0
+    for cycle in range(cycles):
+        for scan in range(pause + run):
+            end = 10 * len(log_end) + 5
+            running = scan >= pause
+            leaving = scan == 0 and cycle > 0  # its commit on the way out, seen as it left
+            last = end - left_s if running or leaving else last
+            committed.append(last)
+            log_end.append(end)
+            members.append(cycle + 1 if running else 0)
+    states = ["Stable" if m else "Empty" for m in members]
+    return [series(committed=joined(committed), log_end=joined(log_end),
+                   members=joined([1 if m else 0 for m in members]), group_state=joined(states),
+                   member_hash=joined(members))]  # fmt: skip
+
+
+def test_a_batch_job_whose_runs_leave_records_unread_is_judged_by_its_pause_and_that():
+    # Every 30 minutes a 2-minute run that stops 9 minutes short of the log end: its oldest
+    # records wait the 28-minute pause and those 9 minutes, 37 minutes, more than 1.2 x its
+    # 28-minute rhythm (the independent corpus's batch-job-005, its runs falling 5-7 minutes
+    # short as its topic grew busier, paged at 35 minutes > 34). What a run left unread, up to
+    # catching_up_within, is part of its records' wait; a job that misses its run is paged.
+    rule = only({**HOURLY["rules"][0], "catching_up_within": "10m"})
+    job = job_leaving_records(8, 168, 12, 540)
+    assert [at for at in pages(rule, job) if at > 3 * 1800] == []
+    assert [at for at in pages(HOURLY, job) if at > 3 * 1800] != []  # without it, every pause
+    missed = job_leaving_records(6, 168, 12, 540)
+    missed[0] = {**missed[0]}
+    idle = job_leaving_records(1, 400, 0, 540)[0]
+    for key in ("committed", "members", "group_state", "member_hash"):
+        tail = idle[key].split()
+        if key == "committed":
+            tail = [missed[0][key].split()[-1]] * len(tail)
+        missed[0][key] = missed[0][key] + " " + " ".join(tail)
+    n = len(missed[0]["committed"].split())
+    missed[0]["log_end"] = joined([10 * i + 5 for i in range(n)])
+    late = [at for at in pages(rule, missed) if at > 6 * 1800]
+    assert len(late) == 1
+    left_at_s = 6 * 1800 - 10
+    # 1.2 x (its 28-minute pause, its 10 s wait and the 9 minutes left) after the oldest
+    # record was written, 9 minutes before it left, and the rule's 2 minutes.
+    assert late[0] - (left_at_s - 540) <= 1.2 * (1690 + 540) + 120 + 30

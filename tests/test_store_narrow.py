@@ -15,12 +15,13 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from notifier.config import WindowSettings
 from notifier.rules import ClusterPipeline, Evaluator, ScanColumns, WindowStore, load_rules
 from notifier.rules import store as store_module
+from notifier.rules.kinds.progress import SPELL_ABRUPT
 from notifier.rules.narrow import Bases, Dictionary, NarrowColumn, WholeFloat
 from notifier.rules.store import TABLE_COLUMN_NAMES, Column
 from notifier.service import checkpoint
@@ -154,6 +155,10 @@ def _store_with_time_codes(settings_: WindowSettings, time_codes: int | None) ->
     forget=st.lists(st.integers(0, 5), max_size=2),
     time_codes=st.sampled_from([None, 6, 12]),
 )
+# falling_behind read its run's start after writing it: a view in the plain store, a copy in
+# the narrow one, so a spell began in one and not the other.
+@example(start=0, scans=[(1, [(0, 0, 0, 0, 0, 0, 0)]), (1, [(0, -(2**63) + 2**20, 0, 0, 0, 0, 0)])],
+         commits=[], forget=[], time_codes=None)  # fmt: skip
 def test_narrow_store_holds_and_evaluates_exactly_what_int64_columns_held(
     start, scans, commits, forget, time_codes
 ):
@@ -336,6 +341,7 @@ def _read_back_text(pipeline, now: int, evidence: set[str] | None = None) -> str
     read = make_old_layout.read_back(pipeline, now)
     if evidence is not None:
         fills = {c.name: c.fill for c in pipeline.store.row_columns}
+        fills |= {c.name: c.fill for c in pipeline.store.group_columns.values()}
         for row in read["rows"].values():
             newer = {k: v for k, v in row["evidence"].items() if k not in evidence}
             assert all(v == fills[k] for k, v in newer.items()), newer
@@ -343,10 +349,26 @@ def _read_back_text(pipeline, now: int, evidence: set[str] | None = None) -> str
     return json.dumps(read | {"now": now}, indent=1, sort_keys=True) + "\n"
 
 
+def _as_held(text: str, store: WindowStore) -> str:
+    """The fixture's text with each evidence value as today's store holds it: rates and usual
+    waits were float64 when it was written, float32 since."""
+    fixture = json.loads(text)
+    single = {name for name, c in store.evidence.items() if c.dtype == np.float32}
+    for row in fixture["rows"].values():
+        for name in single & set(row["evidence"]):
+            row["evidence"][name] = float(np.float32(row["evidence"][name]))
+        # Whether a spell began abruptly is a bit of e_memberless_how since.
+        abrupt = row["evidence"].pop("e_memberless_abrupt")
+        row["evidence"]["e_memberless_how"] = SPELL_ABRUPT if abrupt else 0
+    return json.dumps(fixture, indent=1, sort_keys=True) + "\n"
+
+
 def test_a_checkpoint_of_the_int64_layout_restores_and_the_narrow_layout_round_trips(tmp_path):
     """tests/checkpoints/old-layout.checkpoint was written by the store before narrow columns
     (tests/checkpoints/make_old_layout.py, run on main at b44ae27), with what it read back."""
-    expected = (FIXTURES / "old-layout.json").read_text()
+    expected = _as_held(
+        (FIXTURES / "old-layout.json").read_text(), ClusterPipeline(RULES, 10.0).store
+    )
     now = json.loads(expected)["now"]
     # Kinds registered since keep evidence the old checkpoint has no column for: it restores
     # at its fill, and the columns the old store had must read back the same.

@@ -4,6 +4,8 @@ replayed through the backtest engine, and their heat maps."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +141,49 @@ def test_a_stall_of_a_thirty_second_committer_is_caught_within_its_grace(tmp_pat
     assert [p.name for p in written] == ["stalled.png"]
     assert written[0].read_bytes().startswith(b"\x89PNG")
     assert "stalled: members Stable" in (tmp_path / "sweep.html").read_text()
+
+
+@pytest.mark.parametrize("benign", sweep.BENIGN, ids=lambda p: p.name)
+def test_every_benign_grid_meets_every_end_of_every_range_with_every_other_value(
+    benign: sweep.Pattern,
+):
+    groups = sweep.design(benign, replicas=2)
+    axes = {benign.x_name: benign.x_values, benign.y_name: benign.y_values, **benign.axes}
+    values = [{benign.x_name: x, benign.y_name: y, **params} for x, y, params in groups]
+    for a, b in itertools.combinations(axes, 2):
+        met = {(v[a], v[b]) for v in values}
+        assert met == set(itertools.product(axes[a], axes[b])), (a, b)
+    per_cell = Counter((x, y) for x, y, _ in groups)
+    assert set(per_cell) == set(itertools.product(benign.x_values, benign.y_values))
+    assert min(per_cell.values()) >= 2
+
+
+def test_the_full_design_gives_every_cell_every_value_of_the_other_axes():
+    crash = pattern("crash-restart")
+    groups = sweep.design(crash, replicas=4, full=True)
+    for axis, options in crash.axes.items():
+        seen: dict[tuple[object, object], set[object]] = {}
+        for x, y, params in groups:
+            seen.setdefault((x, y), set()).add(params[axis])
+        assert all(found == set(options) for found in seen.values()), axis
+    assert len(seen) == len(crash.x_values) * len(crash.y_values)
+
+
+def test_a_producer_burst_raises_the_lag_and_the_consumers_drain_it():
+    pop = Population(900, seed=5)
+    group = pop.add(GroupSpec("g", partitions=1, rate=100.0, commit_every_s=5.0, headroom=3.0))
+    group.produce_burst(300.0, 360.0, 10.0)
+    samples = pop.samples(0)
+    t = samples.ts // 1000
+    lag = samples.log_end - samples.committed
+    before = lag[t < 300].max()
+    # 10 x the rate for 60 s against 3 x: 7 x 100 x 60 records behind, drained at 200 a second
+    assert lag[(t > 350) & (t <= 370)].max() > 30 * before
+    assert lag[t > 600].max() <= before
+
+
+def test_batch_jobs_are_judged_once_the_service_has_seen_two_whole_runs_of_the_slowest():
+    batch = pattern("batch-job")
+    slowest_s = max(batch.x_values) * 60
+    assert batch.warmup_s >= 3 * slowest_s  # the run it started in, then two whole periods
+    assert batch.duration_s - batch.warmup_s >= 2 * slowest_s

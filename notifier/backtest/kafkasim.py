@@ -41,7 +41,7 @@ COMPLETING = GROUP_STATE_CODE["CompletingRebalance"]
 EMPTY = GROUP_STATE_CODE["Empty"]
 DEAD = GROUP_STATE_CODE["Dead"]
 
-_END, _START, _PAUSE, _RESUME, _ABSENT, _BACK, _RESET_LOG, _CAPACITY, _SEEK = range(9)
+_END, _START, _PAUSE, _RESUME, _ABSENT, _BACK, _RESET_LOG, _CAPACITY, _SEEK, _PRODUCE = range(10)
 RETENTION_CHECK_S = 300
 
 
@@ -115,7 +115,7 @@ class Group:
         self.members = count
         if count == 0:
             self.state[a:] = EMPTY
-        elif self.state[a] == EMPTY:
+        elif a < self.duration_s and self.state[a] == EMPTY:  # (a change at the end: none)
             self.state[a:] = STABLE
 
     def _second(self, t: float) -> int:
@@ -147,6 +147,12 @@ class Group:
         """Read at ``factor`` × the production rate from ``at`` until ``until``."""
         self.population.event(at, _CAPACITY, self.rows, factor)
         self.population.event(until, _CAPACITY, self.rows, -1.0)
+
+    def produce_burst(self, at: float, until: float, factor: float) -> None:
+        """The producers send ``factor`` × their usual rate from ``at`` until ``until`` (a
+        spike of traffic; the consumers read at their usual capacity)."""
+        self.population.event(at, _PRODUCE, self.rows, factor)
+        self.population.event(until, _PRODUCE, self.rows, 1.0)
 
     def seek_back(self, at: float, seconds_of_records: float) -> None:
         """The offset is reset that many seconds of records back and committed at once."""
@@ -355,6 +361,7 @@ class Population:
         next_commit = rng.uniform(0, every)
         next_txn = rng.uniform(0, np.where(transactional, txn, 1.0))
         scaled = np.full(n, -1.0)
+        produced = np.ones(n)
 
         seconds = self.scan_seconds()
         if self.scan_ok.size != seconds.size:
@@ -392,11 +399,13 @@ class Population:
                     position[rows] = 0.0
                 elif kind == _CAPACITY:
                     scaled[rows] = value
+                elif kind == _PRODUCE:
+                    produced[rows] = value
                 elif kind == _SEEK:
                     back = position[rows] - value * rate[rows] / density[rows]
                     position[rows] = np.maximum(back, log_start[rows])
                     committed[rows] = np.floor(position[rows]).astype(np.int64)
-            arrivals = rng.poisson(rate / density)
+            arrivals = rng.poisson(rate * produced / density)
             leo += arrivals
             if transactional.any():
                 due = transactional & (t >= next_txn)

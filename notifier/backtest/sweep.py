@@ -17,6 +17,7 @@ person would want to know: the fault can no longer be one of the benign patterns
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,8 +47,14 @@ EVENT_EVERY_S = 720
 COMMIT_EVERY = (1, 5, 10, 30, 60, 120, 300)
 RARE_COMMIT_EVERY = (120, 300, 600)
 """The rare committers' grid: the longest commit interval of any benign grid is its 10 min."""
+BATCH_EVERY_MIN = (2, 5, 10, 30, 60)
 PARTITIONS = (1, 4, 16, 64)
 TRAFFIC = (0.1, 1.0, 10.0, 100.0, 10_000.0)
+MEMBERS = (1, 2, 3, 4)
+PROTOCOL = "assignment"
+EXIT_COMMIT = "commit on the way out"
+SESSION = "session timeout (s)"
+EAGER_OR_COOPERATIVE = ("eager", "cooperative")
 
 
 @dataclass
@@ -58,10 +65,17 @@ class Cell:
     y: Any
     rep: int
     rng: np.random.Generator
+    params: dict[str, Any] = field(default_factory=dict)
+    """The values of the pattern's other axes (:attr:`Pattern.axes`) for this replica."""
 
     def pick(self, values: Sequence[Any], salt: int = 0) -> Any:
         """A rotated parameter: every replica of a cell gets a different value."""
         return values[(self.rep + salt + hash((self.x, self.y)) % 7) % len(values)]
+
+    def value(self, axis: str, values: Sequence[Any], salt: int = 0) -> Any:
+        """The pattern's axis ``axis`` when it declares one (its covering design's value),
+        else a rotated pick of ``values``."""
+        return self.params[axis] if axis in self.params else self.pick(values, salt)
 
 
 Script = Callable[[Population, Cell, str], None]
@@ -84,6 +98,9 @@ class Pattern:
     warmup_s: int = WARMUP_S
     scan_gaps: Callable[[Population, Any], np.ndarray] | None = None
     """Per x value, which scans fail (the x axis is then one population per value)."""
+    axes: dict[str, Sequence[Any]] = field(default_factory=dict)
+    """The pattern's other parameters (partitions, traffic, commit on the way out, ...) and
+    their ranges, spread over the replicas of the grid's cells by :func:`design`."""
 
     @property
     def benign(self) -> bool:
@@ -91,10 +108,10 @@ class Pattern:
 
 
 def _spec(name: str, cell: Cell, **kwargs: Any) -> GroupSpec:
-    partitions = kwargs.pop("partitions", cell.pick(PARTITIONS, 1))
-    members = kwargs.pop("members", min(partitions, cell.pick((1, 2, 3, 4), 2)))
-    kwargs.setdefault("rate", cell.pick(TRAFFIC, 3))
-    kwargs.setdefault("commit_every_s", cell.pick(COMMIT_EVERY, 4))
+    partitions = kwargs.pop("partitions", cell.value("partitions", PARTITIONS, 1))
+    members = kwargs.pop("members", min(partitions, cell.value("members", (1, 2, 3, 4), 2)))
+    kwargs.setdefault("rate", cell.value("records/s", TRAFFIC, 3))
+    kwargs.setdefault("commit_every_s", cell.value("commit interval (s)", COMMIT_EVERY, 4))
     return GroupSpec(name=name, partitions=partitions, members=members, **kwargs)
 
 
@@ -114,19 +131,18 @@ def _crash_restart(pop: Population, cell: Cell, name: str) -> None:
             at,
             member=int(cell.rng.integers(0, max(group.members, 1))),
             restart_s=cell.x,
-            session_timeout_s=cell.pick((10, 45, 30), 5),
+            session_timeout_s=cell.value(SESSION, (10, 45, 30), 5),
             static=False,
-            exit_commit=cell.pick((False, False, True), 6),
-            cooperative=cell.pick((False, True), 7),
+            exit_commit=cell.value(EXIT_COMMIT, (False, False, True), 6),
+            cooperative=cell.value(PROTOCOL, ("eager", "cooperative"), 7) == "cooperative",
             rebalance_s=cell.rng.uniform(1, 5),
         )
 
 
 def _dead_member(pop: Population, cell: Cell, name: str) -> None:
-    partitions = cell.pick((4, 16, 64), 1)
-    spec = _spec(
-        name, cell, commit_every_s=cell.y, partitions=partitions, members=cell.pick((2, 3, 4), 2)
-    )
+    members = cell.value("members", (2, 3, 4), 2)
+    partitions = max(members, cell.value("partitions", (4, 16, 64), 1))
+    spec = _spec(name, cell, commit_every_s=cell.y, partitions=partitions, members=members)
     group = pop.add(spec, (cell.x, cell.y))
     for at in _event_times(pop, cell):
         group.crash(
@@ -136,7 +152,7 @@ def _dead_member(pop: Population, cell: Cell, name: str) -> None:
             session_timeout_s=cell.x,
             static=False,
             exit_commit=False,
-            cooperative=cell.pick((False, True), 7),
+            cooperative=cell.value(PROTOCOL, ("eager", "cooperative"), 7) == "cooperative",
             rebalance_s=cell.rng.uniform(1, 5),
         )
 
@@ -149,9 +165,9 @@ def _static_membership(pop: Population, cell: Cell, name: str) -> None:
             at,
             member=int(cell.rng.integers(0, group.members)),
             restart_s=cell.x,
-            session_timeout_s=45,
+            session_timeout_s=cell.value(SESSION, (45,)),
             static=True,
-            exit_commit=cell.pick((False, True), 6),
+            exit_commit=cell.value(EXIT_COMMIT, (False, True), 6),
             cooperative=False,
             rebalance_s=2.0,
         )
@@ -159,16 +175,33 @@ def _static_membership(pop: Population, cell: Cell, name: str) -> None:
 
 def _rolling_deploy(pop: Population, cell: Cell, name: str) -> None:
     pods = cell.x
-    partitions = max(pods, cell.pick(PARTITIONS, 1))
+    partitions = max(pods, cell.value("partitions", PARTITIONS, 1))
     spec = _spec(name, cell, partitions=partitions, members=pods)
     group = pop.add(spec, (cell.x, cell.y))
-    cooperative = cell.pick((False, True), 7)
-    surge = cell.pick((True, False), 8)
-    for at in _event_times(pop, cell, spacing=900):
+    protocol = cell.value(PROTOCOL, ("eager", "cooperative"), 7)
+    cooperative = protocol == "cooperative"
+    surge = cell.value("surge", (True, False), 8)
+    spacing = max(900.0, pods * (cell.y + 60) + 300)
+    for at in _event_times(pop, cell, spacing=spacing):
         t = at
-        for _ in range(pods):
+        for pod in range(pods):
+            if t > pop.T - 120:  # the history ends in the middle of this deploy
+                break
             length = cell.rng.uniform(1, 5)
-            if surge:  # the new pod joins, then the old one leaves
+            if protocol == "static":  # the same instance id back within its session: no rebalance
+                restart = cell.rng.uniform(5, 40)
+                group.crash(
+                    t,
+                    member=pod,
+                    restart_s=restart,
+                    session_timeout_s=45,
+                    static=True,
+                    exit_commit=True,
+                    cooperative=False,
+                    rebalance_s=length,
+                )
+                t += restart
+            elif surge:  # the new pod joins, then the old one leaves
                 t = group.rebalance(t, pods + 1, length, cooperative) + 2
                 t = group.rebalance(t, pods, length, cooperative)
             else:  # the old pod leaves, the new one joins once started
@@ -184,8 +217,21 @@ def _rolling_deploy(pop: Population, cell: Cell, name: str) -> None:
 def _pause(pop: Population, cell: Cell, name: str) -> None:
     spec = _spec(name, cell, commit_every_s=cell.y)
     group = pop.add(spec, (cell.x, cell.y))
+    rows = group.rows[:1] if cell.value("paused", ("all",)) == "one partition" else None
     for at in _event_times(pop, cell):
-        group.pause(at, cell.x)
+        group.pause(at, cell.x, rows)
+
+
+def _producer_burst(pop: Population, cell: Cell, name: str) -> None:
+    """Producers send ``y`` × their rate for ``x`` s; the consumers, reading at ``headroom`` ×
+    the usual rate, fall behind and catch up by themselves."""
+    headroom = cell.value("headroom", (3.0,))
+    spec = _spec(name, cell, headroom=headroom)
+    group = pop.add(spec, (cell.x, cell.y))
+    # Caught up again before the next burst: the backlog drains at (headroom - 1) × the rate.
+    drain = max(0.0, cell.y - headroom) * cell.x / (headroom - 1)
+    for at in _event_times(pop, cell, spacing=max(EVENT_EVERY_S, 2 * (cell.x + drain))):
+        group.produce_burst(at, at + cell.x, cell.y)
 
 
 def _rare_committer(pop: Population, cell: Cell, name: str) -> None:
@@ -205,7 +251,8 @@ def _batch_job(pop: Population, cell: Cell, name: str) -> None:
         group.set_members(at, group.spec.members)
         group.set_state(at, at + 2, COMPLETING)
         group.start_tenure(at + 2)
-        run = cell.rng.uniform(10, 40)
+        # long enough to read what arrived since the last run (at 50 × the production rate)
+        run = cell.rng.uniform(10, 40) + period / 49 * 1.2
         group.end_tenure(at + 2 + run, commit=True)
         group.set_members(at + 2 + run, 0)
         at += period * cell.rng.uniform(0.95, 1.05)
@@ -225,7 +272,7 @@ def _standalone(pop: Population, cell: Cell, name: str) -> None:
 def _transactional(pop: Population, cell: Cell, name: str) -> None:
     spec = _spec(name, cell, transaction_every_s=cell.x, rate=cell.y)
     group = pop.add(spec, (cell.x, cell.y))
-    if cell.rep % 2:
+    if cell.value("crash-restarts", (False, True)):
         for at in _event_times(pop, cell):
             group.crash(
                 at,
@@ -268,7 +315,7 @@ def _compacted_bootstrap(pop: Population, cell: Cell, name: str) -> None:
 def _broker_restart(pop: Population, cell: Cell, name: str) -> None:
     """A broker restarts: ListOffsets fails for the partitions it led for ``x`` scans, and
     their consumers wait ``y`` s for the new leader."""
-    spec = _spec(name, cell, partitions=cell.pick((3, 6, 12, 48), 1))
+    spec = _spec(name, cell, partitions=cell.value("partitions", (3, 6, 12, 48), 1))
     group = pop.add(spec, (cell.x, cell.y))
     led = group.rows[::3]
     for at in _event_times(pop, cell):
@@ -279,7 +326,7 @@ def _broker_restart(pop: Population, cell: Cell, name: str) -> None:
 def _partitions_added(pop: Population, cell: Cell, name: str) -> None:
     """``y`` partitions are added; the consumers notice at their next metadata refresh
     (``x`` s later) and rebalance; until then they have no committed offset."""
-    old = cell.pick((1, 4, 16), 1)
+    old = cell.value("partitions before", (1, 4, 16), 1)
     spec = _spec(name, cell, partitions=old + cell.y, members=min(old, 2))
     group = pop.add(spec, (cell.x, cell.y))
     new = group.rows[old:]
@@ -291,7 +338,7 @@ def _partitions_added(pop: Population, cell: Cell, name: str) -> None:
         added + cell.x,
         group.members,
         cell.rng.uniform(1, 5),
-        cooperative=cell.pick((False, True), 7),
+        cooperative=cell.value(PROTOCOL, ("eager", "cooperative"), 7) == "cooperative",
         moved=new,
     )
 
@@ -450,6 +497,14 @@ def _frozen_at_start(pop: Population, cell: Cell, name: str) -> None:
     pop.label(group, "frozen_at_start", 0.0, float(max(*COMMIT_EVERY, *RARE_COMMIT_EVERY)), pop.T)
 
 
+# The other axes of a pattern (:attr:`Pattern.axes`), spread over its grid by :func:`design`.
+SIZE: dict[str, Sequence[Any]] = {
+    "partitions": PARTITIONS,
+    "members": MEMBERS,
+    "records/s": TRAFFIC,
+}
+PACE: dict[str, Sequence[Any]] = SIZE | {"commit interval (s)": COMMIT_EVERY}
+
 BENIGN: tuple[Pattern, ...] = (
     Pattern(
         "crash-restart",
@@ -460,6 +515,12 @@ BENIGN: tuple[Pattern, ...] = (
         "commit interval (s)",
         COMMIT_EVERY,
         _crash_restart,
+        axes=SIZE
+        | {
+            EXIT_COMMIT: (False, True),
+            PROTOCOL: EAGER_OR_COOPERATIVE,
+            SESSION: (10, 30, 45),
+        },
     ),
     Pattern(
         "dead-member",
@@ -470,24 +531,39 @@ BENIGN: tuple[Pattern, ...] = (
         "commit interval (s)",
         COMMIT_EVERY,
         _dead_member,
+        axes={
+            "partitions": (4, 16, 64),
+            "members": (2, 3, 4),
+            "records/s": TRAFFIC,
+            PROTOCOL: EAGER_OR_COOPERATIVE,
+        },
     ),
     Pattern(
         "static-membership",
-        "group.instance.id: a restart within the session timeout, no rebalance",
+        "group.instance.id: a restart within the session timeout, no rebalance "
+        "(past it: the member expires and the group rebalances)",
         "restart (s)",
-        (5, 10, 20, 30, 40),
+        (5, 10, 20, 30, 45, 60, 90),
         "commit interval (s)",
         COMMIT_EVERY,
         _static_membership,
+        axes=SIZE | {EXIT_COMMIT: (False, True), SESSION: (45, 120, 300)},
     ),
     Pattern(
         "rolling-deploy",
-        "each of N pods replaced in turn, eager or cooperative, surge or not",
+        "each of N pods replaced in turn: eager, cooperative or static membership, surge or not",
         "pods",
-        (1, 2, 4, 8),
+        (1, 2, 4, 8, 16),
         "step (s)",
-        (10, 20, 30, 45),
+        (10, 20, 30, 45, 90),
         _rolling_deploy,
+        axes={
+            "partitions": PARTITIONS,
+            "records/s": TRAFFIC,
+            "commit interval (s)": COMMIT_EVERY,
+            PROTOCOL: ("eager", "cooperative", "static"),
+            "surge": (True, False),
+        },
     ),
     Pattern(
         "pause",
@@ -497,6 +573,17 @@ BENIGN: tuple[Pattern, ...] = (
         "commit interval (s)",
         COMMIT_EVERY,
         _pause,
+        axes=SIZE | {"paused": ("all", "one partition")},
+    ),
+    Pattern(
+        "producer-burst",
+        "producers send y times their rate for x s; the consumers fall behind and catch up",
+        "burst (s)",
+        (10, 30, 60, 120),
+        "times the rate",
+        (2, 5, 10),
+        _producer_burst,
+        axes=PACE | {"headroom": (3.0, 10.0)},
     ),
     Pattern(
         "rare-committer",
@@ -506,15 +593,22 @@ BENIGN: tuple[Pattern, ...] = (
         "records/s",
         TRAFFIC,
         _rare_committer,
+        axes={"partitions": PARTITIONS, "members": MEMBERS},
     ),
     Pattern(
         "batch-job",
-        "a job every few minutes: joins, reads, commits, leaves (Empty between runs)",
+        "a job every few minutes to an hour: joins, reads, commits, leaves (Empty between runs)",
         "period (min)",
-        (2, 5, 10),
+        BATCH_EVERY_MIN,
         "records/s",
         TRAFFIC,
         _batch_job,
+        axes={"partitions": PARTITIONS, "members": MEMBERS},
+        # The service has seen the job run: two whole periods and the one it started in.
+        # Before that an hourly job's first gap is a stop of an hour nobody has seen it make
+        # (the ``stopped`` fault: every member gone for 15-30 min), and pages.
+        warmup_s=max(WARMUP_S, 3 * 60 * max(BATCH_EVERY_MIN)),
+        duration_s=max(WARMUP_S, 3 * 60 * max(BATCH_EVERY_MIN)) + 9000 - WARMUP_S,
     ),
     Pattern(
         "standalone-assign",
@@ -522,8 +616,9 @@ BENIGN: tuple[Pattern, ...] = (
         "commit interval (s)",
         COMMIT_EVERY,
         "restart (s)",
-        (0, 10, 30, 60),
+        (0, 10, 30, 60, 90),
         _standalone,
+        axes={"partitions": PARTITIONS, "records/s": TRAFFIC},
     ),
     Pattern(
         "transactional",
@@ -532,8 +627,14 @@ BENIGN: tuple[Pattern, ...] = (
         "transaction every (s)",
         (1, 5, 30, 120),
         "records/s",
-        (0.01, 0.1, 1.0, 100.0),
+        (0.01, 0.1, 1.0, 100.0, 10_000.0),
         _transactional,
+        axes={
+            "partitions": PARTITIONS,
+            "members": MEMBERS,
+            "commit interval (s)": COMMIT_EVERY,
+            "crash-restarts": (False, True),
+        },
     ),
     Pattern(
         "compacted-bootstrap",
@@ -543,15 +644,17 @@ BENIGN: tuple[Pattern, ...] = (
         "records/s",
         (1.0, 10.0, 100.0),
         _compacted_bootstrap,
+        axes={"partitions": PARTITIONS, "members": MEMBERS, "commit interval (s)": COMMIT_EVERY},
     ),
     Pattern(
         "broker-restart",
         "ListOffsets fails for a broker's partitions, their consumers wait for the new leader",
         "scans without the partitions",
-        (1, 2, 3),
+        (1, 2, 3, 6),
         "consumers wait (s)",
-        (5, 15, 30),
+        (5, 15, 30, 60),
         _broker_restart,
+        axes=PACE | {"partitions": (3, 6, 12, 48)},
     ),
     Pattern(
         "partitions-added",
@@ -561,6 +664,12 @@ BENIGN: tuple[Pattern, ...] = (
         "partitions added",
         (1, 4, 16),
         _partitions_added,
+        axes={
+            "partitions before": (1, 4, 16),
+            "records/s": TRAFFIC,
+            "commit interval (s)": COMMIT_EVERY,
+            PROTOCOL: EAGER_OR_COOPERATIVE,
+        },
     ),
     Pattern(
         "topic-recreated",
@@ -568,8 +677,9 @@ BENIGN: tuple[Pattern, ...] = (
         "recreated after (s)",
         (0, 30, 120),
         "commit interval (s)",
-        (1, 5, 30, 60),
+        COMMIT_EVERY,
         _topic_recreated,
+        axes=SIZE,
     ),
     Pattern(
         "scan-gaps",
@@ -580,6 +690,7 @@ BENIGN: tuple[Pattern, ...] = (
         COMMIT_EVERY,
         _scan_gap_steady,
         scan_gaps=_outages,
+        axes=SIZE,
     ),
     Pattern(
         "service-start",
@@ -591,6 +702,7 @@ BENIGN: tuple[Pattern, ...] = (
         _service_start,
         warmup_s=0,
         duration_s=3600,
+        axes={"partitions": PARTITIONS, "members": MEMBERS},
     ),
 )
 
@@ -706,32 +818,127 @@ class PatternResult:
     labels: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Faults: one row per label and configuration (``caught``, ``delay_s``)."""
 
+    @property
+    def groups(self) -> int:
+        """Groups replayed (every configuration replays the same ones)."""
+        first = self.cells[self.cells["config"] == self.cells["config"].iloc[0]]
+        return int(first["groups"].sum())
+
+    @property
+    def group_days(self) -> float:
+        """Group-days counted (after the warm-up)."""
+        return self.groups * (self.pattern.duration_s - self.pattern.warmup_s) / 86400
+
+
+Design = list[tuple[Any, Any, dict[str, Any]]]
+
+
+def design(pattern: Pattern, replicas: int, seed: int = 1, full: bool = False) -> Design:
+    """The groups of the pattern's grid as ``(x, y, values of its other axes)``.
+
+    Without :attr:`Pattern.axes`: ``replicas`` per cell of ``x`` × ``y``, in grid order. With
+    them, the axes' values are chosen greedily over ``replicas`` per cell so that every value
+    of every axis, the ends of its range included, meets every value of every other axis, x
+    and y included, in at least one group (pairwise coverage); cells get more replicas until it
+    holds. ``full``: also every cell meets every value of every other axis.
+    """
+    xs, ys = list(pattern.x_values), list(pattern.y_values)
+    cells = list(itertools.product(range(len(xs)), range(len(ys))))
+    if not pattern.axes:
+        return [(xs[i], ys[j], {}) for i, j in cells for _ in range(replicas)]
+    names = list(pattern.axes)
+    sizes = [len(xs), len(ys), *(len(pattern.axes[n]) for n in names)]
+    combos = list(itertools.product(*(range(size) for size in sizes[2:])))
+    wanted: set[tuple[int, ...]] = {
+        (i, a, j, b)
+        for i, j in itertools.combinations(range(len(sizes)), 2)
+        for a in range(sizes[i])
+        for b in range(sizes[j])
+    }
+    if full:
+        wanted |= {(0, i, 1, j, k, v) for i, j in cells for k in range(2, len(sizes))
+                   for v in range(sizes[k])}  # fmt: skip
+    rng = np.random.default_rng([seed, len(pattern.name)])
+    groups: list[tuple[int, ...]] = []
+
+    def met(chosen: tuple[int, ...]) -> set[tuple[int, ...]]:
+        pairs: set[tuple[int, ...]] = {
+            (i, chosen[i], j, chosen[j]) for i, j in itertools.combinations(range(len(chosen)), 2)
+        }
+        if full:
+            pairs |= {(0, chosen[0], 1, chosen[1], k, chosen[k]) for k in range(2, len(chosen))}
+        return pairs & wanted
+
+    def add(cell: tuple[int, int], fixed: dict[int, int]) -> None:
+        best: list[tuple[int, ...]] = []
+        most = -1
+        for combo in combos:
+            chosen = (*cell, *combo)
+            if any(chosen[k] != v for k, v in fixed.items()):
+                continue
+            gain = len(met(chosen))
+            if gain > most:
+                best, most = [chosen], gain
+            elif gain == most:
+                best.append(chosen)
+        chosen = best[int(rng.integers(len(best)))]
+        wanted.difference_update(met(chosen))
+        groups.append(chosen)
+
+    for cell in cells:
+        for _ in range(replicas):
+            add(cell, {})
+    while wanted:  # what the replicas left uncovered, each in the cell with fewest groups
+        need = min(wanted)
+        fixed = dict(zip(need[::2], need[1::2], strict=True))
+        fits = [c for c in cells if fixed.get(0, c[0]) == c[0] and fixed.get(1, c[1]) == c[1]]
+        count = {c: 0 for c in fits}
+        for g in groups:
+            if (g[0], g[1]) in count:
+                count[(g[0], g[1])] += 1
+        add(min(fits, key=lambda c: count[c]), fixed)
+    groups.sort(key=lambda g: (g[0], g[1]))
+    return [
+        (xs[g[0]], ys[g[1]], {n: pattern.axes[n][v] for n, v in zip(names, g[2:], strict=True)})
+        for g in groups
+    ]
+
 
 def build(
-    pattern: Pattern, seed: int, replicas: int | None = None, x_value: Any = None
+    pattern: Pattern,
+    seed: int,
+    replicas: int | None = None,
+    x_value: Any = None,
+    full: bool = False,
 ) -> Population:
-    """The pattern's population (only column ``x_value`` when given)."""
+    """The pattern's population (only column ``x_value`` when given): :func:`design`'s groups."""
     pop = Population(pattern.duration_s, seed, INTERVAL_S, cluster=pattern.name)
     rng = np.random.default_rng(seed + 1)
-    reps = replicas or pattern.replicas
-    xs = pattern.x_values if x_value is None else [x_value]
-    for x, y in itertools.product(xs, pattern.y_values):
-        for rep in range(reps):
-            cell = Cell(x, y, rep, np.random.default_rng(rng.integers(1 << 62)))
-            pattern.script(pop, cell, f"{pattern.name}-{x}-{y}-{rep}")
+    reps: dict[tuple[Any, Any], int] = {}
+    for x, y, params in design(pattern, replicas or pattern.replicas, seed, full):
+        if x_value is not None and x != x_value:
+            continue
+        rep = reps[(x, y)] = reps.get((x, y), -1) + 1
+        cell = Cell(x, y, rep, np.random.default_rng(rng.integers(1 << 62)), params)
+        pattern.script(pop, cell, f"{pattern.name}-{x}-{y}-{rep}")
     if pattern.scan_gaps is not None and x_value is not None:
         pop.miss_scans(pattern.scan_gaps(pop, x_value))
     return pop
 
 
 def run_pattern(
-    pattern: Pattern, configs: dict[str, RulesConfig], seed: int = 1, replicas: int | None = None
+    pattern: Pattern,
+    configs: dict[str, RulesConfig],
+    seed: int = 1,
+    replicas: int | None = None,
+    full: bool = False,
 ) -> PatternResult:
-    """Build, simulate, replay under every configuration, score per cell."""
+    """Build, simulate, replay under every configuration, score per cell (``full``: the
+    design where every cell meets every value of the other axes, :func:`design`)."""
     columns = [None] if pattern.scan_gaps is None else list(pattern.x_values)
     alerts, labels, groups = [], [], []
     for column in columns:
-        pop = build(pattern, seed, replicas, column)
+        pop = build(pattern, seed, replicas, column, full)
         samples = pop.samples(T0_MS)
         names = list(configs)
         grid = [GridConfig(i, {}, configs[n]) for i, n in enumerate(names)]
@@ -913,10 +1120,16 @@ def run_sweep(
     seed: int = 1,
     replicas: int | None = None,
     progress: Callable[[str], None] | None = None,
+    full: bool = False,
 ) -> list[PatternResult]:
+    """Every pattern through :func:`run_pattern`; ``progress`` hears of each when done (its
+    name, groups and seconds)."""
     results = []
     for pattern in patterns:
-        results.append(run_pattern(pattern, configs, seed, replicas))
+        began = time.perf_counter()
+        results.append(run_pattern(pattern, configs, seed, replicas, full))
         if progress is not None:
-            progress(pattern.name)
+            progress(
+                f"{pattern.name}: {results[-1].groups} groups, {time.perf_counter() - began:.0f} s"
+            )
     return results

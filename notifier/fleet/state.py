@@ -43,7 +43,7 @@ import numpy as np
 from notifier.config.kafka_security import SecurityConfig
 from notifier.fleet.statetopic import StateReader, StateRecord, StateWriter
 from notifier.packed import PackedArrays, pack_arrays, unpack_arrays
-from notifier.rules import GroupRows, ScanColumns, WindowStore
+from notifier.rules import GroupRows, ScanColumns, WindowStore, evidence
 from notifier.rules.store import TABLE_COLUMN_NAMES
 from notifier.service.sharing import GroupHandover, ShareHost
 from notifier.types import GroupStatus
@@ -545,12 +545,20 @@ class ShardState:
                 f"{store.points}"
             )
         else:
+            by_row = {n[4:]: a for n, a in arrays.items() if n.startswith("row:")}
+            evidence.upgrade(by_row, store.evidence_kinds)
             try:
                 rows = GroupRows(
                     cluster=cluster,
                     group=group,
                     partitions=[(str(t), int(p)) for t, p in meta["partitions"]],
-                    columns={n: arrays[f"row:{n}"] for n in store.portable_row_columns},
+                    # Evidence an older instance did not keep starts at its initial value
+                    # here (a rolling upgrade), as a checkpoint's does; the rest must be there.
+                    columns={
+                        n: by_row[n]
+                        for n in store.portable_row_columns
+                        if n in by_row or not n.startswith("e_")
+                    },
                     tables={n: arrays[f"table:{n}"] for n in TABLE_COLUMN_NAMES},
                 )
                 status = GroupStatus(meta["status"])

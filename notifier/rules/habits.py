@@ -112,7 +112,7 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_wait_disturbed", np.bool_, False),
     ("e_wait_base", np.int64, NULL),
     ("e_standalone", np.bool_, False),
-    ("e_usual_wait_ms", np.float64, 0.0),
+    ("e_usual_wait_ms", np.float32, 0.0),
     ("e_usual_wait_ts", np.int64, 0),
     ("e_waits_learned", np.int16, 0),
     ("e_memberless_since", np.int64, UNSET_TS),
@@ -122,16 +122,18 @@ COLUMNS: tuple[tuple[str, type, float], ...] = (
     ("e_unconfirmed_spell_ms", WholeFloat, 0.0),
     ("e_long_spell_ms", WholeFloat, 0.0),
     ("e_long_spell_end", np.int64, UNSET_TS),
-    ("e_normal_rate", np.float64, np.nan),
+    ("e_normal_rate", np.float32, np.nan),
     ("e_rate_samples", np.int32, 0),
-    ("e_consume_rate", np.float64, np.nan),
-    ("e_produce_rate", np.float64, np.nan),
+    ("e_consume_rate", np.float32, np.nan),
+    ("e_produce_rate", np.float32, np.nan),
     ("e_move_ts", np.int64, UNSET_TS),
     ("e_move_leo", np.int64, NULL),
     ("e_move_disturbed", np.bool_, False),
     ("e_move_measured", np.bool_, False),
 )
-"""The shared evidence columns of :class:`~notifier.rules.store.WindowStore`, one value per row."""
+"""The shared evidence columns of :class:`~notifier.rules.store.WindowStore`, one value per row.
+Rates and the usual wait are held as float32 (seven digits: a wait to well under a ms, a rate
+to a millionth of itself) and computed in float64."""
 
 
 @dataclass(slots=True)
@@ -151,7 +153,7 @@ class ScanView:
     log_start: np.ndarray | None = None
     """The log-start offsets the scan saw (NULL where unknown); None when not given."""
 
-    def part(self, positions: slice) -> ScanView:
+    def part(self, positions: slice | np.ndarray) -> ScanView:
         """The same for the rows at ``positions`` of these."""
         return ScanView(
             ts=self.ts,

@@ -201,9 +201,20 @@ class WindowStore:
         )
         self.row_columns: tuple[Column, ...] = DECLARED_ROW_COLUMNS + evidence_columns
         """Every per-row column of this store: the declared ones, then the evidence."""
-        self.row_column_names = tuple(c.name for c in self.row_columns)
-        """What a checkpoint saves of each row."""
-        self.portable_row_columns = tuple(c.name for c in self.row_columns if c.portable)
+        self.group_columns: dict[str, GroupColumn] = {
+            name: GroupColumn(name, dtype, fill, self)
+            for name, dtype, fill in evidence.group_columns(self.evidence_kinds)
+        }
+        """The evidence held once per group (``KindEvidence.per_group``), by name; it is in
+        :attr:`evidence` too, where it reads and writes by row."""
+        self.evidence.update(self.group_columns)
+        group_names = tuple(self.group_columns)
+        self.row_column_names = tuple(c.name for c in self.row_columns) + group_names
+        """What a checkpoint saves of each row (a group's evidence as each of its rows reads
+        it, so that a checkpoint's layout does not depend on where evidence is held)."""
+        self.portable_row_columns = (
+            tuple(c.name for c in self.row_columns if c.portable) + group_names
+        )
         """The per-row columns that mean the same in another process's store."""
 
         self.bases = {name: Bases() for name in _BASES if name not in (None, "zero", "times")}
@@ -267,9 +278,9 @@ class WindowStore:
             else:
                 self.evidence[column.name] = new
 
-    def column(self, name: str) -> np.ndarray | NarrowColumn:
+    def column(self, name: str) -> np.ndarray | NarrowColumn | GroupColumn:
         """A column by name, declared or evidence (checkpoints and hand-overs go by name)."""
-        found: np.ndarray | NarrowColumn | None = self.evidence.get(name)
+        found: np.ndarray | NarrowColumn | GroupColumn | None = self.evidence.get(name)
         if found is not None:
             return found
         if not _declared(name):
@@ -305,6 +316,8 @@ class WindowStore:
         # `for` timers) is known to belong to the group that had the id before.
         self._epoch += 1
         self.group_epoch[gid] = self._epoch
+        for column in self.group_columns.values():
+            column.reset(gid)
         self._group_of[key] = gid
         return gid
 
@@ -466,6 +479,7 @@ class WindowStore:
         columns = (*self.row_columns, *TABLE_COLUMNS)
         bases = sum(b.nbytes for b in self.bases.values()) + self.times.nbytes
         held = sum(self.column(c.name).nbytes for c in columns)
+        held += sum(c.nbytes for c in self.group_columns.values())
         naming: tuple[np.ndarray, ...] = (
             self.group_epoch,
             self.table_topic,
@@ -677,6 +691,8 @@ class WindowStore:
             self.churn_gap_ms,
             self.scan_interval_ms,
             self.max_gap_ms,
+            row_group=self.row_group[index],
+            by_group={name: c.by_group() for name, c in self.group_columns.items()},
         )
 
     def usual_wait_ms(self, rows: np.ndarray) -> UsualWait:
@@ -1038,6 +1054,65 @@ class WindowStore:
             self.last_scan_ts[scan.cluster] = latest
         self._last_scan.pop(scan.cluster, None)  # a part of a scan: not the cluster's layout
         return rows
+
+
+class GroupColumn:
+    """Evidence held once per group (``KindEvidence.per_group``), read and written by row like
+    the store's other columns: ``column[rows]`` gives each row its group's value, and
+    ``column[rows] = values`` sets the groups of those rows (checkpoints and hand-overs move
+    evidence by row; rows of one group carry one value). A free row reads as ``fill``.
+    Per-group updates write :meth:`by_group` directly."""
+
+    def __init__(self, name: str, dtype: type, fill: float, store: WindowStore) -> None:
+        self.name = name
+        # A group's state is held once: nothing gained by narrowing it.
+        self.dtype = np.dtype(np.float64 if dtype is WholeFloat else dtype)
+        self.fill = self.dtype.type(fill)
+        self._store = store
+        self._values = np.full(0, self.fill, dtype=self.dtype)
+
+    def by_group(self) -> np.ndarray:
+        """The values by group id, for every group id the store has handed out."""
+        self._reserve(len(self._store.group_key))
+        return self._values
+
+    def reset(self, gid: int) -> None:
+        """A new group has this id: it starts from ``fill``."""
+        self._reserve(gid + 1)
+        self._values[gid] = self.fill
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._values.nbytes)
+
+    def _reserve(self, groups: int) -> None:
+        if groups > self._values.size:
+            # As rows grow: once per scan that brings many groups, an eighth to spare.
+            grown = np.full(max(1024, groups + groups // 8), self.fill, self.dtype)
+            grown[: self._values.size] = self._values
+            self._values = grown
+
+    def __getitem__(self, rows: Any) -> Any:
+        gids = np.asarray(self._store.row_group[rows], dtype=np.int64)
+        self._reserve(int(gids.max(initial=-1)) + 1)
+        read = self._values[np.maximum(gids, 0)]
+        if gids.ndim == 0:
+            return read if gids >= 0 else self.fill
+        return np.where(gids >= 0, read, self.fill)
+
+    def __setitem__(self, rows: Any, values: Any) -> None:
+        gids = np.atleast_1d(np.asarray(self._store.row_group[rows], dtype=np.int64))
+        values = np.broadcast_to(np.asarray(values, dtype=self.dtype), gids.shape)
+        used = np.flatnonzero(gids >= 0)
+        self._reserve(int(gids.max(initial=-1)) + 1)
+        # Rows of one group may carry different values (a checkpoint or a hand-over from a
+        # store that held this evidence per row, where a partition added later had its own):
+        # the group takes its oldest row's, the one that saw the most of it.
+        epochs = np.atleast_1d(np.asarray(self._store.row_epoch[rows]))[used]
+        order = used[np.lexsort((epochs, gids[used]))]
+        _, first = np.unique(gids[order], return_index=True)
+        oldest = order[first]
+        self._values[gids[oldest]] = values[oldest]
 
 
 def _declared_columns(shapes: tuple[str, ...]) -> tuple[Column, ...]:

@@ -24,7 +24,7 @@ import numpy as np
 from notifier.damaged import last_written, move_aside
 from notifier.diskfaults import DataDirError, error_text, is_disk_error
 from notifier.packed import array_blob, blob_array, digest
-from notifier.rules import Evaluator, TransitionTracker, WindowStore
+from notifier.rules import Evaluator, TransitionTracker, WindowStore, evidence
 from notifier.rules.store import TABLE_COLUMN_NAMES
 from notifier.types import GroupStatus
 
@@ -144,6 +144,7 @@ def _load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transit
     if "digest" in meta and digest(blobs) != meta["digest"]:
         raise ValueError("its arrays do not match the digest saved with them (damaged pages)")
     arrays = {name: blob_array(data) for name, data in blobs}
+    evidence.upgrade(arrays, store.evidence_kinds)
 
     rows, tables = meta["rows"], meta["tables"]
     while store.capacity < rows:

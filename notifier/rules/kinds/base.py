@@ -316,6 +316,18 @@ class KindEvidence:
     """``(name, dtype, value of a new row)``; names start with ``e_`` and are unique."""
     update: Callable[[dict[str, np.ndarray], slice | np.ndarray, ScanView, ScanTimes], None]
     """Advance the columns of the rows at ``index`` by one scan, in place (pure numpy)."""
+    per_group: bool = False
+    """Its columns hold one value per group, not per partition: state the group's members
+    and state make (runs of rebalances, the members it settled with). ``update`` then sees one
+    entry per group the scan saw (``index``: group ids), whose ``ts``, ``state``, ``members``
+    and ``previous_ts`` are the group's, ``member_changed`` and ``had_sample`` whether any of
+    its partitions showed them; it must read nothing else of the scan. A group of a hundred
+    partitions holds such state once, not a hundred times, and reads give each row its
+    group's value (``store.evidence[name][rows]``)."""
+    upgrade: Callable[[dict[str, np.ndarray]], None] | None = None
+    """Given the per-row arrays of a checkpoint or hand-over written with an older layout of
+    this kind's columns (by name), add the current ones it can derive, in place: a renamed or
+    re-encoded column keeps what the older one knew."""
 
 
 _KINDS: dict[str, RuleKind] = {}

@@ -119,17 +119,19 @@ def follow_runs(
     starts = losing_now & (losing == UNSET_TS)
     stops = measured & ~losing_now
     columns["e_losing_since"][index] = np.where(starts, scan.ts, np.where(stops, UNSET_TS, losing))
-    columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
     # Commits behind since the run began: a pause is one long interval and a catch-up, a slow
-    # consumer is behind commit after commit.
-    count = columns["e_behind_moves"][index]
+    # consumer is behind commit after commit. (Both from the run as it was before this scan:
+    # a plain column read by a slice is a view, which the write below changes.)
     continues = measured & behind_now & ~begins & (since != UNSET_TS)
+    first = begins & (since == UNSET_TS)
+    columns["e_behind_since"][index] = np.where(begins, scan.ts, np.where(ends, UNSET_TS, since))
+    count = columns["e_behind_moves"][index]
     columns["e_behind_moves"][index] = np.where(
         begins | ends, 0, np.where(continues, np.minimum(count + 1, 1 << 14), count)
     )
     for name, value in (("e_behind_committed", scan.committed), ("e_behind_leo", scan.log_end)):
         columns[name][index] = np.where(begins, value, np.where(ends, NULL, columns[name][index]))
-    _follow_spells(columns, index, scan, measured, begins & (since == UNSET_TS), ends)
+    _follow_spells(columns, index, scan, measured, first, ends)
 
 
 def _follow_spells(

@@ -1,6 +1,7 @@
 """``progress``: STALL and STOP from per-scan evidence, judged against each group's habits;
-whether a memberless spell began without a commit on the way out (a crash) is this kind's own
-evidence (``e_memberless_abrupt``)."""
+whether a memberless spell began without a commit on the way out (a crash), and whether the
+group's usual spell is only the part of one that the service saw (a batch job between runs when
+the service started), is this kind's own evidence (``e_memberless_how``)."""
 
 from __future__ import annotations
 
@@ -60,24 +61,84 @@ class ProgressRule(KindRule):
     crash_grace: Duration = 0.0
     """Added to ``stop_after`` when the members vanished without a commit on the way out (a
     crash: the coordinator kept the dead member until its session timed out, and its pod is
-    usually on its way back)."""
+    usually on its way back), and to a standalone consumer's stall limit (its crash and
+    restart show no member set at all)."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
         *RuleBase.TUNABLE, "stall_after", "stop_after", "tolerance", "grace", "crash_grace"
     )  # fmt: skip
 
 
+SPELL_ABRUPT = 4
+"""Bit of ``e_memberless_how``: the current memberless spell began without a commit on the way
+out (:func:`~notifier.rules.habits.left_abruptly`)."""
+
+CUT_PHASE = 3
+"""Bits of ``e_memberless_how``: where the row stands against a memberless spell that was already
+on when the service first saw it (0: no such spell, or a whole one has ended since)."""
+
+CUT_SPELL_ON, CUT_SPELL_OVER, FIRST_WHOLE_SPELL = 1, 2, 3
+"""The phases of :data:`CUT_PHASE`: in the spell seen only in part; past it, no spell since;
+in the first spell the service saw begin, judged by :data:`CUT_SPELL_FACTOR` × the usual
+spell, which only the part seen has taught."""
+
+CUT_SPELL_FACTOR = 2.0
+"""A spell seen from a moment that falls anywhere in it is seen over half its length on the
+median: until a whole spell has ended, the part seen stands for half the group's usual one."""
+
+
 def note_crashes(
     columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
 ) -> None:
-    """Whether the current memberless spell began abruptly (:func:`~notifier.rules.habits.
-    left_abruptly`): a crash whose pod is usually on its way back gets ``crash_grace``."""
+    """How the current memberless spell began: abruptly (:func:`~notifier.rules.habits.
+    left_abruptly`: a crash whose pod is usually on its way back gets ``crash_grace``), and
+    whether the usual spell it is judged by was learned from a spell on before the service
+    first saw the row (the part seen is a lower bound: a batch job found between runs)."""
     since = columns["e_memberless_since"][index]
     began = since == scan.ts
-    abrupt = left_abruptly(scan, began)
-    still = since != UNSET_TS
-    columns["e_memberless_abrupt"][index] = np.where(
-        began, abrupt, columns["e_memberless_abrupt"][index] & still
+    on = since != UNSET_TS
+    how = columns["e_memberless_how"][index]
+    abrupt = np.where(began, left_abruptly(scan, began), (how & SPELL_ABRUPT) != 0) & on
+    phase = how & CUT_PHASE
+    # A spell that ends and another that begins at the same scan (a run between two scans)
+    # moves on twice.
+    ended = ~on | (began & scan.had_sample)
+    phase = np.select(
+        [
+            ~scan.had_sample,
+            (phase == CUT_SPELL_ON) & began & scan.had_sample,
+            (phase == CUT_SPELL_ON) & ended,
+            (phase == CUT_SPELL_OVER) & began,
+            (phase == FIRST_WHOLE_SPELL) & ended,
+        ],
+        [
+            np.where(on, CUT_SPELL_ON, 0),
+            FIRST_WHOLE_SPELL,
+            CUT_SPELL_OVER,
+            FIRST_WHOLE_SPELL,
+            0,
+        ],
+        phase,
     )
+    columns["e_memberless_how"][index] = (phase | np.where(abrupt, SPELL_ABRUPT, 0)).astype(np.int8)
+
+
+def from_abrupt_flag(arrays: dict[str, np.ndarray]) -> None:
+    """A layout before ``e_memberless_how`` kept only whether the spell began abruptly, as
+    ``e_memberless_abrupt``: its bit (and no spell seen in part: the service saw it before)."""
+    if "e_memberless_how" not in arrays and "e_memberless_abrupt" in arrays:
+        abrupt = np.asarray(arrays["e_memberless_abrupt"], dtype=bool)
+        arrays["e_memberless_how"] = np.where(abrupt, SPELL_ABRUPT, 0).astype(np.int8)
+
+
+def judged_memberless_ms(how: np.ndarray, usual_memberless_ms: np.ndarray) -> np.ndarray:
+    """The usual memberless spell a row's current spell is judged by: :data:`CUT_SPELL_FACTOR`
+    × the usual one in the first spell after one the service saw only in part."""
+    judged: np.ndarray = np.where(
+        (how & CUT_PHASE) == FIRST_WHOLE_SPELL,
+        CUT_SPELL_FACTOR * usual_memberless_ms,
+        usual_memberless_ms,
+    )
+    return judged
 
 
 @dataclass(slots=True)
@@ -119,7 +180,9 @@ def no_progress(
     usual wait is the configured ``assumed_commit_interval`` standing in for a habit not yet
     learned, ``tolerance`` applies to what ``learned_wait_ms`` the waits seen so far showed
     (the assumption is a bound, not one more wait seen: no margin for how far the habit's
-    longest waits may yet go beyond it), and the assumption plus ``grace`` stands.
+    longest waits may yet go beyond it), and the assumption plus ``grace`` stands. A
+    standalone consumer may stand still for two usual waits plus ``grace`` and
+    ``crash_grace``: its restart after a crash is invisible.
     STOP: no members (and no standalone consumer) for longer than ``tolerance`` × the group's
     usual restart, and that restart plus ``grace`` when it is longer than ``stop_after`` (at
     least ``stop_after``, plus
@@ -127,13 +190,20 @@ def no_progress(
     pod is on its way back) while records arrived that nobody reads."""
     reader = present if standalone is None else present | standalone
     learned = usual_wait_ms if learned_wait_ms is None else learned_wait_ms
+    restart_limit: np.ndarray | float = 0.0
     if standalone is not None:
         # A standalone consumer's restart is invisible (no member set to change), and its
-        # commit timer starts again with it: up to two usual waits and the restart.
+        # commit timer starts again with it: up to two usual waits and the restart. A crash
+        # of it (a job killed and restarted from its checkpoint) is a crash like a member's,
+        # which a vanished member set shows and ``crash_grace`` allows for: so does the
+        # standalone consumer's standstill, past the waits it has shown (an assumed commit
+        # interval is a bound that covers a restart already).
         usual_wait_ms = np.where(standalone, 2 * usual_wait_ms, usual_wait_ms)
         learned = np.where(standalone, 2 * learned, learned)
+        restart_limit = np.where(standalone, learned + grace_ms + crash_grace_ms, 0.0)
     stall_limit = np.maximum(
-        np.maximum(stall_after_ms, tolerance * learned), usual_wait_ms + grace_ms
+        np.maximum(stall_after_ms, tolerance * learned),
+        np.maximum(usual_wait_ms + grace_ms, restart_limit),
     )
     stalled = (
         reader
@@ -184,6 +254,7 @@ def not_moved_since(
 
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     store, index, p = rows.store, rows.index, run.params
+    how = store.evidence["e_memberless_how"][index]
     progress = no_progress(
         rows.now,
         store.evidence["e_wait_since"][index],
@@ -191,7 +262,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         rows.usual_wait_ms,
         store.evidence["e_memberless_since"][index],
         store.evidence["e_memberless_leo"][index],
-        store.evidence["e_usual_memberless_ms"][index],
+        judged_memberless_ms(how, store.evidence["e_usual_memberless_ms"][index]),
         rows.latest_committed,
         rows.latest_leo,
         rows.has_members,
@@ -201,7 +272,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         run.severity,
         p["grace"] * 1000.0,
         store.evidence["e_standalone"][index],
-        store.evidence["e_memberless_abrupt"][index],
+        (how & SPELL_ABRUPT) != 0,
         p["crash_grace"] * 1000.0,
         rows.learned_wait_ms,
     )
@@ -230,9 +301,13 @@ def describe(view: PartitionView) -> Description:
     committed, lag = evidence["committed_offset"], view.lag
     if view.detail == STOP:
         since = int(store.evidence["e_memberless_since"][row])
-        usual = float(store.evidence["e_usual_memberless_ms"][row]) / 1000
+        how = store.evidence["e_memberless_how"][np.array([row])]
+        seen = float(store.evidence["e_usual_memberless_ms"][row]) / 1000
+        usual = float(judged_memberless_ms(how, np.array([seen]))[0])
         evidence.update(members=0, memberless_since=since, usual_restart_s=usual)
         habit = f"its restarts take up to {human_seconds(usual)}" if usual else "no restart"
+        if usual > seen:
+            habit = f"{habit}: twice the {human_seconds(seen)} seen of one before the service"
         message = (
             f"no members for {human_seconds((now - since) / 1000)} ({habit}); "
             f"lag {lag} and growing, {behind} behind"
@@ -276,7 +351,8 @@ KIND = RuleKind(
     evaluate=evaluate,
     describe=describe,
     evidence=KindEvidence(
-        columns=(("e_memberless_abrupt", np.bool_, False),),
+        columns=(("e_memberless_how", np.int8, 0),),
         update=note_crashes,
+        upgrade=from_abrupt_flag,
     ),
 )

@@ -1,6 +1,6 @@
 """``stuck_rebalance``: the group has been rebalancing for the last N scans; how the current
-rebalance began is this kind's own evidence (``e_rebalance_since``, ``e_rebalance_joined``,
-``e_settled_members``)."""
+rebalance began is this kind's own evidence, held once per group (``e_rebalance_since``,
+``e_rebalance_joined``, ``e_settled_members``)."""
 
 from __future__ import annotations
 
@@ -54,10 +54,11 @@ class StuckRebalanceRule(KindRule):
         return None
 
 
-_REBALANCING = np.array(
+REBALANCING_STATES = np.array(
     [GROUP_STATE_CODE[s] for s in ("PreparingRebalance", "CompletingRebalance", "Unknown")],
     dtype=np.int8,
 )
+"""The state codes of a group rebalancing (the embedded broker says ``Unknown`` meanwhile)."""
 
 
 def follow_rebalance(
@@ -66,7 +67,7 @@ def follow_rebalance(
     """When the current rebalance began, whether a member joining began it (more members
     listed than when the group last settled, the set unchanged since), and how many members
     the group had when it last settled."""
-    rebalancing = np.isin(scan.state, _REBALANCING)
+    rebalancing = np.isin(scan.state, REBALANCING_STATES)
     since = columns["e_rebalance_since"][index]
     settled = columns["e_settled_members"][index]
     begins = rebalancing & (since == UNSET_TS)
@@ -122,11 +123,11 @@ def _rebalancing_for(
     state: np.ndarray, count: np.ndarray, samples: np.ndarray | int, severity: np.ndarray | int
 ) -> np.ndarray:
     out = np.zeros(state.shape[0], dtype=np.int8)
-    hit = np.nonzero(np.isin(state[:, -1], _REBALANCING))[0]  # only these can qualify
+    hit = np.nonzero(np.isin(state[:, -1], REBALANCING_STATES))[0]  # only these can qualify
     if hit.size == 0:
         return out
     width = state.shape[1]
-    rebalancing = np.isin(state[hit], _REBALANCING) & valid_mask(count[hit], width)
+    rebalancing = np.isin(state[hit], REBALANCING_STATES) & valid_mask(count[hit], width)
     not_rebalancing = ~rebalancing
     trailing = np.where(
         not_rebalancing.any(axis=1), np.argmax(not_rebalancing[:, ::-1], axis=1), width
@@ -180,5 +181,6 @@ KIND = RuleKind(
             ("e_settled_members", np.int32, 0),
         ),
         update=follow_rebalance,
+        per_group=True,
     ),
 )
