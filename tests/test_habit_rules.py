@@ -1166,6 +1166,28 @@ def test_a_producer_burst_of_minutes_that_drains_by_itself_is_not_falling_behind
     assert opened_at(FALLING_AS_SHIPPED, log_end, committed) == []
 
 
+def test_a_surge_is_judged_from_its_last_commit_that_gained_ground():
+    # 100 records/s read at up to 220/s, committed every minute; two surges of 400/s for four
+    # minutes each, a minute of 160/s between them in which the consumer gains ground. The
+    # speeds averaged over the minute before still hold the first surge at that commit
+    # (records arriving faster than it read them), but the backlog says it is gaining: each
+    # surge is shorter than surge_for and costs it less than a pause does. (The synthetic
+    # fleet's shipping-sync-0013, seed 9: four producer spikes in a quarter of an hour, drained
+    # between them, warned twice as one surge of ten minutes.)
+    surge, lull = [400.0] * 25, [160.0] * 6  # the lull is the interval of the commit at 2100 s
+    rates = [100.0] * 180 + surge + lull + surge[:23] + [100.0] * 360
+    log_end, committed = read_with(rates, [220.0] * len(rates))
+    assert committed[-1] == log_end[-1]  # drained by itself
+    assert opened_at(FALLING_AS_SHIPPED, log_end, committed_every(committed, 6)) == []
+    # Without the lull, a surge of nine minutes the consumer loses ground to at every commit.
+    rates = [100.0] * 180 + [400.0] * 54 + [100.0] * 360
+    log_end, committed = read_with(rates, [220.0] * len(rates))
+    opened = opened_at(FALLING_AS_SHIPPED, log_end, committed_every(committed, 6))
+    assert len(opened) == 1
+    # surge_for from the commit before the surge's first, at a commit, then `for`.
+    assert 1800 + 300 < opened[0] <= 1800 + 300 + 3 * 60 + 30
+
+
 def test_a_surge_on_a_backlog_it_is_catching_up_is_judged_by_what_the_surge_cost():
     # A consumer four minutes behind (its offsets reset to a topic's start), catching up at
     # 150/s; a burst of 170/s for four minutes halts the catch-up and sets it a minute further

@@ -107,12 +107,15 @@ def follow_runs(
     columns["e_receding"][index] = np.where(measured, known & gained, columns["e_receding"][index])
     # Since when records have arrived faster than it read them, at every measured move (the
     # speeds averaged over a minute or so, or its backlog grown since its move before: the
-    # average still holds the catch-up of a slow committer's last pause).
+    # average still holds the catch-up of a slow committer's last pause), and it has not
+    # gained ground since its move before: between the bursts of a storm of them, a consumer
+    # that keeps pace drains what the last one left, while the averages still hold the burst.
     grew = (previous_backlog != NULL) & (backlog > previous_backlog)
     with np.errstate(invalid="ignore"):
         losing_now = (
             measured
             & behind_now
+            & ~gained
             & (grew | (columns["e_produce_rate"][index] > columns["e_consume_rate"][index]))
         )
     losing = columns["e_losing_since"][index]
