@@ -1179,6 +1179,136 @@ def test_a_job_that_read_to_the_log_end_before_it_left_is_judged_by_its_pause(ca
         assert later[0].at / 1000 <= 130 * 10 + 60 + 10
 
 
+# Issue 28, the independent corpus: surges that outrun a consumer, slow patches that do not last
+
+FALLING_AS_SHIPPED = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
+                           "grace": "90s", "surge_for": "5m", "for": "30s",
+                           "keep_firing_for": "5m", "keep_firing_capped": True})  # fmt: skip
+
+
+def committed_every(committed: list[int], scans: int) -> list[int]:
+    """The same consumer committing its position every ``scans`` scans."""
+    return [committed[scans * (i // scans)] for i in range(len(committed))]
+
+
+def opened_at(rule: dict[str, Any], log_end: list[int], committed: list[int]) -> list[float]:
+    seen = transitions(rule, [series(committed=joined(committed), log_end=joined(log_end))])
+    return [t.at / 1000 for t in seen if t.current.value == "WARN"]
+
+
+def test_a_producer_surge_the_consumer_cannot_keep_up_with_is_falling_behind():
+    # 100 records/s for half an hour, read at up to 300/s; then 400/s for 20 minutes: it reads
+    # at its full 300/s, three times what the partition normally gets, and falls a quarter of
+    # a second further behind every second.
+    rates = [100.0] * 180 + [400.0] * 120 + [100.0] * 60
+    log_end, committed = read_with(rates, [300.0] * 360)
+    opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
+    assert len(opened) == 1
+    # Once the surge has outlasted a burst (5 min from the commit before) and `for: 30s`.
+    assert 1800 + 300 < opened[0] <= 1800 + 300 + 90
+
+
+def test_a_producer_burst_of_minutes_that_drains_by_itself_is_not_falling_behind():
+    # 100 records/s read at up to 200/s, committed every 45 s; every 15 minutes a burst of
+    # 300/s for four and a half minutes: it reads two thirds of it for the whole burst, then
+    # drains it in as long again.
+    rates = [100.0] * 1080
+    for start in range(180, 1000, 90):
+        rates[start : start + 27] = [300.0] * 27
+    log_end, committed = read_with(rates, [200.0] * 1080)
+    assert opened_at(FALLING_AS_SHIPPED, log_end, committed_every(committed, 4)) == []
+    assert opened_at(FALLING_AS_SHIPPED, log_end, committed) == []
+
+
+def test_a_surge_is_judged_from_its_last_commit_that_gained_ground():
+    # 100 records/s read at up to 220/s, committed every minute; two surges of 400/s for four
+    # minutes each, a minute of 160/s between them in which the consumer gains ground. The
+    # speeds averaged over the minute before still hold the first surge at that commit
+    # (records arriving faster than it read them), but the backlog says it is gaining: each
+    # surge is shorter than surge_for and costs it less than a pause does. (The synthetic
+    # fleet's shipping-sync-0013, seed 9: four producer spikes in a quarter of an hour, drained
+    # between them, warned twice as one surge of ten minutes.)
+    surge, lull = [400.0] * 25, [160.0] * 6  # the lull is the interval of the commit at 2100 s
+    rates = [100.0] * 180 + surge + lull + surge[:23] + [100.0] * 360
+    log_end, committed = read_with(rates, [220.0] * len(rates))
+    assert committed[-1] == log_end[-1]  # drained by itself
+    assert opened_at(FALLING_AS_SHIPPED, log_end, committed_every(committed, 6)) == []
+    # Without the lull, a surge of nine minutes the consumer loses ground to at every commit.
+    rates = [100.0] * 180 + [400.0] * 54 + [100.0] * 360
+    log_end, committed = read_with(rates, [220.0] * len(rates))
+    opened = opened_at(FALLING_AS_SHIPPED, log_end, committed_every(committed, 6))
+    assert len(opened) == 1
+    # surge_for from the commit before the surge's first, at a commit, then `for`.
+    assert 1800 + 300 < opened[0] <= 1800 + 300 + 3 * 60 + 30
+
+
+def test_a_surge_on_a_backlog_it_is_catching_up_is_judged_by_what_the_surge_cost():
+    # A consumer four minutes behind (its offsets reset to a topic's start), catching up at
+    # 150/s; a burst of 170/s for four minutes halts the catch-up and sets it a minute further
+    # back: the surge is not the backlog's cause, and drains by itself.
+    rates = [100.0] * 600
+    rates[300:324] = [170.0] * 24
+    capacities = [150.0] * 600
+    capacities[180:204] = [0.0] * 24
+    log_end, committed = read_with(rates, capacities)
+    assert opened_at(FALLING_AS_SHIPPED, log_end, committed) == []
+
+
+def test_a_slow_patch_no_longer_than_one_recovered_from_is_not_falling_behind_a_lasting_one_is():
+    # 100 records/s read at up to 200/s; at 30 minutes the downstream slows it to 30/s for
+    # 80 s (a minute behind at worst, caught up in as long again), at 45 minutes for 150 s
+    # (100 s behind at worst), at 60 minutes for a quarter of an hour.
+    capacities = [200.0] * 600
+    capacities[180:188] = [30.0] * 8
+    capacities[270:285] = [30.0] * 15
+    capacities[360:450] = [30.0] * 90
+    log_end, committed = read_with([100.0] * 600, capacities)
+    opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
+    # The first patch is over, and caught up from, before it has lasted the grace; the second
+    # is shorter than 1.5 x the first and its catch-up (about 3.5 minutes) before it catches up.
+    assert [at for at in opened if at < 3600] == []
+    # The slowdown is judged once it has lasted 1.5 x the longest patch and catch-up it
+    # recovered from (the second's, about 4 minutes), then `for`.
+    assert len(opened) == 1
+    assert 3600 + 1.5 * 240 < opened[0] <= 3600 + 1.5 * 270 + 60
+    # Never seen slow before, the same slowdown is judged at the grace: behind at every commit
+    # for 90 s, then `for` (a first slow patch of three minutes is warned too: nothing tells
+    # it from the start of a slowdown that lasts, and a slowdown is worth knowing within
+    # about two and a half minutes).
+    capacities[180:188] = [200.0] * 8
+    capacities[270:285] = [200.0] * 15
+    log_end, committed = read_with([100.0] * 600, capacities)
+    opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
+    assert len(opened) == 1
+    assert 3600 + 90 < opened[0] <= 3600 + 90 + 60
+
+
+def test_a_slow_topic_read_at_seven_tenths_is_falling_behind_judged_over_all_its_partitions():
+    # Eight partitions of a record every 8 s each (Poisson), read at up to 1/s each, every
+    # record committed as read; at 30 minutes the consumer keeps up with 70% of them. No
+    # partition alone gets records enough to tell a rate from chance; the eight together do.
+    rng = np.random.default_rng(4)
+    inputs, lossless = [], []
+    for partition in range(8):
+        arrivals = rng.poisson(1.25, 540)
+        log_end = np.cumsum(arrivals).tolist()
+        read, committed = 0.0, []
+        for i, end in enumerate(log_end):
+            read = min(float(end), read + (10.0 if i < 180 else 0.7 * 1.25))
+            committed.append(int(read))
+        inputs.append(series(partition=partition, committed=joined(committed),
+                             log_end=joined(log_end)))  # fmt: skip
+        lossless.append(series(partition=partition, committed=joined(log_end),
+                               log_end=joined(log_end)))  # fmt: skip
+    seen = [t for t in transitions(FALLING_AS_SHIPPED, inputs) if t.current.value == "WARN"]
+    assert len(seen) == 1
+    # More than 30 s behind (about 100 s in, at 7/10), behind at every commit for the grace,
+    # then `for`; by lag in seconds alone (the 30 minutes of `lag-seconds-critical`) it would
+    # take an hour and a half.
+    assert 1800 + 180 < seen[0].at / 1000 <= 1800 + 420
+    assert transitions(FALLING_AS_SHIPPED, lossless) == []
+
+
 # --------------------------------------------------------------------------------------------
 # A new group bootstrapping a compacted topic from the earliest offset
 

@@ -85,6 +85,7 @@ _WAITS = (
     "stop_after",
     "grace",
     "crash_grace",
+    "surge_for",
     "lasting",
     "min_lag_seconds",
     "assumed_commit_interval",

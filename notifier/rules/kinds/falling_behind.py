@@ -1,6 +1,8 @@
-"""``falling_behind``: consuming slower than the partition normally gets records; the run of
-commits at which the consumer was behind is this kind's own evidence (``e_behind_since``,
-``e_behind_committed``, ``e_behind_leo``, ``e_behind_moves``), and so is whether, at its
+"""``falling_behind``: consuming slower than the partition normally gets records, or than a
+lasting surge brings them; the run of commits at which the consumer was behind is this kind's
+own evidence (``e_behind_since``, ``e_behind_committed``, ``e_behind_leo``,
+``e_behind_moves``, and whether it is catching up ``e_receding``), and so is since when
+records have arrived faster than it read them (``e_losing_since``), whether, at its
 latest move, the offset fell short of where the log ended at its move before
 (``e_reach_leo``, ``e_short``); and the spells behind it recovered from by itself, the slow
 patches of its own rhythm (``e_spell_since``, ``e_spell_slow``, ``e_healed_ms``,
@@ -45,8 +47,13 @@ class FallingBehindRule(KindRule):
     ``min_lag_seconds`` + ``grace`` behind, and over that run it read less than ``ratio`` of
     what arrived (a pause falls behind and catches up within a few commits; a consumer of
     transactions read in bursts keeps up overall; a slow consumer does neither)."""
+    surge_for: Duration = 300.0
+    """With a grace: how long a run of commits behind must last when the consumer reads
+    faster than the partition normally gets records but less than ``ratio`` of what arrives
+    now (the producers outrun it): a producer burst of a few minutes drains by itself, a
+    surge that lasts does not."""
     TUNABLE: ClassVar[tuple[str, ...]] = (
-        *RuleBase.TUNABLE, "ratio", "min_lag_seconds", "grace"
+        *RuleBase.TUNABLE, "ratio", "min_lag_seconds", "grace", "surge_for"
     )  # fmt: skip
 
 
@@ -67,7 +74,12 @@ def follow_runs(
     ``read_committed`` consumer of a transactional topic, whose offset moves only when a
     transaction commits: its backlog at a commit (the open transaction) swings by up to a
     transaction's records as the producer's and the consumer's commits drift against each
-    other, which over a few commits looks like reading slower than records arrive."""
+    other, which over a few commits looks like reading slower than records arrive.
+
+    And whether it is catching up: its backlog, at a measured move, below that of its move
+    before by more than a scan interval of records; and since when, at every measured move,
+    records have arrived faster than it read them (the speeds as :mod:`~notifier.rules.habits`
+    averages them, or its backlog grown since its move before)."""
     moved_now = columns["e_move_ts"][index] == scan.ts
     measured = moved_now & columns["e_move_measured"][index]
     noise = np.nan_to_num(columns["e_normal_rate"][index]) * times.scan_interval_ms / 1000.0
@@ -89,6 +101,27 @@ def follow_runs(
     gained = (previous_backlog != NULL) & (backlog < previous_backlog - noise)
     begins = measured & behind_now & ((since == UNSET_TS) | holding | gained)
     ends = measured & ~behind_now
+    # Catching up: its backlog below that of its commit before by more than a scan interval
+    # of records. The speeds it is judged on are averaged over a minute or so; the backlog
+    # says at once that a slow patch is over.
+    columns["e_receding"][index] = np.where(measured, known & gained, columns["e_receding"][index])
+    # Since when records have arrived faster than it read them, at every measured move (the
+    # speeds averaged over a minute or so, or its backlog grown since its move before: the
+    # average still holds the catch-up of a slow committer's last pause), and it has not
+    # gained ground since its move before: between the bursts of a storm of them, a consumer
+    # that keeps pace drains what the last one left, while the averages still hold the burst.
+    grew = (previous_backlog != NULL) & (backlog > previous_backlog)
+    with np.errstate(invalid="ignore"):
+        losing_now = (
+            measured
+            & behind_now
+            & ~gained
+            & (grew | (columns["e_produce_rate"][index] > columns["e_consume_rate"][index]))
+        )
+    losing = columns["e_losing_since"][index]
+    starts = losing_now & (losing == UNSET_TS)
+    stops = measured & ~losing_now
+    columns["e_losing_since"][index] = np.where(starts, scan.ts, np.where(stops, UNSET_TS, losing))
     # Commits behind since the run began: a pause is one long interval and a catch-up, a slow
     # consumer is behind commit after commit. (Both from the run as it was before this scan:
     # a plain column read by a slice is a view, which the write below changes.)
@@ -198,19 +231,29 @@ def falling_behind(
     spell_since: np.ndarray | None = None,
     healed_ms: np.ndarray | None = None,
     healed_ts: np.ndarray | None = None,
+    surge_for_s: np.ndarray | float = 300.0,
+    receding: np.ndarray | None = None,
+    losing_since: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reading slower than the partition normally gets records, while more arrive than it
     reads, and, when its offset last moved, more than ``min_lag_seconds`` (and as many
     records) behind; with ``grace``, also behind at every commit across that long
     (``behind_since`` to the last move) or more than ``min_lag_seconds`` + ``grace`` + its
-    usual wait behind,
-    having read less than ``ratio`` of what arrived over that run, and (``short``) not even
-    up to where the log ended at its move before: a pause falls behind and catches up within
-    a few commits, a slow consumer never does; a reader of transactions has read at each
-    commit what was there at the one before. With ``spell_since`` and ``healed_ms``, also
-    behind for longer than :data:`HEALED_FACTOR` × the longest slow spell it caught up from by
-    itself: a downstream slow at times is this consumer's rhythm, however slow it reads
-    meanwhile.
+    usual wait behind; or, with ``grace``, reading faster than the partition normally gets
+    records but less than ``ratio`` of what arrives now (the producers outrun it), losing
+    ground at every commit for ``surge_for`` from the commit before (``losing_since``), or
+    set back by the surge alone (its backlog's growth over its run of commits behind, at the
+    rate records arrive) more than ``min_lag_seconds`` + ``grace`` + its usual wait: a burst
+    drains by itself within minutes, a surge does not; and, with ``grace``, not catching up
+    at its last commit (``receding``), nor while more of its group's partitions are catching
+    up than are confirmed slow, and having read less than ``ratio`` of what arrived over that
+    run, and (``short``) not even up to where the log ended at its move before: a pause falls
+    behind and catches up within a few commits, a slow consumer never does; a reader of
+    transactions has read at each commit what was there at the one before. With
+    ``spell_since`` and ``healed_ms``, also behind for longer than :data:`HEALED_FACTOR` ×
+    the longest slow spell any partition of its group caught up from by itself: a downstream
+    slow at times is this consumer's rhythm, however slow it reads meanwhile, and it slows
+    every partition the group reads.
 
     Speeds are measured between the offset's moves, and the lag as it was at the last move,
     so a consumer that commits every five minutes is judged at its commits, never half way
@@ -219,26 +262,65 @@ def falling_behind(
 
     Comparing with the *normal* production rate (not the current one) is what tells a slow
     consumer from a burst: through a burst a healthy consumer reads at its full speed, above
-    the normal rate, while its lag still grows for a while.
+    the normal rate, while its lag still grows for a while. So it is only when that lasts
+    longer than a burst does that a consumer reading at its full speed is falling behind.
     """
     since_move_s = (now_ms - move_ts) / 1000.0
     behind_at_move_s = lag_seconds - since_move_s
     with np.errstate(invalid="ignore"):
-        slow = (consume_rate < ratio * normal_rate) & (produce_rate > consume_rate)
+        below_normal = consume_rate < ratio * normal_rate
+        gaining_on_it = produce_rate > consume_rate
+        slow = below_normal & gaining_on_it
         behind_s = behind_at_move_s > min_lag_seconds
         backlog = np.maximum(move_log_end - committed, 0)
         # Enough records in a commit interval to tell a rate from chance: a slow topic is
         # judged by lag in seconds alone.
-        judged = normal_rate * (min_lag_seconds + usual_wait_ms / 1000.0)
-        behind = (backlog > normal_rate * min_lag_seconds) & (judged >= MIN_RECORDS_TO_JUDGE_RATE)
-    hit = slow & behind_s & behind & move_measured & (committed >= 0) & (move_log_end >= 0)
+        expected = np.fmax(normal_rate, produce_rate) * (min_lag_seconds + usual_wait_ms / 1000.0)
+        behind_records = backlog > normal_rate * min_lag_seconds
+    moved = behind_s & behind_records & move_measured & (committed >= 0) & (move_log_end >= 0)
+    behind_enough = moved & (expected >= MIN_RECORDS_TO_JUDGE_RATE)
+    hit = without_grace = slow & behind_enough
     if behind_since is not None and np.any(np.asarray(grace_s) > 0):
+        if group_ids is not None:
+            # With the grace, a slow topic's partitions are judged together: a group reading
+            # eight partitions of a record every few seconds each gets enough records to
+            # tell a rate from chance, and its runs are weighed over all of them (below).
+            pooled = _group_sum(np.nan_to_num(expected), group_ids)
+            behind_enough = moved & (pooled >= MIN_RECORDS_TO_JUDGE_RATE)
         with np.errstate(invalid="ignore"):
             # A pause leaves it behind by up to the pause and one commit interval.
             beyond_pause = behind_at_move_s > (min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
+            # Reading faster than the partition normally gets records, yet less than ``ratio``
+            # of what arrives now: the producers outrun it, and only a lasting surge is a fault.
+            outrun = ~below_normal & (consume_rate < ratio * produce_rate) & gaining_on_it
+        if losing_since is None:
+            outrun = np.zeros_like(outrun)
+            losing_since = np.full_like(move_ts, UNSET_TS)
         # Behind at commits spanning ``grace``: one commit behind after a pause is not
-        # enough, however long the next commit takes.
-        lasting = (behind_since != UNSET_TS) & ((move_ts - behind_since) >= grace_s * 1000.0)
+        # enough, however long the next commit takes; losing ground at commits spanning
+        # ``surge_for`` when the producers outrun it (a burst drains within that).
+        since = np.where(outrun, losing_since, behind_since)
+        # A surge is judged from the commit before (its usual wait earlier): the interval
+        # that saw a burst begin, or end, is stamped whole.
+        needed_ms = np.where(
+            outrun, np.asarray(surge_for_s) * 1000.0 + usual_wait_ms, np.asarray(grace_s) * 1000.0
+        )
+        lasting = (since != UNSET_TS) & ((move_ts - since) >= needed_ms)
+        surge_beyond_pause = np.zeros_like(outrun)
+        if behind_committed is not None and behind_log_end is not None:
+            # What a surge cost it in time: its backlog's growth since its run of commits
+            # behind began (a run starts again where the backlog held or shrank), at the rate
+            # records arrive now (lag from before, a bootstrap's, is not the surge's).
+            in_run = (behind_committed != NULL) & (behind_log_end != NULL)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                lost_s = (backlog - (behind_log_end - behind_committed)) / produce_rate
+                surge_beyond_pause = (
+                    (losing_since != UNSET_TS)
+                    & in_run
+                    & (lost_s > min_lag_seconds + grace_s + usual_wait_ms / 1000.0)
+                )
+        beyond_pause = np.where(outrun, surge_beyond_pause, beyond_pause)
+        hit = (slow | outrun) & behind_enough
         if behind_moves is not None:
             # Slow over more than one commit interval, or one interval that left it further
             # behind than a pause does: the one interval a pause spans (or a transaction read
@@ -250,31 +332,78 @@ def falling_behind(
         if behind_committed is not None and behind_log_end is not None:
             # Over the whole run it read less than ``ratio`` of what arrived: a consumer that
             # reads in bursts (whole transactions, a pause and its catch-up) keeps up overall.
-            read = committed - behind_committed
-            arrived = move_log_end - behind_log_end
+            in_run = (behind_committed != NULL) & (behind_log_end != NULL)
+            read = np.where(in_run, committed - behind_committed, 0)
+            arrived = np.where(in_run, move_log_end - behind_log_end, 0)
+            enough = arrived >= MIN_RECORDS_TO_JUDGE_RUN
             with np.errstate(invalid="ignore"):
-                overall = (
-                    (behind_committed != NULL)
-                    & (read < ratio * arrived)
-                    & (arrived >= MIN_RECORDS_TO_JUDGE_RUN)
+                overall = in_run & (read < ratio * arrived) & enough
+            if group_ids is not None:
+                # A partition whose run saw too few records is weighed with the runs of the
+                # group's other partitions.
+                group_read = _group_sum(read, group_ids)
+                group_arrived = _group_sum(arrived, group_ids)
+                pooled_overall = (
+                    in_run
+                    & (group_arrived >= MIN_RECORDS_TO_JUDGE_RUN)
+                    & (group_read < ratio * group_arrived)
                 )
+                overall = np.where(enough, overall, pooled_overall)
         if short is not None:
             # One partition's run of commits behind is confirmed once it has not even read
             # what was there at its move before; a consumer slow on several of the group's
-            # partitions at once is slow, whatever the backlog of each does.
-            lasting &= short | _group_wide(hit & lasting & overall, group_ids)
+            # partitions at once is slow, whatever the backlog of each does. Not on a slow
+            # topic's partitions judged only together: a few records each, read a whole
+            # transaction at a time, look slow on several of them at once by chance.
+            own_rate = expected >= MIN_RECORDS_TO_JUDGE_RATE
+            wide = _group_wide(hit & lasting & overall & own_rate, group_ids)
+            lasting &= short | (own_rate & wide)
         confirmed = (lasting | beyond_pause) & overall
         if spell_since is not None and healed_ms is not None and healed_ts is not None:
             # Behind for longer than this consumer has been before and recovered from by
             # itself: a spell no longer than that is its own rhythm (a downstream slow at
-            # times), however slow it reads meanwhile.
+            # times), however slow it reads meanwhile. A downstream slows every partition the
+            # group reads, and one partition may learn it where another did not (its spell
+            # ran on, or it was not yet far enough behind): the group's longest counts.
             healed = decayed(healed_ms, now_ms - healed_ts)
+            slow_before = healed_ms > 0
+            if group_ids is not None:
+                healed = _group_max(healed, group_ids)
+                slow_before = _group_max(slow_before.astype(np.float64), group_ids) > 0
             beyond_healed = (spell_since != UNSET_TS) & (
                 move_ts - spell_since > HEALED_FACTOR * healed
             )
-            confirmed &= (healed_ms <= 0) | beyond_healed
-        hit &= np.where(np.asarray(grace_s) > 0, confirmed, True)
+            confirmed &= ~slow_before | beyond_healed
+        if receding is not None:
+            # Catching up at its last commit: the slow patch is over, whatever the speeds
+            # averaged over the minute before still say. So it is when more of the group's
+            # partitions are catching up than are confirmed slow: those whose last commit
+            # came before the slow patch ended have not said so yet (counting those that get
+            # records enough to be judged alone: one record fewer is catching up on a
+            # partition that gets one every few seconds).
+            confirmed &= ~receding
+            if group_ids is not None:
+                catching_up = _group_sum(
+                    receding & (expected >= MIN_RECORDS_TO_JUDGE_RATE), group_ids
+                )
+                confirmed &= catching_up <= _group_sum(confirmed, group_ids)
+        hit = np.where(np.asarray(grace_s) > 0, hit & confirmed, without_grace)
     return np.where(hit, severity, SEVERITY_NONE).astype(np.int8)
+
+
+def _group_sum(values: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """Each row's group's sum of ``values``."""
+    # Group ids are small non-negative integers (the store's), so a sum per id is direct.
+    summed: np.ndarray = np.bincount(group_ids, weights=values)[group_ids]
+    return summed
+
+
+def _group_max(values: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """Each row's group's largest of ``values``."""
+    largest = np.zeros(int(group_ids.max()) + 1 if group_ids.size else 0)
+    np.maximum.at(largest, group_ids, values)
+    result: np.ndarray = largest[group_ids]
+    return result
 
 
 def _group_wide(candidate: np.ndarray, group_ids: np.ndarray | None) -> np.ndarray:
@@ -313,6 +442,9 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             store.evidence["e_spell_since"][index],
             store.evidence["e_healed_ms"][index],
             store.evidence["e_healed_ts"][index],
+            run.params["surge_for"],
+            store.evidence["e_receding"][index],
+            store.evidence["e_losing_since"][index],
         )
     )
 
@@ -338,7 +470,7 @@ def describe(view: PartitionView) -> Description:
 KIND = RuleKind(
     name="falling_behind",
     model=FallingBehindRule,
-    params=("ratio", "min_lag_seconds", "grace"),
+    params=("ratio", "min_lag_seconds", "grace", "surge_for"),
     evaluate=evaluate,
     describe=describe,
     evidence=KindEvidence(
@@ -353,6 +485,8 @@ KIND = RuleKind(
             ("e_spell_slow", np.bool_, False),
             ("e_healed_ms", WholeFloat, 0.0),
             ("e_healed_ts", np.int64, 0),
+            ("e_receding", np.bool_, False),
+            ("e_losing_since", np.int64, UNSET_TS),
         ),
         update=follow_runs,
     ),
