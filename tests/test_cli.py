@@ -93,6 +93,28 @@ def test_replay_prints_transitions_and_a_final_table():
     assert "demo/stalled" in result.output
 
 
+def test_replay_says_when_a_rule_joins_a_group_at_its_status(tmp_path):
+    # Offsets reset the usual way: the consumers stopped (the stop pages), then rewound.
+    committed = [10 * i for i in range(13)] + [120] * 6 + [50] * 3
+    log_end = [5 + 10 * i for i in range(13)] + [125 + 10 * i for i in range(9)]
+    lines = ["ts,cluster,group,topic,partition,committed_offset,log_end_offset,"
+             "log_start_offset,group_state,members,member_hash"]  # fmt: skip
+    for i, (c, e) in enumerate(zip(committed, log_end, strict=True)):
+        state, members = ("Stable", 1) if i < 13 else ("Empty", 0)
+        lines.append(f"{i * 60_000},c,g,t,0,{c},{e},0,{state},{members},{members}")
+    (tmp_path / "h.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "rules.yaml").write_text(
+        "burrow: {enabled: false}\n"
+        "rules:\n  - {name: rewound, kind: rewind}\n"
+        "  - {name: stalled-or-stopped, kind: progress}\n"
+    )
+    result = run("replay", "--history", str(tmp_path / "h.csv"), "--rules",
+                 str(tmp_path / "rules.yaml"), "--interval", "60s")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "c/g: OK -> ERR  stalled-or-stopped" in result.output
+    assert "c/g: ERR, now also rewound  rewound" in result.output
+
+
 def test_check_renders_every_template_and_names_a_broken_one(tmp_path):
     (tmp_path / "tpl" / "slack").mkdir(parents=True)
     (tmp_path / "tpl" / "slack" / "open.json.j2").write_text(

@@ -90,3 +90,22 @@ def test_the_summary_says_what_each_scenario_reached_not_only_what_was_detected(
     assert lagging_row.endswith("OK → WARN → ERR → WARN → OK")
     assert healthy_row[column:].split("  ")[0] == "OK"
     assert verdict == "every scenario detected, nothing else alerted"
+
+
+def test_the_watch_line_of_news_names_the_rule_that_joined():
+    from notifier.demo.watch import _transition_line
+    from notifier.types import GroupResult, Transition
+
+    def finding(rule: str, status: str) -> Finding:
+        return Finding(rule=rule, kind=rule, severity=Severity.ERR, status=status,
+                       topic="t", partition=0, message=f"{rule} happened")  # fmt: skip
+
+    findings = [finding("stalled-or-stopped", "STOP"), finding("rewound", "REWIND")]
+    result = GroupResult(cluster="c", group="g", status=GroupStatus.ERR, complete=1.0,
+                         burrow_complete=1.0, partial=False, evaluated_at=0,
+                         findings=findings)  # fmt: skip
+    err = GroupStatus.ERR
+    news = Transition("c", "g", err, err, 0, result, news=("rewound",))
+    assert "rewound REWIND t/0: rewound happened" in _transition_line(news)
+    plain = Transition("c", "g", GroupStatus.OK, err, 0, result)
+    assert "stalled-or-stopped STOP" in _transition_line(plain)

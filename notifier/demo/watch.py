@@ -114,8 +114,10 @@ def _transition_line(t: Transition) -> str:
     if not findings:
         lag = t.result.total_lag if t.result is not None else 0
         return f"{head} recovered (total lag {lag})"
-    # The finding that made the status (an ERR's reason, not a WARN listed before it).
-    first = max(findings, key=lambda f: f.severity.group_status.rank)
+    # The finding that made the status (an ERR's reason, not a WARN listed before it), or the
+    # news: a rule that began firing at the status the group already stood at.
+    news = [f for f in findings if f.rule in t.news]
+    first = news[0] if news else max(findings, key=lambda f: f.severity.group_status.rank)
     where = f" {first.topic}/{first.partition}" if first.topic is not None else ""
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
     return f"{head} {first.rule} {first.status}{where}: {first.message}{more}"

@@ -162,7 +162,10 @@ def print_replay(
                 + f": {f.message}"
                 for f in (t.result.findings if t.result else [])
             )
-            echo(f"{_when(t.at)}  {t.cluster}/{t.group}: {t.previous} -> {t.current}  {findings}")
+            change = f"{t.previous} -> {t.current}"
+            if t.news:
+                change = f"{t.current}, now also {', '.join(t.news)}"
+            echo(f"{_when(t.at)}  {t.cluster}/{t.group}: {change}  {findings}")
 
     def keep(evaluation: Evaluation) -> None:
         last[id(evaluation.evaluator)] = evaluation
