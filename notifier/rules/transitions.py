@@ -11,9 +11,12 @@ same status, so the incident is told, as Alertmanager tells a group of a new ale
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from notifier.rules.results import Evaluation
+from notifier.rules.settings import RuleBinding
 from notifier.types import GroupStatus, Transition
 
 _GroupKey = tuple[str, str]
@@ -56,7 +59,15 @@ class TransitionTracker:
                 candidates.add(gid)
         transitions = []
         order = sorted(candidates | raised_while_partial)
-        gated_firing = _GatedFiring(evaluation, order)
+        index = np.asarray(order, dtype=np.int64)
+        bindings = evaluation.evaluator.bindings
+        gated_firing = _Firing(evaluation, index, evaluation.group_status[index], bindings)
+        ungated_firing = _Firing(
+            evaluation,
+            index,
+            evaluation.group_ungated_status[index],
+            [b for b in bindings if b.kind.pages_from_partial_windows],
+        )
         for position, gid in enumerate(order):
             key = store.group_key[gid]
             previous = self.statuses.get(key, GroupStatus.OK)
@@ -65,7 +76,7 @@ class TransitionTracker:
                 current = evaluation.ungated_status_of(gid)
                 if current.rank < previous.rank:
                     continue
-                firing = _firing_at(evaluation, gid, current, ungated=True)
+                firing = ungated_firing.at(position)
             else:
                 current = evaluation.status_of(gid)
                 firing = gated_firing.at(position)
@@ -124,33 +135,23 @@ class TransitionTracker:
         return out
 
 
-def _firing_at(
-    evaluation: Evaluation, gid: int, status: GroupStatus, ungated: bool
-) -> frozenset[str]:
-    """The rules firing at ``status`` for the group (only those that page from a partial
-    window when ``ungated``): what a notification at that status speaks of."""
-    if status.rank <= GroupStatus.OK.rank:
-        return frozenset()
-    return frozenset(
-        binding.name
-        for binding in evaluation.evaluator.bindings
-        if (not ungated or binding.kind.pages_from_partial_windows)
-        and evaluation.group_fired[binding.name][gid] == status.rank
-    )
+class _Firing:
+    """The rules firing at each of many groups' status (``status``: per group, gated or not;
+    ``bindings``: the rules that count for it), at once: one bit per rule, and one set of
+    names per distinct combination (a fleet has few)."""
 
-
-class _GatedFiring:
-    """The rules firing at each group's gated status, for many groups at once: one bit per
-    rule, and one set of names per distinct combination (a fleet has few)."""
-
-    def __init__(self, evaluation: Evaluation, gids: list[int]) -> None:
-        self.names = [binding.name for binding in evaluation.evaluator.bindings]
+    def __init__(
+        self,
+        evaluation: Evaluation,
+        gids: np.ndarray,
+        status: np.ndarray,
+        bindings: Sequence[RuleBinding],
+    ) -> None:
+        self.names = [binding.name for binding in bindings]
         self.sets: dict[int, frozenset[str]] = {0: frozenset()}
-        index = np.asarray(gids, dtype=np.int64)
-        status = evaluation.group_status[index]
-        self.bits = np.zeros(index.size, dtype=object if len(self.names) > 62 else np.int64)
+        self.bits = np.zeros(gids.size, dtype=object if len(self.names) > 62 else np.int64)
         for bit, name in enumerate(self.names):
-            at_status = (evaluation.group_fired[name][index] == status) & (status > 0)
+            at_status = (evaluation.group_fired[name][gids] == status) & (status > 0)
             self.bits = self.bits | (at_status.astype(self.bits.dtype) << bit)
 
     def at(self, position: int) -> frozenset[str]:
