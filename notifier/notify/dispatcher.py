@@ -295,7 +295,7 @@ class Dispatcher:
     def _flush(self, group: _AggGroup, now: int) -> Notification | None:
         route = group.route
         threshold = route.threshold.group_status.rank
-        due: list[tuple[Event, Incident]] = []
+        due: list[tuple[Event, Incident, list[str]]] = []  # with the rules that are news
         firing: list[Incident] = []
         repeat_due = False
         wake = math.inf
@@ -310,15 +310,18 @@ class Dispatcher:
                 if entry is not None and not entry.resolved and route.send_resolved:
                     # Resolves go out even when silenced or inhibited: a receiver that was
                     # told about an incident must not be left with it open forever.
-                    due.append((Event.RESOLVE, incident))
+                    due.append((Event.RESOLVE, incident, []))
                 done.append(incident.id)
                 continue
             if incident.status.rank < threshold:
                 continue  # below this route's threshold; a status change touches the group
             next_repeat = math.inf
+            news: list[str] = []
             if entry is None:
                 event: Event | None = Event.OPEN
-            elif incident.status.rank > entry.sent_status.rank or self._news(incident, entry):
+            elif (news := self._news(incident, entry)) or (
+                incident.status.rank > entry.sent_status.rank
+            ):
                 event = Event.ESCALATE
             else:
                 event = None
@@ -329,7 +332,7 @@ class Dispatcher:
                     self.counters.held[held] += 1
                 wake = min(wake, until)
             elif event is not None:
-                due.append((event, incident))
+                due.append((event, incident, news))
             else:
                 firing.append(incident)
                 if next_repeat <= now:
@@ -339,7 +342,7 @@ class Dispatcher:
         if repeat_due:
             # Coalesce: when one firing alert repeats, the group's other firing alerts ride
             # along, so repeats stay batched like the opens were.
-            due.extend((Event.REPEAT, incident) for incident in firing)
+            due.extend((Event.REPEAT, incident, []) for incident in firing)
         notification = self._notify(group, due, now) if due else None
         if due and route.repeat_interval != math.inf:
             wake = min(wake, now + route.repeat_interval)
@@ -412,15 +415,13 @@ class Dispatcher:
         return None, math.inf
 
     def _notify(
-        self, group: _AggGroup, due: list[tuple[Event, Incident]], now: int
+        self, group: _AggGroup, due: list[tuple[Event, Incident, list[str]]], now: int
     ) -> Notification:
         route = group.route
         alerts = []
-        for event, incident in due:
+        for event, incident, news in due:
             snapshot = dataclasses.replace(incident, findings=list(incident.findings))
             muted = [] if event is Event.RESOLVE else self.muted_findings(incident)
-            entry = self.log.get((route.id, incident.id))
-            news = self._news(incident, entry) if event is Event.ESCALATE and entry else []
             result = self.book.results.get(incident.id)
             alerts.append(Alert(event, snapshot, result, muted, news))
             self._record(route, incident, event, now)
