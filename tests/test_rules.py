@@ -197,6 +197,39 @@ def test_a_rule_already_firing_at_the_status_is_no_news_and_a_warn_under_an_err_
     ]  # "deeper" clearing and firing again in the same incident is told once
 
 
+def test_a_group_handed_back_takes_the_rules_firing_then_without_news():
+    # Another instance watched the group meanwhile (and told its receivers, by the log it
+    # handed back): what this instance saw firing before it left is forgotten.
+    from notifier.rules import Evaluator, ScanColumns, WindowStore
+    from notifier.types import Sample
+
+    config = parse_rules(
+        {
+            "burrow": {"enabled": False},
+            "rules": [
+                {"name": "deep", "kind": "lag", "threshold": 50, "severity": "err"},
+                {"name": "deeper", "kind": "lag", "threshold": 100, "severity": "err"},
+            ],
+        }
+    )
+    store = WindowStore(config.window, 60)
+    evaluator = Evaluator(config, store)
+    tracker = TransitionTracker()
+    seen = []
+    for minute, lag in enumerate([0] * 10 + [60, 60, 200, 200]):
+        if minute == 12:
+            tracker.forget([("c", "g")])
+            tracker.hold(("c", "g"), ERR)
+        sample = Sample(ts=minute * 60_000, cluster="c", group="g", topic="t", partition=0,
+                        committed_offset=1000, log_end_offset=1000 + lag)  # fmt: skip
+        store.ingest_scan(ScanColumns.from_samples([sample]))
+        seen += tracker.update(evaluator.evaluate(minute * 60_000))
+    assert [(t.at // 60_000, t.previous, t.current, t.news) for t in seen] == [(10, OK, ERR, ())]
+    assert tracker.told == {("c", "g"): frozenset({"deep", "deeper"})}
+    tracker.restore({})
+    assert tracker.told == {} and tracker.statuses == {}
+
+
 def test_a_rewind_made_during_a_scan_gap_pages_at_the_first_scan_after_it():
     # An operator resets the offset while the broker is down; the consumer re-reads the
     # records faster than the window after the gap fills again.

@@ -11,7 +11,7 @@ same status, so the incident is told, as Alertmanager tells a group of a new ale
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -102,9 +102,29 @@ class TransitionTracker:
                     news=news,
                 )
             )
-        if len(self.told) > len(self.statuses):  # groups dropped or handed over meanwhile
-            self.told = {k: v for k, v in self.told.items() if k in self.statuses}
         return transitions
+
+    def hold(self, key: _GroupKey, status: GroupStatus) -> None:
+        """Take a group's open status from elsewhere (a hand-over): no transition; the rules
+        firing at its next evaluation are taken as told."""
+        if status in (GroupStatus.OK, GroupStatus.NOTFOUND):
+            self.forget([key])
+            return
+        if self.statuses.get(key) != status:
+            self.told.pop(key, None)
+        self.statuses[key] = status
+
+    def restore(self, statuses: dict[_GroupKey, GroupStatus]) -> None:
+        """Take every open status from elsewhere (a checkpoint, the notifier's log); a group
+        keeps the rules it was told of only where its status stays the same."""
+        self.told = {k: v for k, v in self.told.items() if statuses.get(k) == self.statuses.get(k)}
+        self.statuses = dict(statuses)
+
+    def forget(self, keys: Iterable[_GroupKey]) -> None:
+        """Drop groups without a transition (handed to another instance)."""
+        for key in keys:
+            self.statuses.pop(key, None)
+            self.told.pop(key, None)
 
     def _news(self, key: _GroupKey, firing: frozenset[str]) -> tuple[str, ...]:
         """The rules of ``firing`` not seen at the group's status before (remembered now)."""

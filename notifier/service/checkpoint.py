@@ -183,7 +183,7 @@ def _load(path: Path, store: WindowStore, evaluator: Evaluator, tracker: Transit
         for field in ("pending_since", "last_true", "firing", "fired_severity"):
             getattr(state, field)[:groups] = arrays[f"rule:{rule}:{field}"]
     evaluator.adopt_group_epochs()
-    tracker.statuses = {(c, g): GroupStatus(s) for c, g, s in meta["statuses"]}
+    tracker.restore({(c, g): GroupStatus(s) for c, g, s in meta["statuses"]})
     log.info(
         "restored checkpoint %s: %d windows, %d groups, %d open statuses, saved %.0f s ago",
         path, store.alive_rows().size, len(store._group_of), len(tracker.statuses),

@@ -129,11 +129,7 @@ def _adopt(
     status: GroupStatus,
 ) -> None:
     state.evaluator.import_group(gid, rule_state)
-    key = (state.config.name, group)
-    if status in (GroupStatus.OK, GroupStatus.NOTFOUND):
-        state.tracker.statuses.pop(key, None)
-    else:
-        state.tracker.statuses[key] = status
+    state.tracker.hold((state.config.name, group), status)
 
 
 def drop_groups(state: ClusterState, groups: Collection[str]) -> None:
@@ -141,8 +137,7 @@ def drop_groups(state: ClusterState, groups: Collection[str]) -> None:
     instance watches them now)."""
     cluster = state.config.name
     state.store.remove_groups((cluster, group) for group in groups)
-    for group in groups:
-        state.tracker.statuses.pop((cluster, group), None)
+    state.tracker.forget((cluster, group) for group in groups)
     state.groups = {g: s for g, s in state.groups.items() if g not in groups}
     state.owners = {g: o for g, o in state.owners.items() if g not in groups}
     state.group_members = {g: n for g, n in state.group_members.items() if g not in groups}

@@ -57,7 +57,7 @@ def restore(
                 extra={"event": "statuses_from_sink", "cluster": name,
                        "checkpoint": len(state.tracker.statuses), "open": len(statuses)},
             )  # fmt: skip
-        state.tracker.statuses = statuses
+        state.tracker.restore(statuses)
     return restored, replayed
 
 
