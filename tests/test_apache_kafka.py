@@ -599,6 +599,12 @@ async def test_retention_overtaking_a_slow_consumer_is_warn_then_err(
     async with _traffic(bootstrap, {topic: 1}):
         consumer.start()
         try:
+            # On a busy machine the JVM can take many seconds to join: the group is rightly
+            # paged as stopped meanwhile. The story this test tells begins once it reads.
+            deadline = time.monotonic() + 120
+            while consumer.read == 0:
+                assert time.monotonic() < deadline, "the console consumer never read a record"
+                await asyncio.sleep(0.1)
             async with _service(apache_kafka, prefix, tmp_path / "data", rules) as service:
 
                 def lost() -> bool:
