@@ -780,6 +780,43 @@ def test_a_consumer_keeping_up_on_a_ninety_second_topic_is_not_warned_when_a_sca
     assert transitions(RETENTION, inputs) == []
 
 
+def five_minute_commits(rates: list[float], capacities: list[float]) -> tuple[list[int], list[int]]:
+    """Log end and committed offset per 10 s scan for produced ``rates`` and a consumer that
+    reads at most ``capacities`` records/s (per scan), committing what it has read every 30
+    scans (five minutes)."""
+    produced = position = 0.0
+    log_end, committed, last = [], [], 0
+    for scan, (rate, capacity) in enumerate(zip(rates, capacities, strict=True)):
+        produced += rate * 10
+        position = min(produced, position + capacity * 10)
+        if scan % 30 == 0:
+            last = int(position)
+        log_end.append(int(produced))
+        committed.append(last)
+    return log_end, committed
+
+
+def test_a_five_minute_committer_falling_back_on_a_short_topic_is_warned_at_its_next_commit():
+    # An hour at full speed (the five-minute habit learned), then a quarter of the rate:
+    # retention overtakes it in about 27 min. Between two commits any consumer's lag grows by
+    # five minutes of records, so its window cannot tell; its first commit after it slowed
+    # down, further behind than the one before, does.
+    rates = [10.0] * 720
+    log_end, committed = five_minute_commits(rates, [100.0] * 360 + [2.5] * 360)
+    start = retained(log_end, 20, 10.0)
+    seen = transitions(
+        RETENTION,
+        [series(committed=joined(committed), log_end=joined(log_end), log_start=joined(start))],
+    )
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+    # Its first commit after it slowed down is at 3900 s; records are lost from about 5400 s.
+    assert seen[0].at / 1000 <= 3900 + 10
+    # At its full speed on the same topic it is never warned.
+    _, healthy = five_minute_commits(rates, [100.0] * 720)
+    assert transitions(RETENTION, [series(committed=joined(healthy), log_end=joined(log_end),
+                                          log_start=joined(start))]) == []  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------------
 # Issue 28, second round: what the recorded corpus and the sweep still paged
 
