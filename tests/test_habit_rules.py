@@ -6,14 +6,18 @@ Scans are 10 s apart, as in production; series are built in Python where they ar
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from notifier.rules import RuleTest, TransitionTracker, parse_rules, replay_table, series_samples
 from notifier.types import GroupStatus, Transition, samples_to_table
 from tests.rule_helpers import evaluate, only, series
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def joined(values: list[int] | list[str]) -> str:
@@ -225,6 +229,20 @@ def test_a_consumer_at_half_the_production_rate_is_falling_behind():
     assert (
         "below 85% of the 100/s this partition normally gets" in seen[0].result.findings[0].message
     )
+
+
+def test_the_default_rules_warn_a_consumer_slowed_to_a_fifth_within_two_minutes():
+    # Issue 28's p90: behind at every commit for the 90 s grace, then `for: 20s` (30 s
+    # caught it 130 s after it slowed down).
+    rules = yaml.safe_load((ROOT / "rules.yaml").read_text())
+    rates = [100.0] * 300
+    log_end, committed = positions(rates, 300.0)
+    _, slow = positions(rates, 20.0)
+    committed = committed[:180] + [committed[179] + (c - slow[179]) for c in slow[180:]]
+    seen = transitions(rules, [series(committed=joined(committed), log_end=joined(log_end))])
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN")]
+    assert {f.rule for f in seen[0].result.findings} == {"falling-behind"}
+    assert seen[0].at / 1000 - 1800 <= 120
 
 
 def test_a_burst_of_ten_times_the_rate_for_a_minute_is_not_falling_behind():
