@@ -901,7 +901,7 @@ def test_a_reader_of_transactions_whose_backlog_swings_with_the_transaction_keep
 
 
 FALLING_AS_SHIPPED = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
-                           "grace": "90s", "for": "30s", "keep_firing_for": "5m",
+                           "grace": "90s", "for": "20s", "keep_firing_for": "5m",
                            "keep_firing_capped": True})  # fmt: skip
 
 
@@ -1303,7 +1303,7 @@ def test_a_job_that_read_to_the_log_end_before_it_left_is_judged_by_its_pause(ca
 # Issue 28, the independent corpus: surges that outrun a consumer, slow patches that do not last
 
 FALLING_AS_SHIPPED = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
-                           "grace": "90s", "surge_for": "5m", "for": "30s",
+                           "grace": "90s", "surge_for": "5m", "for": "20s",
                            "keep_firing_for": "5m", "keep_firing_capped": True})  # fmt: skip
 
 
@@ -1325,7 +1325,7 @@ def test_a_producer_surge_the_consumer_cannot_keep_up_with_is_falling_behind():
     log_end, committed = read_with(rates, [300.0] * 360)
     opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
     assert len(opened) == 1
-    # Once the surge has outlasted a burst (5 min from the commit before) and `for: 30s`.
+    # Once the surge has outlasted a burst (5 min from the commit before) and `for: 20s`.
     assert 1800 + 300 < opened[0] <= 1800 + 300 + 90
 
 
