@@ -6,14 +6,18 @@ Scans are 10 s apart, as in production; series are built in Python where they ar
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from notifier.rules import RuleTest, TransitionTracker, parse_rules, replay_table, series_samples
 from notifier.types import GroupStatus, Transition, samples_to_table
 from tests.rule_helpers import evaluate, only, series
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def joined(values: list[int] | list[str]) -> str:
@@ -225,6 +229,20 @@ def test_a_consumer_at_half_the_production_rate_is_falling_behind():
     assert (
         "below 85% of the 100/s this partition normally gets" in seen[0].result.findings[0].message
     )
+
+
+def test_the_default_rules_warn_a_consumer_slowed_to_a_fifth_within_two_minutes():
+    # Issue 28's p90: behind at every commit for the 90 s grace, then `for: 20s` (30 s
+    # caught it 130 s after it slowed down).
+    rules = yaml.safe_load((ROOT / "rules.yaml").read_text())
+    rates = [100.0] * 300
+    log_end, committed = positions(rates, 300.0)
+    _, slow = positions(rates, 20.0)
+    committed = committed[:180] + [committed[179] + (c - slow[179]) for c in slow[180:]]
+    seen = transitions(rules, [series(committed=joined(committed), log_end=joined(log_end))])
+    assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "WARN")]
+    assert {f.rule for f in seen[0].result.findings} == {"falling-behind"}
+    assert seen[0].at / 1000 - 1800 <= 120
 
 
 def test_a_burst_of_ten_times_the_rate_for_a_minute_is_not_falling_behind():
@@ -780,6 +798,43 @@ def test_a_consumer_keeping_up_on_a_ninety_second_topic_is_not_warned_when_a_sca
     assert transitions(RETENTION, inputs) == []
 
 
+def five_minute_commits(rates: list[float], capacities: list[float]) -> tuple[list[int], list[int]]:
+    """Log end and committed offset per 10 s scan for produced ``rates`` and a consumer that
+    reads at most ``capacities`` records/s (per scan), committing what it has read every 30
+    scans (five minutes)."""
+    produced = position = 0.0
+    log_end, committed, last = [], [], 0
+    for scan, (rate, capacity) in enumerate(zip(rates, capacities, strict=True)):
+        produced += rate * 10
+        position = min(produced, position + capacity * 10)
+        if scan % 30 == 0:
+            last = int(position)
+        log_end.append(int(produced))
+        committed.append(last)
+    return log_end, committed
+
+
+def test_a_five_minute_committer_falling_back_on_a_short_topic_is_warned_at_its_next_commit():
+    # An hour at full speed (the five-minute habit learned), then a quarter of the rate:
+    # retention overtakes it in about 27 min. Between two commits any consumer's lag grows by
+    # five minutes of records, so its window cannot tell; its first commit after it slowed
+    # down, further behind than the one before, does.
+    rates = [10.0] * 720
+    log_end, committed = five_minute_commits(rates, [100.0] * 360 + [2.5] * 360)
+    start = retained(log_end, 20, 10.0)
+    seen = transitions(
+        RETENTION,
+        [series(committed=joined(committed), log_end=joined(log_end), log_start=joined(start))],
+    )
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+    # Its first commit after it slowed down is at 3900 s; records are lost from about 5400 s.
+    assert seen[0].at / 1000 <= 3900 + 10
+    # At its full speed on the same topic it is never warned.
+    _, healthy = five_minute_commits(rates, [100.0] * 720)
+    assert transitions(RETENTION, [series(committed=joined(healthy), log_end=joined(log_end),
+                                          log_start=joined(start))]) == []  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------------
 # Issue 28, second round: what the recorded corpus and the sweep still paged
 
@@ -846,7 +901,7 @@ def test_a_reader_of_transactions_whose_backlog_swings_with_the_transaction_keep
 
 
 FALLING_AS_SHIPPED = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
-                           "grace": "90s", "for": "30s", "keep_firing_for": "5m",
+                           "grace": "90s", "for": "20s", "keep_firing_for": "5m",
                            "keep_firing_capped": True})  # fmt: skip
 
 
@@ -1248,7 +1303,7 @@ def test_a_job_that_read_to_the_log_end_before_it_left_is_judged_by_its_pause(ca
 # Issue 28, the independent corpus: surges that outrun a consumer, slow patches that do not last
 
 FALLING_AS_SHIPPED = only({"kind": "falling_behind", "ratio": 0.8, "min_lag_seconds": "30s",
-                           "grace": "90s", "surge_for": "5m", "for": "30s",
+                           "grace": "90s", "surge_for": "5m", "for": "20s",
                            "keep_firing_for": "5m", "keep_firing_capped": True})  # fmt: skip
 
 
@@ -1270,7 +1325,7 @@ def test_a_producer_surge_the_consumer_cannot_keep_up_with_is_falling_behind():
     log_end, committed = read_with(rates, [300.0] * 360)
     opened = opened_at(FALLING_AS_SHIPPED, log_end, committed)
     assert len(opened) == 1
-    # Once the surge has outlasted a burst (5 min from the commit before) and `for: 30s`.
+    # Once the surge has outlasted a burst (5 min from the commit before) and `for: 20s`.
     assert 1800 + 300 < opened[0] <= 1800 + 300 + 90
 
 

@@ -55,6 +55,63 @@ def follow_log_start(
     columns["e_log_start_seen"][index] = np.where(known, scan.log_start, seen)
 
 
+COMMIT_WOBBLE_SCANS = 2.0
+"""How many scan intervals' worth of arriving records a consumer's backlog at a commit may
+exceed its backlog at the commit before without falling back: the backlog is read at the
+scan after the commit, and what arrived between the two differs from one commit to the next
+by up to a scan interval (a commit just after one scan, the next just before one)."""
+
+FELL_BACK_AT_LEAST = 20
+"""...and never by fewer records than this: on a topic of a record every few seconds, a
+backlog of a few records more at one commit than at the one before is chance (which
+commits the scans happened to see), not a consumer falling back."""
+
+
+def follow_commit_backlog(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
+) -> None:
+    """Whether, at the consumer's latest measured move, its backlog had grown since its move
+    before by more than :data:`COMMIT_WOBBLE_SCANS` scan intervals of records, and at least
+    :data:`FELL_BACK_AT_LEAST` (``e_commit_fell_back``); and where the log ended at that move
+    (``e_commit_reach``). A consumer that commits every five minutes shows it has fallen back
+    at its first commit after it slowed down; its window (ten scans) only ever sees the
+    backlog it builds between two commits, which a consumer that keeps up builds too."""
+    moved_now = columns["e_move_ts"][index] == scan.ts
+    measured = moved_now & columns["e_move_measured"][index]
+    reach = columns["e_commit_reach"][index]
+    known = (scan.committed != NULL) & (scan.log_end != NULL)
+    before_known = scan.had_sample & (scan.previous_committed != NULL) & (reach != NULL)
+    previous_backlog = np.where(before_known, reach - scan.previous_committed, 0)
+    noise = np.maximum(
+        np.nan_to_num(columns["e_normal_rate"][index])
+        * COMMIT_WOBBLE_SCANS
+        * times.scan_interval_ms
+        / 1000.0,
+        FELL_BACK_AT_LEAST,
+    )
+    fell_back = (
+        measured
+        & known
+        & before_known
+        & ((scan.log_end - scan.committed) - previous_backlog > noise)
+    )
+    columns["e_commit_fell_back"][index] = np.where(
+        moved_now, fell_back, columns["e_commit_fell_back"][index]
+    )
+    columns["e_commit_reach"][index] = np.where(
+        moved_now, np.where(known, scan.log_end, NULL), reach
+    )
+
+
+def follow_retention(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, scan: ScanView, times: ScanTimes
+) -> None:
+    """This kind's evidence, one scan on: :func:`follow_log_start` and
+    :func:`follow_commit_backlog`."""
+    follow_log_start(columns, index, scan, times)
+    follow_commit_backlog(columns, index, scan, times)
+
+
 KEEPING_UP = 0.9
 """A consumer reading at least this share of the normal production rate is not losing ground
 for the time-to-loss warning (its measured speed wobbles by that much)."""
@@ -123,15 +180,21 @@ fleet corpus's retention warnings 160 s at the median, one 55 s; the recorded co
 with either.)"""
 
 
-def losing_ground(rows: Rows, normal_rate: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+def losing_ground(
+    rows: Rows, normal_rate: np.ndarray, candidates: np.ndarray, fell_back: np.ndarray
+) -> np.ndarray:
     """Of the ``candidates``, the rows whose lag grew over their window by more than
-    :data:`WAITS_OF_WOBBLE` usual wait of arriving records. A pace measured over the last
-    commits wobbles with where the commits fall between scans (recorded on Apache Kafka 4.4: a
-    consumer committing every 10 s, scanned every 10 s, seen at lag 0 and then one commit
-    behind, looked to read at half the rate), so the time-to-loss warning also wants the window
-    to show the consumer falling back. Only the candidates' windows are read: few rows are."""
-    out = np.zeros(candidates.shape, dtype=np.bool_)
-    at = np.flatnonzero(candidates)
+    :data:`WAITS_OF_WOBBLE` usual wait of arriving records, or whose backlog at their latest
+    commit had grown since the commit before (``fell_back``: :func:`follow_commit_backlog`).
+    A pace measured over the last commits wobbles with where the commits fall between scans
+    (recorded on Apache Kafka 4.4: a consumer committing every 10 s, scanned every 10 s, seen at
+    lag 0 and then one commit behind, looked to read at half the rate), so the time-to-loss
+    warning also wants the samples to show the consumer falling back. A window shows that for
+    a consumer that commits often; one that commits every few minutes builds a backlog of a
+    usual wait between any two commits, and only its commits tell. Only the candidates'
+    windows are read: few rows are."""
+    out: np.ndarray = candidates & fell_back
+    at = np.flatnonzero(candidates & ~fell_back)
     if at.size:
         start = rows.window_start(at)
         lag = rows.lag[at]
@@ -151,7 +214,12 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         rows.latest_committed, log_start, store.evidence["e_consume_rate"][index], normal_rate
     )
     deleting = rows.now - store.evidence["e_log_start_moved_ts"][index] <= warn_within_s * 1000.0
-    deleting &= losing_ground(rows, normal_rate, deleting & (seconds_to_loss < warn_within_s))
+    deleting &= losing_ground(
+        rows,
+        normal_rate,
+        deleting & (seconds_to_loss < warn_within_s),
+        store.evidence["e_commit_fell_back"][index],
+    )
     return Verdict(
         retention_risk(
             rows.latest_committed,
@@ -209,7 +277,9 @@ KIND = RuleKind(
         columns=(
             ("e_log_start_seen", np.int64, NULL),
             ("e_log_start_moved_ts", np.int64, UNSET_TS),
+            ("e_commit_reach", np.int64, NULL),
+            ("e_commit_fell_back", np.bool_, False),
         ),
-        update=follow_log_start,
+        update=follow_retention,
     ),
 )
