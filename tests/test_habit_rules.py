@@ -1443,6 +1443,26 @@ def test_a_whole_pause_seen_ends_the_doubling_of_the_part_seen():
     assert 1.2 * 2000 <= late[0].at / 1000 - left_s <= 1.2 * 2010 + 20
 
 
+def test_a_pause_the_service_started_in_counts_twice_the_part_seen_for_lag_in_seconds_too():
+    # First seen Empty for 25 minutes (its pause began before the service started), then a
+    # 6-minute run that reads everything and leaves, then a 44-minute pause: its records wait
+    # 44 minutes, within 1.2 x the 50 minutes the first pause is taken for, so no page (the
+    # held-out independent seeds' batch-job-118, -260 and -285, paged 30 minutes into their
+    # first whole pause, judged by 1.2 x the 23-27 minutes seen of the one before).
+    rule = only({**HOURLY["rules"][0], "catching_up_within": "10m"})
+    left_s = (150 + 36) * 10
+    waited = pages(rule, run_after_first_sight(150, 36, 264, True))
+    assert [at for at in waited if at > left_s] == []
+    # A job that misses its next run is paged once its records have waited 1.2 x those 50
+    # minutes (and the rule's 2 minutes).
+    seen = transitions(rule, run_after_first_sight(150, 36, 500, True))
+    missed = [t for t in seen if t.at / 1000 > left_s and t.current.value == "ERR"]
+    assert len(missed) == 1
+    assert 1.2 * 3000 <= missed[0].at / 1000 - left_s <= 1.2 * 3000 + 120 + 30
+    message = missed[0].result.findings[0].message
+    assert "its pause twice the 25 min seen of one before the service" in message
+
+
 def job_leaving_records(cycles: int, pause: int, run: int, left_s: int) -> list[dict[str, Any]]:
     """A job that comes every ``pause + run`` scans (first seen at the start of its pause),
     reads for ``run`` scans up to ``left_s`` seconds short of the log end (a run that stops on
