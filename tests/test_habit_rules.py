@@ -631,6 +631,26 @@ def test_rolling_deploys_and_autoscaling_replace_no_member_twice():
         assert transitions(REPLACING, [inputs]) == []
 
 
+def test_a_scale_out_that_only_adds_members_is_not_a_storm_though_it_falls_behind():
+    # A consumer committing every 3 minutes, a record a second; six members added one by one,
+    # 50 s apart (over 4 minutes), its offset standing through the rebalances: 5 minutes
+    # behind, 2 beyond its usual wait (the held-out independent seeds' autoscale-218 and -297,
+    # warned while scaled out from 1 to 6 and 7 members). No member left: nothing crashed or
+    # was thrown out. The same changes with a member leaving and coming back are a storm.
+    rule = only({"kind": "rebalance_storm", "max_changes": 3, "lasting": "3m30s",
+                 "min_lag_seconds": "30s"})  # fmt: skip
+    log_end = [10 * i + 5 for i in range(250)]
+    standing = range(126, 167)
+    committed = [log_end[126 if i in standing else 18 * (i // 18)] for i in range(250)]
+    changes = [132, 137, 142, 147, 152, 157]
+    offsets = {"committed": joined(committed), "log_end": joined(log_end)}
+    scaling = series(**offsets, **membership([3, 4, 5, 6, 7, 8], changes, 250))
+    assert transitions(rule, [scaling]) == []
+    crashing = series(**offsets, **membership([1, 2, 1, 2, 1, 2], changes, 250))
+    seen = transitions(rule, [crashing])
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
+
+
 def test_a_batch_job_whose_runs_churn_is_not_replacing_members():
     # A job every 40 s: two members join, read, leave (Empty between runs), for ten minutes.
     counts, changes = [], []
