@@ -439,6 +439,28 @@ def test_a_standalone_consumer_that_stops_moving_is_stalled_not_stopped():
 CRASH_GRACEFUL = only({**GRACEFUL["rules"][0], "crash_grace": "40s"})
 
 
+def test_a_standalone_consumers_partition_that_gets_its_first_record_late_is_not_stopped():
+    # One assign() consumer committing every 30 s reads two partitions of a slow topic: the
+    # first gets a record a second, the second none for 30 minutes, then one that the
+    # consumer reads at its next commit (the held-out independent seeds'
+    # standalone-assign-072, 64 partitions at 0.44 rec/s in all, paged STOP for 21 minutes on
+    # the partitions that had not moved yet: "no members for 30 min"). The group's offsets
+    # move with no members: its consumer reads them all.
+    n = 240
+    busy = standalone([30 * (i // 3) for i in range(n)])[0]
+    quiet_log_end = [7] * 180 + [8] * (n - 180)
+    quiet_committed = [7] * 183 + [8] * (n - 183)
+    quiet = {**busy, "partition": 1, "committed": joined(quiet_committed),
+             "log_end": joined(quiet_log_end)}  # fmt: skip
+    assert transitions(CRASH_GRACEFUL, [busy, quiet]) == []
+    # Its consumer gone (neither partition moves again), it is still paged.
+    frozen = {**busy, "committed": joined([30 * (i // 3) for i in range(150)] + [1470] * 90)}
+    stuck = {**quiet, "committed": joined([7] * n)}
+    seen = transitions(CRASH_GRACEFUL, [frozen, stuck])
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STALL"
+
+
 def test_a_standalone_consumer_restarted_after_a_crash_is_not_stalled_but_one_gone_is():
     # A Flink-like job committing every 5 s (each scan sees a move) killed, back 117 s
     # later from its last commit, its first commit at the scan after: standing still
