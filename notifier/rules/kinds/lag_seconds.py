@@ -28,6 +28,7 @@ from notifier.rules.kinds.base import (
     threshold_line,
     with_hysteresis,
 )
+from notifier.rules.kinds.progress import judged_memberless_ms
 from notifier.types import Severity
 
 
@@ -129,8 +130,14 @@ def usual_wait_between_reads_s(evidence: Any, index: slice | np.ndarray | int) -
     """How long each row's records usually wait before they are read, as its group's confirmed
     habits have shown, in seconds: its usual spell without members (a batch job's pause
     between runs, a restart) and its usual wait before the offset moves once members are
-    there. 0 while nothing is learned."""
-    spell = evidence["e_usual_memberless_ms"][index]
+    there. 0 while nothing is learned. A pause learned from one the service saw only in part
+    (a batch job found between runs) is, like the ``progress`` kind's, taken as twice the part
+    seen until a whole one has ended: the service starts anywhere in a pause, on the median
+    half way through it."""
+    spell = judged_memberless_ms(
+        np.asarray(evidence["e_memberless_how"][index]),
+        np.asarray(evidence["e_usual_memberless_ms"][index]),
+    )
     wait = evidence["e_usual_wait_ms"][index]
     rhythm: np.ndarray = (spell + wait) / 1000.0
     return rhythm
@@ -216,10 +223,17 @@ def describe(view: PartitionView) -> Description:
     if judged > threshold:
         evidence.update(usual_wait_between_reads_s=rhythm, left_unread_s=left)
         unread = f" and {human_seconds(left)} its last run left" if left >= 1 else ""
+        seen = float(view.store.evidence["e_usual_memberless_ms"][view.row]) / 1000.0
+        wait = float(view.store.evidence["e_usual_wait_ms"][view.row]) / 1000.0
+        part = (
+            f", its pause twice the {human_seconds(seen)} seen of one before the service"
+            if rhythm - wait > seen + 1
+            else ""
+        )
         message = (
             f"{human_seconds(seconds)} behind > {human_seconds(judged)} "
             f"({rule.rhythm_tolerance:g} x its records' usual wait of {human_seconds(rhythm)}"
-            f"{unread})"
+            f"{part}{unread})"
         )
     return Description(view.status, message, evidence)
 

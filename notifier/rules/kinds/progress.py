@@ -326,9 +326,19 @@ def not_moved_since(
     )
 
 
+def standalone_groups(standalone: np.ndarray, gids: np.ndarray) -> np.ndarray:
+    """Rows of a group with a standalone consumer: one ``assign()`` consumer reads the group's
+    partitions, so a partition whose offset has not moved since the group went memberless
+    (a record every few minutes on a slow topic split 64 ways) is read by it as much as the
+    partitions that have moved."""
+    of_group: np.ndarray = np.bincount(gids, weights=standalone)[gids] > 0
+    return of_group
+
+
 def evaluate(rows: Rows, run: RuleRun) -> Verdict:
     store, index, p = rows.store, rows.index, run.params
     how = store.evidence["e_memberless_how"][index]
+    standalone = standalone_groups(store.evidence["e_standalone"][index], rows.gids)
     progress = no_progress(
         rows.now,
         store.evidence["e_wait_since"][index],
@@ -345,7 +355,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         p["tolerance"],
         run.severity,
         p["grace"] * 1000.0,
-        store.evidence["e_standalone"][index],
+        standalone,
         (how & SPELL_ABRUPT) != 0,
         p["crash_grace"] * 1000.0,
         rows.learned_wait_ms,
@@ -361,7 +371,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         rows.latest_leo,
     ) & (progress.severity == 0)
     severity = np.where(held, state.fired_severity[gids], progress.severity)
-    reader = rows.has_members | store.evidence["e_standalone"][index]
+    reader = rows.has_members | standalone
     stopped = progress.stopped | (held & ~reader)
     stalled = progress.stalled | (held & reader)
     detail = np.where(stopped, STOP, np.where(stalled, STALL, 0)).astype(np.int8)
@@ -399,7 +409,9 @@ def describe(view: PartitionView) -> Description:
         if trusted
         else f"habit not learned yet, {human_seconds(max(usual, assumed))} assumed"
     )
-    standalone = store.evidence["e_standalone"][row]
+    # A partition of a standalone consumer's group that has not moved itself yet is judged
+    # as the group's: a STALL with no members is the standalone consumer's.
+    standalone = store.evidence["e_standalone"][row] or view.window[-1]["members"] == 0
     who = "standalone consumer (no members)" if standalone else "members present"
     moved_at = int(store.evidence["e_move_ts"][row])
     if since == UNSET_TS or moved_at < since - store.scan_interval_ms:

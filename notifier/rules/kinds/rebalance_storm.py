@@ -3,7 +3,7 @@ replaces more members than the group has or holds it in rebalances; the current 
 changes is this kind's own evidence, held once per group (``e_churn_since``, ``e_churn_changes``,
 ``e_last_change_ts``, ``e_churn_settled``, ``e_churn_replaced``, ``e_churn_unsettled``,
 ``e_members_seen``, ``e_rebalance_spell_since``, ``e_churn_longest_ms``,
-``e_churn_second_ms``, ``e_churn_third_ms``)."""
+``e_churn_second_ms``, ``e_churn_third_ms``, ``e_churn_growing``)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def follow_churn(
     going on began (``e_rebalance_spell_since``: the first scan that saw it), and the three
     longest rebalances over since the run began (``e_churn_longest_ms``,
     ``e_churn_second_ms``, ``e_churn_third_ms``: from the first scan that saw each to the
-    last)."""
+    last); and whether every change of the run added members (``e_churn_growing``: a
+    scale-out, which no member left)."""
     ts, changed = scan.ts, scan.member_changed
     last_change = columns["e_last_change_ts"][index]
     churn_since = columns["e_churn_since"][index]
@@ -92,6 +93,11 @@ def follow_churn(
         changed, np.where(continues, changes + 1, 1), np.where(continues, changes, 0)
     )
     columns["e_last_change_ts"][index] = np.where(changed, ts, last_change)
+    added = changed & (seen >= 0) & (scan.members > seen)
+    growing = columns["e_churn_growing"][index]
+    columns["e_churn_growing"][index] = np.where(
+        changed, added & (growing | ~continues), growing & continues
+    )
     settled = np.where(changed & ~continues, seen, np.where(continues, settled, NO_MEMBERS_SEEN))
     unsettled = changed | (continues & columns["e_churn_unsettled"][index])
     back = unsettled & (scan.state == STABLE) & (settled >= 0) & (scan.members == settled)
@@ -146,6 +152,7 @@ def churning(
     min_lag_seconds: np.ndarray | float = 0.0,
     members_throughout: np.ndarray | None = None,
     settled: np.ndarray | None = None,
+    growing: np.ndarray | None = None,
 ) -> np.ndarray:
     """A run of member-set changes (each at most ``churn_gap`` after the previous) whose
     changes span ``lasting`` or more, with more than ``max_changes`` of them, and that is still
@@ -156,7 +163,10 @@ def churning(
     had before the run), only runs of more changes than a rolling deploy of that many members
     makes (each leaves and joins once: two per member): a deploy of many pods with long steps
     lasts longer than any fixed ``lasting``, and its partitions fall behind while each pod
-    restarts."""
+    restarts. With ``growing`` (every change of the run added members), not a run that only
+    added members: a scale-out (autoscaling, pods added one by one) rebalances at each new
+    member, and a consumer that commits every few minutes is behind its usual wait after
+    each; no member left, none was thrown out or crashed."""
     hit = (
         (churn_since != UNSET_TS)
         & ((now_ms - last_change) <= churn_gap_ms)
@@ -165,6 +175,8 @@ def churning(
     )
     if settled is not None:
         hit &= (settled <= 0) | (churn_changes > 2 * settled)
+    if growing is not None:
+        hit &= ~growing
     if behind_s is not None and np.any(np.asarray(min_lag_seconds) > 0):
         with np.errstate(invalid="ignore"):
             behind = behind_s > min_lag_seconds
@@ -298,6 +310,7 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
             p["min_lag_seconds"],
             members_throughout,
             evidence["e_churn_settled"][index],
+            evidence["e_churn_growing"][index],
         )
         out = lasting if np.all(lasting_s > 0) else np.where(lasting_s > 0, lasting, out)
     beyond = np.asarray(p["beyond_a_deploy"], dtype=bool)
@@ -391,6 +404,7 @@ KIND = RuleKind(
             ("e_churn_longest_ms", np.int64, 0),
             ("e_churn_second_ms", np.int64, 0),
             ("e_churn_third_ms", np.int64, 0),
+            ("e_churn_growing", np.bool_, False),
         ),
         update=follow_churn,
         per_group=True,
