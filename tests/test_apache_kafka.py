@@ -35,6 +35,7 @@ from notifier.config import parse_service_config
 from notifier.demo import default_rules_path, demo_rules
 from notifier.embedded.apache_kafka import ApacheKafkaBroker, KafkaUnavailable, kafka_jars
 from notifier.rules import RulesConfig, load_rules, with_parameters
+from notifier.rules.habits import UNSET_TS
 from notifier.service import Coordinator, LogSink
 from notifier.types import GroupResult, GroupStatus, Transition, table_to_samples
 
@@ -863,10 +864,8 @@ def rolling_story(
                 await stack.enter_async_context(
                     _traffic(bootstrap, {g: partitions for g in groups.values()})
                 )
-                # The service starts once every JVM has joined and read: on a busy machine the
-                # last can take many seconds, and a group that grows by a member and is then
-                # restarted member by member within churn_gap makes the same run of changes as
-                # a member that keeps crashing (2 -> 3 -> 2 -> 3 ...), a storm by its sequence.
+                # The service starts once every JVM has joined and read (on a busy machine the
+                # last can take many seconds).
                 deadline = time.monotonic() + 120
                 while not all(consumer.read for consumer in cooperative):
                     assert time.monotonic() < deadline, "a console consumer never read"
@@ -917,11 +916,25 @@ def rolling_story(
                             lambda c=clients: settled("cooperative", c), 90, f"cooperative {i}"
                         )
 
+                def at_rest(name: str, clients: set[str]) -> bool:
+                    """Settled, and its last member change (a member joining late, or
+                    briefly out) is more than churn_gap ago: a group that grew by a member
+                    and is restarted member by member within churn_gap makes the changes
+                    of a member that keeps crashing (2 -> 3 -> 2 -> 3 ...), a storm by its
+                    sequence. This story is a deploy of a settled group."""
+                    gid = state.store.group_id(CLUSTER, groups[name])
+                    churn = state.store.evidence["e_churn_since"]
+                    return (
+                        settled(name, clients)
+                        and gid is not None
+                        and churn.by_group()[gid] == UNSET_TS
+                    )
+
                 first = {f"eager-{i}" for i in range(size)}
-                await service.wait_for(lambda: settled("eager", first), 90, "eager settled")
+                await service.wait_for(lambda: at_rest("eager", first), 200, "eager at rest")
                 first = {f"cooperative-{i}" for i in range(size)}
                 await service.wait_for(
-                    lambda: settled("cooperative", first), 90, "cooperative settled"
+                    lambda: at_rest("cooperative", first), 200, "cooperative at rest"
                 )
                 await asyncio.gather(roll_eager(), roll_cooperative())
                 scans = state.metrics.scans
