@@ -5,6 +5,8 @@ Scenarios are written in the same series notation as `notifier test-rules` files
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from notifier.rules import RuleTest, TransitionTracker, parse_rules, replay_table, series_samples
@@ -168,29 +170,40 @@ def test_a_rewind_while_the_group_is_stopped_is_news_for_its_open_incident():
     assert rewound.at == 20 * 60_000  # the scan that saw the offset go back
 
 
-def test_a_rule_already_firing_at_the_status_is_no_news_and_a_warn_under_an_err_neither():
+LAG_RULES = {
+    "burrow": {"enabled": False},
+    "rules": [
+        {"name": "deep", "kind": "lag", "threshold": 50, "severity": "err"},
+        {"name": "deeper", "kind": "lag", "threshold": 100, "severity": "err"},
+        {"name": "some", "kind": "lag", "threshold": 5, "severity": "warn"},
+    ],
+}
+
+
+def _lag_transitions(
+    lags: list[int], tracker: TransitionTracker, before: dict[int, Callable[[], None]] | None = None
+) -> list:
+    """A partition's lag, a scan a minute, through LAG_RULES and ``tracker`` (``before``: what
+    to do to the tracker before the scan of that minute)."""
     from notifier.rules import Evaluator, ScanColumns, WindowStore
     from notifier.types import Sample
 
-    config = parse_rules(
-        {
-            "burrow": {"enabled": False},
-            "rules": [
-                {"name": "deep", "kind": "lag", "threshold": 50, "severity": "err"},
-                {"name": "deeper", "kind": "lag", "threshold": 100, "severity": "err"},
-                {"name": "some", "kind": "lag", "threshold": 5, "severity": "warn"},
-            ],
-        }
-    )
+    config = parse_rules(LAG_RULES)
     store = WindowStore(config.window, 60)
     evaluator = Evaluator(config, store)
-    tracker = TransitionTracker()
     seen = []
-    for minute, lag in enumerate([0] * 10 + [60, 60, 200, 200, 60, 200]):
+    for minute, lag in enumerate(lags):
+        if before and minute in before:
+            before[minute]()
         sample = Sample(ts=minute * 60_000, cluster="c", group="g", topic="t", partition=0,
                         committed_offset=1000, log_end_offset=1000 + lag)  # fmt: skip
         store.ingest_scan(ScanColumns.from_samples([sample]))
         seen += tracker.update(evaluator.evaluate(minute * 60_000))
+    return seen
+
+
+def test_a_rule_already_firing_at_the_status_is_no_news_and_a_warn_under_an_err_neither():
+    seen = _lag_transitions([0] * 10 + [60, 60, 200, 200, 60, 200], TransitionTracker())
     assert [(t.at // 60_000, t.previous, t.current, t.news) for t in seen] == [
         (10, OK, ERR, ()),  # "deep" (its WARN "some" is no news under it)
         (12, ERR, ERR, ("deeper",)),
@@ -200,30 +213,13 @@ def test_a_rule_already_firing_at_the_status_is_no_news_and_a_warn_under_an_err_
 def test_a_group_handed_back_takes_the_rules_firing_then_without_news():
     # Another instance watched the group meanwhile (and told its receivers, by the log it
     # handed back): what this instance saw firing before it left is forgotten.
-    from notifier.rules import Evaluator, ScanColumns, WindowStore
-    from notifier.types import Sample
-
-    config = parse_rules(
-        {
-            "burrow": {"enabled": False},
-            "rules": [
-                {"name": "deep", "kind": "lag", "threshold": 50, "severity": "err"},
-                {"name": "deeper", "kind": "lag", "threshold": 100, "severity": "err"},
-            ],
-        }
-    )
-    store = WindowStore(config.window, 60)
-    evaluator = Evaluator(config, store)
     tracker = TransitionTracker()
-    seen = []
-    for minute, lag in enumerate([0] * 10 + [60, 60, 200, 200]):
-        if minute == 12:
-            tracker.forget([("c", "g")])
-            tracker.hold(("c", "g"), ERR)
-        sample = Sample(ts=minute * 60_000, cluster="c", group="g", topic="t", partition=0,
-                        committed_offset=1000, log_end_offset=1000 + lag)  # fmt: skip
-        store.ingest_scan(ScanColumns.from_samples([sample]))
-        seen += tracker.update(evaluator.evaluate(minute * 60_000))
+
+    def handed_over_and_back() -> None:
+        tracker.forget([("c", "g")])
+        tracker.hold(("c", "g"), ERR)
+
+    seen = _lag_transitions([0] * 10 + [60, 60, 200, 200], tracker, {12: handed_over_and_back})
     assert [(t.at // 60_000, t.previous, t.current, t.news) for t in seen] == [(10, OK, ERR, ())]
     assert tracker.told == {("c", "g"): frozenset({"deep", "deeper"})}
     tracker.restore({})
