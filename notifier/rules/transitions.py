@@ -62,11 +62,17 @@ class TransitionTracker:
         index = np.asarray(order, dtype=np.int64)
         bindings = evaluation.evaluator.bindings
         gated_firing = _Firing(evaluation, index, evaluation.group_status[index], bindings)
-        ungated_firing = _Firing(
-            evaluation,
-            index,
-            evaluation.group_ungated_status[index],
-            [b for b in bindings if b.kind.pages_from_partial_windows],
+        # Groups raised from a partial window are rare (a rewind after a gap): most scans
+        # have none, and need not read every open group's rules a second time.
+        ungated_firing = (
+            _Firing(
+                evaluation,
+                index,
+                evaluation.group_ungated_status[index],
+                [b for b in bindings if b.kind.pages_from_partial_windows],
+            )
+            if raised_while_partial
+            else None
         )
         for position, gid in enumerate(order):
             key = store.group_key[gid]
@@ -76,6 +82,7 @@ class TransitionTracker:
                 current = evaluation.ungated_status_of(gid)
                 if current.rank < previous.rank:
                     continue
+                assert ungated_firing is not None  # built whenever a group is raised so
                 firing = ungated_firing.at(position)
             else:
                 current = evaluation.status_of(gid)
