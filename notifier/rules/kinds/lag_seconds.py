@@ -28,7 +28,7 @@ from notifier.rules.kinds.base import (
     threshold_line,
     with_hysteresis,
 )
-from notifier.rules.kinds.progress import judged_memberless_ms
+from notifier.rules.kinds.progress import judged_memberless_ms, learned_in_part, seen_in_part
 from notifier.types import Severity
 
 
@@ -224,12 +224,8 @@ def describe(view: PartitionView) -> Description:
         evidence.update(usual_wait_between_reads_s=rhythm, left_unread_s=left)
         unread = f" and {human_seconds(left)} its last run left" if left >= 1 else ""
         seen = float(view.store.evidence["e_usual_memberless_ms"][view.row]) / 1000.0
-        wait = float(view.store.evidence["e_usual_wait_ms"][view.row]) / 1000.0
-        part = (
-            f", its pause twice the {human_seconds(seen)} seen of one before the service"
-            if rhythm - wait > seen + 1
-            else ""
-        )
+        how = view.store.evidence["e_memberless_how"][np.array([view.row])]
+        part = f", its pause {seen_in_part(seen)}" if seen > 0 and learned_in_part(how)[0] else ""
         message = (
             f"{human_seconds(seconds)} behind > {human_seconds(judged)} "
             f"({rule.rhythm_tolerance:g} x its records' usual wait of {human_seconds(rhythm)}"

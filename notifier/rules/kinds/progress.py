@@ -130,15 +130,25 @@ def from_abrupt_flag(arrays: dict[str, np.ndarray]) -> None:
         arrays["e_memberless_how"] = np.where(abrupt, SPELL_ABRUPT, 0).astype(np.int8)
 
 
+def learned_in_part(how: np.ndarray) -> np.ndarray:
+    """Rows in the first memberless spell after one the service saw only in part (it started
+    in it), whose usual spell is that part."""
+    first_whole: np.ndarray = (how & CUT_PHASE) == FIRST_WHOLE_SPELL
+    return first_whole
+
+
 def judged_memberless_ms(how: np.ndarray, usual_memberless_ms: np.ndarray) -> np.ndarray:
     """The usual memberless spell a row's current spell is judged by: :data:`CUT_SPELL_FACTOR`
-    × the usual one in the first spell after one the service saw only in part."""
+    × the usual one where it was :func:`learned_in_part`."""
     judged: np.ndarray = np.where(
-        (how & CUT_PHASE) == FIRST_WHOLE_SPELL,
-        CUT_SPELL_FACTOR * usual_memberless_ms,
-        usual_memberless_ms,
+        learned_in_part(how), CUT_SPELL_FACTOR * usual_memberless_ms, usual_memberless_ms
     )
     return judged
+
+
+def seen_in_part(seen_s: float) -> str:
+    """How a finding says its habit was :func:`learned_in_part`."""
+    return f"twice the {human_seconds(seen_s)} seen of one before the service"
 
 
 @dataclass(slots=True)
@@ -392,7 +402,7 @@ def describe(view: PartitionView) -> Description:
         evidence.update(members=0, memberless_since=since, usual_restart_s=usual)
         habit = f"its restarts take up to {human_seconds(usual)}" if usual else "no restart"
         if usual > seen:
-            habit = f"{habit}: twice the {human_seconds(seen)} seen of one before the service"
+            habit = f"{habit}: {seen_in_part(seen)}"
         message = (
             f"no members for {human_seconds((now - since) / 1000)} ({habit}); "
             f"lag {lag} and growing, {behind} behind"
