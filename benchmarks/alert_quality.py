@@ -359,6 +359,7 @@ def score(corpora: list[Corpus], configs: dict[str, RulesConfig]) -> dict[str, d
                     {
                         "config": name,
                         "kind": label.kind,
+                        "group": label.group,
                         "caught": at is not None,
                         "delay_s": np.nan if at is None else max(0, at - label.start_ms) / 1000,
                         "from_onset_s": np.nan
@@ -386,7 +387,7 @@ def sweep_frames(
     results: list[sweeps.PatternResult], name: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The sweep's labels and alerts of one configuration, in :func:`score`'s columns."""
-    columns = ["config", "kind", "caught", "delay_s", "from_onset_s"]
+    columns = ["config", "kind", "group", "caught", "delay_s", "from_onset_s"]
     labels = [r.labels[r.labels["config"] == name] for r in results if len(r.labels)]
     if labels:
         frame = pd.concat(labels, ignore_index=True)
@@ -400,6 +401,14 @@ def sweep_frames(
                                "rule": a["rule"], "group": a["group"], "start": a["start_ms"],
                                "end": a["end_ms"]})  # fmt: skip
     return label_rows, alert_rows
+
+
+def write_delays(path: Path, corpora: list[tuple[str, pd.DataFrame]]) -> None:
+    """Every label's delay, slowest first, with the corpus it came from."""
+    frame = pd.concat([labels.assign(corpus=name) for name, labels in corpora], ignore_index=True)
+    frame = frame.sort_values("delay_s", ascending=False)
+    frame[["corpus", "kind", "group", "caught", "delay_s"]].to_csv(path, index=False)
+    print(f"\nevery label's delay: {path}")
 
 
 def _figures(labels: pd.DataFrame, alerts: pd.DataFrame, group_days: float) -> dict[str, Any]:
@@ -582,6 +591,13 @@ def main() -> None:
         "the others)",
     )
     parser.add_argument("--report", type=Path, help="write the sweep's heat maps (HTML, PNG) here")
+    parser.add_argument(
+        "--delays",
+        type=Path,
+        metavar="CSV",
+        help="write every label of every corpus with the defaults' delay (corpus, kind, group, "
+        "caught, delay_s): which labels make the pooled p90",
+    )
     args = parser.parse_args()
     seeds = args.seeds or ([7, 8, 9, 10, 11] if args.full else [7, 8, 9])
     groups = args.groups or (300 if args.full else 150)
@@ -690,6 +706,12 @@ def main() -> None:
             }
             parts = [corpus[name] for corpus in (results, *(c.figures for c in labelled))
                      if name in corpus]  # fmt: skip
+            if args.delays and name == "defaults":
+                named = [("sweep", s_labels)]
+                if name in results:
+                    named.append(("fleet", results[name]["_labels"]))
+                named += [(Path(c.name).name, c.figures[name]["_labels"]) for c in labelled]
+                write_delays(args.delays, named)
             if parts:
                 both_l = pd.concat([*(p["_labels"] for p in parts), s_labels], ignore_index=True)
                 both_a = pd.concat([*(p["_alerts"] for p in parts), s_alerts], ignore_index=True)
