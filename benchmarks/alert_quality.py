@@ -23,12 +23,14 @@ and every incident kind over its own grid (detection delay per cell), simulated 
 :mod:`notifier.backtest.kafkasim`, a model of what brokers and clients do written apart from
 the rules. Precision, recall and delays are then given on the sweep, the fleet, and both.
 
-Two more corpora are recorded from real brokers (:mod:`notifier.recorder`, committed in
-``benchmarks/corpora/kafka-4.4-recorded`` and ``kafka-3.9-recorded``): real aiokafka and Java
-consumers scripted to crash, restart, roll, pause, stall, stop, fall behind, rewind and lose
-records on Apache Kafka 4.4 and 3.9 (the latter with a broker restart), scanned by the service
-itself, labelled by the scripts. Each is scored the same way, per kind, with the benign pages
-per scenario; then both together, and they count in the figures of all corpora together.
+Three more corpora are recorded from real brokers (:mod:`notifier.recorder`, committed in
+``benchmarks/corpora/kafka-4.4-recorded``, ``kafka-3.9-recorded`` and
+``kafka-4.4-rebalance-recorded``): real aiokafka and Java consumers scripted to crash, restart,
+roll, pause, stall, stop, fall behind, rewind and lose records on Apache Kafka 4.4 and 3.9 (the
+latter with a broker restart), and to crash-loop, be thrown out by their poll timeout, hold a
+rebalance while frozen and scale out and in on 4.4, scanned by the service itself, labelled by
+the scripts. Each is scored the same way, per kind, with the benign pages per scenario; then
+all together, and they count in the figures of all corpora together.
 
 Another corpus is generated apart from the rules (:mod:`notifier.synth.independent`: a fleet
 modelled from the domain notes and client defaults by someone who had not read the rules, every
@@ -39,7 +41,8 @@ labelled corpus on disk, recorded or not, is scored by :func:`score_labelled` an
 false page, missed label and label caught later than the p90 target with its scenario, minute
 and group (every configuration's on the recorded corpora, the defaults' on the others;
 ``--details``: every configuration's everywhere). The JSON line holds each corpus under
-``corpora`` by name (``kafka-4.4-recorded``, ``kafka-3.9-recorded``, ``independent``, each
+``corpora`` by name (``kafka-4.4-recorded``, ``kafka-3.9-recorded``,
+``kafka-4.4-rebalance-recorded``, ``independent``, each
 ``--corpus`` path) and the recorded ones pooled under ``recorded``.
 
     python benchmarks/alert_quality.py            # 3 seeds x 150 groups x 6 h, sweep 2 replicas
@@ -95,6 +98,7 @@ WARMUP_MS = 30 * 60_000
 RECORDED = [
     ROOT / "benchmarks" / "corpora" / "kafka-4.4-recorded",
     ROOT / "benchmarks" / "corpora" / "kafka-3.9-recorded",
+    ROOT / "benchmarks" / "corpora" / "kafka-4.4-rebalance-recorded",
 ]
 INDEPENDENT = {"groups": 160, "hours": 4.0, "seed": 1}
 INDEPENDENT_FULL = {"groups": 300, "hours": 8.0, "seed": 1}
@@ -556,8 +560,8 @@ def main() -> None:
         nargs="+",
         default=RECORDED,
         metavar="DIR",
-        help="the recorded corpora (default benchmarks/corpora/kafka-4.4-recorded and "
-        "kafka-3.9-recorded)",
+        help="the recorded corpora (default benchmarks/corpora/kafka-4.4-recorded, "
+        "kafka-3.9-recorded and kafka-4.4-rebalance-recorded)",
     )
     parser.add_argument("--no-recorded", action="store_true", help="leave the recorded corpora out")
     parser.add_argument(

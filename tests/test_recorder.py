@@ -21,6 +21,7 @@ from notifier.rules import load_rules
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT / "benchmarks" / "corpora"
 FAULT_KINDS = {"stalled", "stopped", "consumers_gone", "lagging", "rewound", "retention_loss"}
+REBALANCE_KINDS = {"rebalance_storm", "stuck_rebalance"}
 
 
 def _per_scan(table: pd.DataFrame, group: str) -> pd.DataFrame:
@@ -30,15 +31,16 @@ def _per_scan(table: pd.DataFrame, group: str) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(
-    ("name", "broker", "labels_per_kind"),
+    ("name", "broker", "kinds", "labels_per_kind"),
     [
-        ("kafka-4.4-recorded", "Apache Kafka 4.4.0", 3),
+        ("kafka-4.4-recorded", "Apache Kafka 4.4.0", FAULT_KINDS, 3),
         # 5-8 of every kind: the faults that heal twice, the missed batch runs stopped too.
-        ("kafka-3.9-recorded", "Apache Kafka 3.9.2", 5),
+        ("kafka-3.9-recorded", "Apache Kafka 3.9.2", FAULT_KINDS, 5),
+        ("kafka-4.4-rebalance-recorded", "Apache Kafka 4.4.0", REBALANCE_KINDS, 1),
     ],
 )
 def test_a_committed_corpus_loads_and_its_labels_name_groups_of_its_history(
-    name: str, broker: str, labels_per_kind: int
+    name: str, broker: str, kinds: set[str], labels_per_kind: int
 ) -> None:
     path = CORPORA / name
     corpus = load_corpus(path)
@@ -50,7 +52,7 @@ def test_a_committed_corpus_loads_and_its_labels_name_groups_of_its_history(
     assert set(corpus.groups["group"]) == scanned, "every scripted group is in the history"
     assert set(table["cluster"]) == {CLUSTER}
     assert set(corpus.labels["group"]) <= scanned
-    assert set(corpus.labels["kind"]) == FAULT_KINDS
+    assert set(corpus.labels["kind"]) == kinds
     # A label is on a group whose scenario is that kind of fault, within the recording.
     kind_of = corpus.groups.set_index("group")["kind"]
     assert (corpus.labels["kind"] == corpus.labels["group"].map(kind_of)).all()
@@ -136,6 +138,46 @@ def test_the_classic_corpus_holds_the_patterns_of_its_third_recording() -> None:
         behind = lag > float(plan.commit.partition(":")[2]) + 15
         assert (behind & ~behind.shift(fill_value=False)).sum() >= 4
         assert (lag.loc[lag.index[0] + pd.Timedelta(minutes=5) :] < 5).any()
+        assert scenario not in labels.index
+
+
+def test_the_rebalance_corpus_holds_real_storms_a_held_rebalance_and_autoscaling() -> None:
+    """What Apache Kafka 4.4's classic groups did in the rebalance set: the crash loops and the
+    member kicked out by its poll timeout changed the member set again and again within their
+    labels, the frozen member held the group rebalancing with nothing committed while records
+    arrived, and the autoscaled groups went from one member to four and back with no label."""
+    corpus = load_corpus(CORPORA / "kafka-4.4-rebalance-recorded")
+    table = corpus.table.to_pandas()
+    assert set(corpus.groups["scenario"]) == {s.name for s in SETS["kafka-4.4-rebalance"].scenarios}
+    assert corpus.meta["client_failures"] == []
+    labels = corpus.labels.set_index("scenario")
+
+    def scans(scenario: str) -> pd.DataFrame:
+        rows = table[table["group"] == f"rec-{scenario}"]
+        return rows.groupby("ts").agg(
+            state=("group_state", "first"),
+            members=("members", "first"),
+            member_hash=("member_hash", "first"),
+            committed=("committed_offset", "sum"),
+            log_end=("log_end_offset", "sum"),
+        )
+
+    for scenario in ("storm-crash-loop", "storm-crash-loop-every30", "storm-poll-timeout"):
+        label = labels.loc[scenario]
+        during = scans(scenario).loc[pd.Timestamp(label["onset"]) : label["end"]]
+        changes = int((during["member_hash"] != during["member_hash"].shift()).iloc[1:].sum())
+        assert changes >= 6, f"{scenario}: {changes} member-set changes"
+
+    label = labels.loc["stuck-rebalance-frozen"]
+    held = scans("stuck-rebalance-frozen").loc[label["start"] : label["end"]]
+    rebalancing = held["state"].isin(["PreparingRebalance", "CompletingRebalance"])
+    assert rebalancing.mean() > 0.9
+    assert held["committed"].nunique() == 1
+    assert held["log_end"].iloc[-1] > held["log_end"].iloc[0]
+
+    for scenario in ("autoscale-auto5", "autoscale-every120"):
+        members = scans(scenario)["members"]
+        assert members.max() == 4 and members.iloc[-1] in (1, 4)
         assert scenario not in labels.index
 
 

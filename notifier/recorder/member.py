@@ -13,7 +13,10 @@ What the recorder's scripts do to it:
 * ``SIGKILL``: a crash (an OOM kill, a node lost): nothing committed on the way out, no
   LeaveGroup; the broker keeps the member until its session times out.
 * ``SIGSTOP``/``SIGCONT``: the whole process frozen (a long GC pause, a throttled container).
-* ``SIGUSR1``: toggles slow mode: ``--slow-rate`` records per second (a slow downstream).
+* ``SIGUSR1``: toggles slow mode: ``--slow-rate`` records per second (a slow downstream), and
+  with ``--slow-batch-s S`` every batch taking at least ``S`` seconds (a record whose handling
+  outlasts ``max.poll.interval.ms``: aiokafka then leaves the group and rejoins at its next
+  poll).
 * ``SIGUSR2``: toggles ``pause()`` of every assigned partition (back-pressure): it stays in the
   group and keeps polling, reading nothing.
 * ``SIGHUP``: rewinds: seeks every assigned partition back to ``--rewind-to`` of the way from
@@ -183,7 +186,10 @@ class Member:
                     self.consumed[tp] = records[-1].offset + 1
                     read += len(records)
             if read:  # processing takes time: at most ``rate`` records a second
-                await asyncio.sleep(max(0.0, read / rate - (time.monotonic() - started)))
+                busy_s = read / rate
+                if self.slow:
+                    busy_s = max(busy_s, float(self.args.slow_batch_s))
+                await asyncio.sleep(max(0.0, busy_s - (time.monotonic() - started)))
             if self.bootstrapping and time.monotonic() >= next_catch_up_check:
                 next_catch_up_check = time.monotonic() + 5.0
                 if await self._caught_up():
@@ -266,6 +272,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--catch-up-commit", type=float, default=0.0, metavar="SECONDS",
                    help="commit every SECONDS until first caught up (by-hand commits)")  # fmt: skip
     p.add_argument("--slow-rate", type=float, default=1.0, help="records/s in slow mode")
+    p.add_argument("--slow-batch-s", type=float, default=0.0, metavar="SECONDS",
+                   help="in slow mode, every batch takes at least SECONDS")  # fmt: skip
     p.add_argument(
         "--rewind-to",
         type=float,

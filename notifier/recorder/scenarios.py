@@ -360,6 +360,28 @@ def _compacted_bootstrap(start_at: float, catch_up_commit_s: float) -> Script:
     return script
 
 
+def _autoscale(most: int, step_s: tuple[float, float]) -> Script:
+    """Scaled out one member at a time from one to ``most`` (a new pod every ``step_s``), at
+    the next event scaled back in one graceful stop at a time, and so on: every step is a
+    rebalance, and the group reads between them."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        members = [stage.member(plan)]
+        for at in _events(stage, rng):
+            await stage.until(at)
+            growing = len(members) == 1
+            for _ in range(most - 1):
+                if growing:
+                    members.append(stage.member(plan))
+                else:
+                    await members.pop().stop()
+                await asyncio.sleep(rng.uniform(*step_s))
+        await _run_out(stage)
+
+    return script
+
+
 # -- faults -----------------------------------------------------------------------------------
 
 
@@ -472,6 +494,88 @@ async def _retention_loss(stage: Stage, plan: Plan, rng: random.Random) -> None:
             member.signal(signal.SIGUSR1)
         stage.label(plan, onset, onset + max(60.0, plan.commit_every_s), end)
     await _run_out(stage)
+
+
+def _crash_loop(count: int, session_ms: int, up_s: tuple[float, float],
+                back_s: tuple[float, float]) -> Script:  # fmt: skip
+    """One of ``count`` members crash-loops for the fault's length: killed (kill -9) after
+    ``up_s`` of work, back ``back_s`` later, again and again (a poison record that kills it at
+    every start, a pod whose back-off stays short). Each crash is two member changes: the new
+    member joining, the dead one dropped when its session times out. Labelled
+    ``rebalance_storm`` from the third change (two are one crash restart) until the last
+    change."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        options = ("--session-timeout-ms", str(session_ms))
+        members = _members(stage, plan, count, *options)
+        onset, length = _fault(stage, rng)
+        await stage.until(onset)
+        changes: list[float] = []
+        while stage.elapsed_s < onset + length:
+            await members[-1].kill()
+            killed = stage.elapsed_s
+            await asyncio.sleep(rng.uniform(*back_s))
+            members[-1] = stage.member(plan, *options)
+            changes += [killed + session_ms / 1000, stage.elapsed_s]
+            await asyncio.sleep(rng.uniform(*up_s))
+        changes.sort()
+        stage.label(plan, onset, changes[min(2, len(changes) - 1)], changes[-1] + 10)
+        await _run_out(stage)
+
+    return script
+
+
+def _poll_timeout_loop(max_poll_s: float, batch_s: tuple[float, float]) -> Script:
+    """One of two members takes ``batch_s`` over every batch (a downstream call that hangs)
+    for the fault's length, longer than its ``max.poll.interval.ms`` (``max_poll_s``): aiokafka
+    leaves the group once the interval has passed and joins again at its next poll, two
+    rebalances a batch. Labelled ``rebalance_storm`` from the third change (the second batch's
+    leave) until it has rejoined after its last slow batch."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        took = rng.uniform(*batch_s)
+        stage.member(plan)
+        looping = stage.member(plan, "--max-poll-interval-ms", str(round(max_poll_s * 1000)),
+                               "--session-timeout-ms", "10000", "--slow-rate", f"{plan.rate:g}",
+                               "--slow-batch-s", f"{took:g}")  # fmt: skip
+        onset, length = _fault(stage, rng)
+        await _signal_over(stage, [looping], signal.SIGUSR1, onset, onset + length)
+        stage.label(plan, onset, onset + took + max_poll_s, onset + length + took)
+        await _run_out(stage)
+
+    return script
+
+
+def _stuck_behind_frozen(session_ms: int, frozen_s: tuple[float, float]) -> Script:
+    """A rolling deploy's rebalance held by a hung member: one of three members frozen
+    (SIGSTOP: a hung process, a container throttled to nothing) whose session and rebalance
+    timeout (``session_ms``) outlast the freeze; another is then stopped gracefully and
+    replaced. The classic protocol waits for the frozen member to rejoin, so the group stays
+    rebalancing, reading nothing, until it is thawed. Labelled ``stuck_rebalance`` from a
+    minute after the graceful leave until the thaw."""
+
+    async def script(stage: Stage, plan: Plan, rng: random.Random) -> None:
+        await _start(stage, rng)
+        options = ("--session-timeout-ms", str(session_ms), "--max-poll-interval-ms",
+                   str(session_ms))  # fmt: skip
+        members = _members(stage, plan, 3, *options)
+        onset, _ = _fault(stage, rng)
+        await stage.until(onset)
+        members[0].signal(signal.SIGSTOP)
+        await asyncio.sleep(15)
+        left = stage.elapsed_s
+        await members[1].stop()
+        await asyncio.sleep(rng.uniform(3, 8))
+        members[1] = stage.member(plan, *options)
+        thaw = left + rng.uniform(*frozen_s)
+        await stage.until(thaw)
+        members[0].signal(signal.SIGCONT)
+        stage.label(plan, left, left + 60, thaw)
+        await _run_out(stage)
+
+    return script
 
 
 SHORT_RETENTION = {"retention.ms": "90000", "segment.ms": "10000"}
@@ -649,6 +753,33 @@ CLASSIC_SCENARIOS: tuple[Scenario, ...] = (
 )  # fmt: skip
 
 
+REBALANCE_SCENARIOS: tuple[Scenario, ...] = (
+    # healthy and benign
+    *(_KAFKA_4[n] for n in ("healthy-auto5", "healthy-every30", "crash-restart-auto5",
+                            "crash-restart-every30", "rolling-eager")),
+    Scenario("autoscale-auto5", "scaled out from one member to four, one every 20-40 s, and "
+             "back in at the next event (auto-commit 5 s, 8 partitions)",
+             _autoscale(4, (20, 40)), partitions=8, rate=16.0),
+    Scenario("autoscale-every120", "the same, committing every 2 minutes", _autoscale(4, (20, 40)),
+             commit="every:120", partitions=8, rate=8.0),
+    # faults
+    Scenario("storm-crash-loop", "three members, session 10 s; one killed (kill -9) after "
+             "10-30 s of work and back 3-8 s later, for minutes", _crash_loop(3, 10_000, (10, 30),
+             (3, 8)), kind="rebalance_storm", partitions=6),
+    Scenario("storm-crash-loop-every30", "two members committing every 30 s, session 45 s; "
+             "one killed after 20-60 s of work and back 5-15 s later, for minutes",
+             _crash_loop(2, 45_000, (20, 60), (5, 15)), kind="rebalance_storm",
+             commit="every:30"),
+    Scenario("storm-poll-timeout", "two members; one takes 20-30 s over every batch, past its "
+             "15 s max.poll.interval.ms, for minutes: it leaves and rejoins at every batch",
+             _poll_timeout_loop(15.0, (20, 30)), kind="rebalance_storm"),
+    Scenario("stuck-rebalance-frozen", "three members (session and rebalance timeout 10 min); "
+             "one frozen (SIGSTOP), another then replaced: the rebalance waits 4-6 minutes for "
+             "the frozen one", _stuck_behind_frozen(600_000, (240, 360)), kind="stuck_rebalance",
+             partitions=6),
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ScenarioSet:
     """The scenarios of one recording, the broker they are written for and its timeline."""
@@ -683,8 +814,21 @@ SETS: dict[str, ScenarioSet] = {
             ),
             CLASSIC_SCENARIOS,
         ),
+        ScenarioSet(
+            "kafka-4.4-rebalance",
+            "11 classic groups for 26 minutes: rebalance storms (crash loops, poll timeouts), a "
+            "rebalance held by a frozen member, autoscaling, crash restarts and a rolling deploy",
+            KAFKA_VERSION,
+            Timeline(),
+            REBALANCE_SCENARIOS,
+        ),
     )
 }
-"""Scenario sets by name: ``kafka-4.4`` (the default, the first corpus), ``kafka-3.9``."""
+"""Scenario sets by name: ``kafka-4.4`` (the default, the first corpus), ``kafka-3.9``,
+``kafka-4.4-rebalance``."""
 
-BY_NAME = {s.name: s for scenarios in (SCENARIOS, CLASSIC_SCENARIOS) for s in scenarios}
+BY_NAME = {
+    s.name: s
+    for scenarios in (SCENARIOS, CLASSIC_SCENARIOS, REBALANCE_SCENARIOS)
+    for s in scenarios
+}
