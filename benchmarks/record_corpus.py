@@ -15,6 +15,8 @@ labels the scripts wrote (``incidents.csv``), the groups (``groups.csv``) and ho
     python benchmarks/record_corpus.py --out benchmarks/corpora/kafka-4.4-recorded   # ~27 min
     python benchmarks/record_corpus.py --set kafka-3.9 \
         --out benchmarks/corpora/kafka-3.9-recorded                                 # ~47 min
+    python benchmarks/record_corpus.py --set kafka-4.4-rebalance \
+        --out benchmarks/corpora/kafka-4.4-rebalance-recorded                       # ~27 min
     python benchmarks/record_corpus.py --out /tmp/c --minutes 3 --scenarios healthy-auto5 \
         stalled-auto5
 
@@ -70,8 +72,9 @@ def main() -> None:
     parser.add_argument("--set", dest="scenario_set", choices=sorted(SETS), default="kafka-4.4",
                         help=f"the scenario set, its broker and timeline: {sets}")  # fmt: skip
     parser.add_argument("--minutes", type=float,
-                        help="how long to record (default: the set's, 26 for kafka-4.4, 46 for "
-                        "kafka-3.9); the timeline is scaled to it")  # fmt: skip
+                        help="how long to record (default: the set's, 26 for kafka-4.4 and "
+                        "kafka-4.4-rebalance, 46 for kafka-3.9); the timeline is scaled to "
+                        "it")  # fmt: skip
     parser.add_argument("--scenarios", nargs="*", choices=sorted(BY_NAME), metavar="NAME",
                         help="only these scenarios (default: all of the set)")  # fmt: skip
     parser.add_argument("--scan-interval", type=float, default=10.0, help="seconds")
