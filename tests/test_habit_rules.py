@@ -1588,3 +1588,58 @@ def test_a_batch_job_whose_runs_leave_records_unread_is_judged_by_its_pause_and_
     # 1.2 x (its 28-minute pause, its 10 s wait and the 9 minutes left) after the oldest
     # record was written, 9 minutes before it left, and the rule's 2 minutes.
     assert late[0] - (left_at_s - 540) <= 1.2 * (1690 + 540) + 120 + 30
+
+
+def found_behind(unseen: int, spell: int, run: int, pause: int) -> list[dict[str, Any]]:
+    """A job first seen Empty ``spell`` scans before its run, its pause having begun
+    ``unseen`` scans before the service's first scan (the records of those scans already
+    waiting then), then its run (one member, reading up to the log end and committing each
+    scan, then leaving), then a pause of ``pause`` scans and the next run; a record a second."""
+    n = spell + run + pause + run + 30
+    log_end = [10 * (unseen + i) + 5 for i in range(n)]
+    committed, last, members = [], 5, []
+    for i in range(n):
+        in_run = spell <= i < spell + run or spell + run + pause <= i < spell + 2 * run + pause
+        last = log_end[i] if in_run else last
+        committed.append(last)
+        members.append(1 if in_run else 0)
+    states = joined(["Stable" if m else "Empty" for m in members])
+    return [series(committed=joined(committed), log_end=joined(log_end), members=joined(members),
+                   group_state=states, member_hash=states.replace("Stable", "3")
+                   .replace("Empty", "0"))]  # fmt: skip
+
+
+def test_a_pause_the_service_saw_a_fifth_of_is_taken_for_what_its_backlog_says():
+    # A 20-minute pause of which the service saw the last 4 (the 16 minutes of records before
+    # it already waiting), a run, then a whole 20-minute pause: the part seen is a fifth of the
+    # pause, as the backlog says, so the next pause is judged by 20 minutes, not twice 4 (the
+    # independent seed 4's batch-job-267 and -208, stopped 10 and 38 min into their first
+    # whole pause, having seen 13% and 38% of the one before).
+    seen = transitions(GRACEFUL, found_behind(96, 24, 10, 120))
+    assert [t for t in seen if t.at > 34 * 10_000 and t.current.value == "ERR"] == []
+    # A job that misses its next run is still stopped, past 1.2 x those 20 minutes (measured
+    # at the pause's last scan, the estimate is a scan's records long, the ones the service
+    # saw a scan short: 5.25 x the part seen).
+    seen = transitions(GRACEFUL, found_behind(96, 24, 10, 200))
+    late = [t for t in seen if t.at > 34 * 10_000 and t.current.value == "ERR"]
+    assert [t.result.findings[0].status for t in late] == ["STOP"]
+    assert 1.2 * 1200 <= late[0].at / 1000 - 34 * 10 <= 1.2 * 1260 + 20
+    assert "5.25 x the 4 min seen of one before the service" in late[0].result.findings[0].message
+
+
+def test_a_first_whole_pause_within_twice_what_it_was_judged_by_is_the_jobs_pause():
+    # First seen Empty for 4 min 40 s (learned as its spell; stopped in it, as nothing is
+    # learned yet), a run, then a 10 min 40 s
+    # pause: within 1.2 x twice the part seen, no stop, and within twice that, its pause from
+    # then on. The next one, as long, is no stop either (the independent seed 4's
+    # batch-job-046, stopped 6 min into its second whole pause, judged by the part seen).
+    job = job_and_gaps([(28, False), (43, True), (64, False), (43, True), (64, False),
+                        (43, True), (30, False)])  # fmt: skip
+    assert [
+        t for t in transitions(GRACEFUL, job) if t.at > 280_000 and t.current.value == "ERR"
+    ] == []
+    # A job that misses its third run is stopped past 1.2 x its 10 min 40 s pause.
+    job = job_and_gaps([(28, False), (43, True), (64, False), (43, True), (200, False)])
+    late = [t for t in transitions(GRACEFUL, job) if t.at > 280_000 and t.current.value == "ERR"]
+    assert [t.result.findings[0].status for t in late] == ["STOP"]
+    assert 1.2 * 640 <= late[0].at / 1000 - 178 * 10 <= 1.2 * 640 + 20

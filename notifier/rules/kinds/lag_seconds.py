@@ -28,7 +28,12 @@ from notifier.rules.kinds.base import (
     threshold_line,
     with_hysteresis,
 )
-from notifier.rules.kinds.progress import judged_memberless_ms, learned_in_part, seen_in_part
+from notifier.rules.kinds.progress import (
+    judged_memberless_ms,
+    learned_in_part,
+    part_seen_factor,
+    seen_in_part,
+)
 from notifier.types import Severity
 
 
@@ -131,12 +136,13 @@ def usual_wait_between_reads_s(evidence: Any, index: slice | np.ndarray | int) -
     habits have shown, in seconds: its usual spell without members (a batch job's pause
     between runs, a restart) and its usual wait before the offset moves once members are
     there. 0 while nothing is learned. A pause learned from one the service saw only in part
-    (a batch job found between runs) is, like the ``progress`` kind's, taken as twice the part
-    seen until a whole one has ended: the service starts anywhere in a pause, on the median
-    half way through it."""
+    (a batch job found between runs) is, like the ``progress`` kind's, taken as the part seen
+    scaled by the backlog it found (at least twice the part: the service starts anywhere in a
+    pause, on the median half way through it) until a whole one has ended."""
     spell = judged_memberless_ms(
         np.asarray(evidence["e_memberless_how"][index]),
         np.asarray(evidence["e_usual_memberless_ms"][index]),
+        np.asarray(evidence["e_cut_spell_scale"][index]),
     )
     wait = evidence["e_usual_wait_ms"][index]
     rhythm: np.ndarray = (spell + wait) / 1000.0
@@ -225,7 +231,12 @@ def describe(view: PartitionView) -> Description:
         unread = f" and {human_seconds(left)} its last run left" if left >= 1 else ""
         seen = float(view.store.evidence["e_usual_memberless_ms"][view.row]) / 1000.0
         how = view.store.evidence["e_memberless_how"][np.array([view.row])]
-        part = f", its pause {seen_in_part(seen)}" if seen > 0 and learned_in_part(how)[0] else ""
+        factor = float(part_seen_factor(view.store.evidence["e_cut_spell_scale"][[view.row]])[0])
+        part = (
+            f", its pause {seen_in_part(seen, factor)}"
+            if seen > 0 and learned_in_part(how)[0]
+            else ""
+        )
         message = (
             f"{human_seconds(seconds)} behind > {human_seconds(judged)} "
             f"({rule.rhythm_tolerance:g} x its records' usual wait of {human_seconds(rhythm)}"

@@ -1,7 +1,8 @@
 """``progress``: STALL and STOP from per-scan evidence, judged against each group's habits;
 whether a memberless spell began without a commit on the way out (a crash), and whether the
 group's usual spell is only the part of one that the service saw (a batch job between runs when
-the service started), is this kind's own evidence (``e_memberless_how``)."""
+the service started), is this kind's own evidence (``e_memberless_how``), with how much of that
+spell the backlog it left says the service saw (``e_cut_spell_scale``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pydantic import Field
 from notifier.config.base import Duration
 from notifier.config.rules import KindRule, RuleBase
 from notifier.rules.habits import (
+    NULL,
+    OUTAGE_FACTOR,
     UNSET_TS,
     WAITS_TO_LEARN,
     ScanTimes,
@@ -83,7 +86,16 @@ spell, which only the part seen has taught."""
 
 CUT_SPELL_FACTOR = 2.0
 """A spell seen from a moment that falls anywhere in it is seen over half its length on the
-median: until a whole spell has ended, the part seen stands for half the group's usual one."""
+median: until a whole spell has ended, the part seen stands for half the group's usual one,
+unless the records it found waiting say how much of it the service missed
+(:data:`CUT_SCALE_UNITS`), and never for more."""
+
+CUT_SCALE_UNITS = 4
+"""``e_cut_spell_scale`` holds, in quarters (int8: up to 31.75), how many times the part seen
+the whole spell the service started in was, as the records waiting at its end show: the
+backlog its members came back to over the records that arrived while the service watched
+(the offset stood still through all of it, and records arrive at about the same pace before
+the service as after). 0: nothing measured (no record arrived, nothing committed)."""
 
 
 def note_crashes(
@@ -102,6 +114,9 @@ def note_crashes(
     # A spell that ends and another that begins at the same scan (a run between two scans)
     # moves on twice.
     ended = ~on | (began & scan.had_sample)
+    confirm_first_whole_spell(
+        columns, index, (phase == FIRST_WHOLE_SPELL) & ended & scan.had_sample
+    )
     phase = np.select(
         [
             ~scan.had_sample,
@@ -120,6 +135,45 @@ def note_crashes(
         phase,
     )
     columns["e_memberless_how"][index] = (phase | np.where(abrupt, SPELL_ABRUPT, 0)).astype(np.int8)
+    # How much of the spell the service missed: what was already waiting when it first saw the
+    # row, against what arrived since, measured up to the spell's last scan (its members back,
+    # the log end it began at is gone).
+    in_cut = on & (phase == CUT_SPELL_ON) & scan.had_sample
+    arrived = scan.log_end - columns["e_memberless_leo"][index]
+    waiting = scan.log_end - scan.committed
+    measured = (
+        in_cut
+        & (scan.committed != NULL)
+        & (columns["e_memberless_leo"][index] != NULL)
+        & (arrived > 0)
+        & (waiting >= arrived)
+    )
+    scale = np.clip(np.round(CUT_SCALE_UNITS * waiting / np.maximum(arrived, 1)), 0, 127)
+    scale = np.maximum(scale, CUT_SCALE_UNITS * CUT_SPELL_FACTOR)
+    kept = columns["e_cut_spell_scale"][index]
+    columns["e_cut_spell_scale"][index] = np.where(
+        measured, scale, np.where(phase == 0, 0, kept)
+    ).astype(np.int8)
+
+
+def confirm_first_whole_spell(
+    columns: dict[str, np.ndarray], index: slice | np.ndarray, ending: np.ndarray
+) -> None:
+    """The first whole spell the service saw, ``ending`` at this scan, is learned as the
+    group's usual one when it came within :data:`~notifier.rules.habits.OUTAGE_FACTOR` × what
+    it was judged by (:func:`judged_memberless_ms`): that stood for the usual spell, so a spell
+    within it confirms itself as one within the usual one does. The shared habits held it as
+    a fault that healed, being over twice the part seen (a job found between runs, whose
+    next pause is then stopped 1.2 x the part seen and 90 s into it)."""
+    held = columns["e_unconfirmed_spell_ms"][index]
+    usual = columns["e_usual_memberless_ms"][index]
+    judged = part_seen_factor(columns["e_cut_spell_scale"][index]) * usual
+    confirmed = ending & (held > 0) & (held <= OUTAGE_FACTOR * judged)
+    if confirmed.any():
+        columns["e_usual_memberless_ms"][index] = np.where(
+            confirmed, np.maximum(usual, held), usual
+        )
+        columns["e_unconfirmed_spell_ms"][index] = np.where(confirmed, 0.0, held)
 
 
 def from_abrupt_flag(arrays: dict[str, np.ndarray]) -> None:
@@ -137,18 +191,31 @@ def learned_in_part(how: np.ndarray) -> np.ndarray:
     return first_whole
 
 
-def judged_memberless_ms(how: np.ndarray, usual_memberless_ms: np.ndarray) -> np.ndarray:
-    """The usual memberless spell a row's current spell is judged by: :data:`CUT_SPELL_FACTOR`
+def part_seen_factor(scale: np.ndarray) -> np.ndarray:
+    """How many times the part seen a spell the service started in is taken for: what the
+    records waiting at its end showed (``e_cut_spell_scale``), or :data:`CUT_SPELL_FACTOR`
+    where they showed nothing (never less)."""
+    factor: np.ndarray = np.where(
+        scale > 0, np.asarray(scale, dtype=np.float64) / CUT_SCALE_UNITS, CUT_SPELL_FACTOR
+    )
+    return factor
+
+
+def judged_memberless_ms(
+    how: np.ndarray, usual_memberless_ms: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
+    """The usual memberless spell a row's current spell is judged by: :func:`part_seen_factor`
     × the usual one where it was :func:`learned_in_part`."""
     judged: np.ndarray = np.where(
-        learned_in_part(how), CUT_SPELL_FACTOR * usual_memberless_ms, usual_memberless_ms
+        learned_in_part(how), part_seen_factor(scale) * usual_memberless_ms, usual_memberless_ms
     )
     return judged
 
 
-def seen_in_part(seen_s: float) -> str:
-    """How a finding says its habit was :func:`learned_in_part`."""
-    return f"twice the {human_seconds(seen_s)} seen of one before the service"
+def seen_in_part(seen_s: float, factor: float) -> str:
+    """How a finding says its habit was :func:`learned_in_part`, taken ``factor`` times."""
+    times = "twice" if factor == CUT_SPELL_FACTOR else f"{factor:g} x"
+    return f"{times} the {human_seconds(seen_s)} seen of one before the service"
 
 
 @dataclass(slots=True)
@@ -356,7 +423,11 @@ def evaluate(rows: Rows, run: RuleRun) -> Verdict:
         rows.usual_wait_ms,
         store.evidence["e_memberless_since"][index],
         store.evidence["e_memberless_leo"][index],
-        judged_memberless_ms(how, store.evidence["e_usual_memberless_ms"][index]),
+        judged_memberless_ms(
+            how,
+            store.evidence["e_usual_memberless_ms"][index],
+            store.evidence["e_cut_spell_scale"][index],
+        ),
         rows.latest_committed,
         rows.latest_leo,
         rows.has_members,
@@ -397,12 +468,13 @@ def describe(view: PartitionView) -> Description:
     if view.detail == STOP:
         since = int(store.evidence["e_memberless_since"][row])
         how = store.evidence["e_memberless_how"][np.array([row])]
+        scale = store.evidence["e_cut_spell_scale"][np.array([row])]
         seen = float(store.evidence["e_usual_memberless_ms"][row]) / 1000
-        usual = float(judged_memberless_ms(how, np.array([seen]))[0])
+        usual = float(judged_memberless_ms(how, np.array([seen]), scale)[0])
         evidence.update(members=0, memberless_since=since, usual_restart_s=usual)
         habit = f"its restarts take up to {human_seconds(usual)}" if usual else "no restart"
         if usual > seen:
-            habit = f"{habit}: {seen_in_part(seen)}"
+            habit = f"{habit}: {seen_in_part(seen, float(part_seen_factor(scale)[0]))}"
         message = (
             f"no members for {human_seconds((now - since) / 1000)} ({habit}); "
             f"lag {lag} and growing, {behind} behind"
@@ -448,7 +520,7 @@ KIND = RuleKind(
     evaluate=evaluate,
     describe=describe,
     evidence=KindEvidence(
-        columns=(("e_memberless_how", np.int8, 0),),
+        columns=(("e_memberless_how", np.int8, 0), ("e_cut_spell_scale", np.int8, 0)),
         update=note_crashes,
         upgrade=from_abrupt_flag,
     ),
