@@ -273,8 +273,10 @@ def commit_backlog_ms(
     interval (a burst the consumer drains at full speed moves more). The smaller of the two,
     in seconds of the partition's normal rate, is the backlog. Both are read at the scan that
     saw the commit, against the commits before it read at theirs: where a commit lands between
-    scans shifts the backlog by less than a scan interval. That is already allowed for where
-    the standstill is judged: at the scans before the next move, the last of them a scan
+    scans shifts the backlog by less than a scan interval, so a backlog under one is no sign
+    of a stop (a member that crashed a few seconds after its last commit, kept until its
+    session times out). One over it counts in full: the shift is already allowed for where
+    the standstill is judged, at the scans before the next move, the last of them a scan
     before the move is seen, so a ``pause()`` that commits what it read and resumes within
     ``grace_ms`` stays quiet without taking a scan interval off the backlog too (which paged
     every such stall a scan late). Rows whose last interval was disturbed (a rebalance, no
@@ -312,6 +314,7 @@ def commit_backlog_ms(
         & (interval_s > 0)
         & (rate > 0)
         & np.isfinite(seconds)
+        & (seconds >= store.scan_interval_ms / 1000.0)
     )
     cap = cap_ms if np.isscalar(cap_ms) else np.asarray(cap_ms)[at]
     out[at] = np.where(usable, np.clip(seconds * 1000.0, 0.0, cap), 0.0)
