@@ -344,9 +344,11 @@ def minute_committer(
     resumes_at: int | None,
     scans: int,
     burst: tuple[int, int] | None = None,
+    commit_every_scans: int = 6,
 ) -> list[dict[str, Any]]:
     """One partition getting 1 record/s (10 a scan), read as it arrives and committed at every
-    sixth scan (a minute), with the consumer reading nothing from scan ``stops_reading_at``
+    sixth scan (a minute; ``commit_every_scans``), with the consumer reading nothing from scan
+    ``stops_reading_at``
     until ``resumes_at`` (it keeps committing what it read: ``pause()``), or producers sending
     ten times as much between the scans of ``burst`` (read at three times the normal rate)."""
     log_end, position, committed = [], 0.0, []
@@ -361,7 +363,7 @@ def minute_committer(
         )
         if reading:
             position = min(float(produced), max(position, last) + 30)
-        if i % 6 == 3:
+        if i % commit_every_scans == 3 % commit_every_scans:
             last = int(position)
         log_end.append(produced)
         committed.append(last)
@@ -382,9 +384,25 @@ def test_a_consumer_that_stops_reading_but_commits_what_it_read_is_stalled_soone
     assert seen[0].at / 1000 - stops * 10 <= 60 * 31 / 30 + 90 + 10
 
 
+def test_a_stall_that_commits_what_it_read_is_paged_within_its_usual_wait_and_grace():
+    # Issue 28's p90: whatever scan it stops at, a minute committer that stops reading (and
+    # commits once more what it read) is paged within its usual wait (a minute and 1/30) plus
+    # the 90 s grace of when it stopped, and a 30 s committer within 31 s + 90 s: its last
+    # commit shows when it stopped, and a scan interval is not taken off that as well.
+    for every, usual_s in ((6, 62), (3, 31)):
+        for stops in range(186, 186 + every):
+            seen = transitions(
+                GRACEFUL, minute_committer(stops, None, stops + 40, commit_every_scans=every)
+            )
+            assert [(t.previous.value, t.current.value) for t in seen] == [("OK", "ERR")]
+            assert seen[0].at / 1000 - stops * 10 <= usual_s + 90, (every, stops)
+
+
 def test_a_ninety_second_pause_that_commits_what_it_read_is_not_a_stall():
-    for stops in range(6 * 31, 6 * 32):
-        assert transitions(GRACEFUL, minute_committer(stops, stops + 9, stops + 60)) == []
+    for every in (6, 3):
+        for stops in range(186, 186 + every):
+            paused = minute_committer(stops, stops + 9, stops + 60, commit_every_scans=every)
+            assert transitions(GRACEFUL, paused) == [], (every, stops)
 
 
 def test_a_consumer_that_drains_a_burst_on_time_is_not_a_stall():

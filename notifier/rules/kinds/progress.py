@@ -338,8 +338,15 @@ def commit_backlog_ms(
     stopped: that commit left behind more records than the commits before it did (the median
     of the ring's earlier ones), and moved fewer than the partition normally gets over the
     interval (a burst the consumer drains at full speed moves more). The smaller of the two,
-    in seconds of the partition's normal rate less a scan interval (where a commit lands
-    between scans), is the backlog. Rows whose last interval was disturbed (a rebalance, no
+    in seconds of the partition's normal rate, is the backlog. Both are read at the scan that
+    saw the commit, against the commits before it read at theirs: where a commit lands between
+    scans shifts the backlog by less than a scan interval, so a backlog under one is no sign
+    of a stop (a member that crashed a few seconds after its last commit, kept until its
+    session times out). One over it counts in full: the shift is already allowed for where
+    the standstill is judged, at the scans before the next move, the last of them a scan
+    before the move is seen, so a ``pause()`` that commits what it read and resumes within
+    ``grace_ms`` stays quiet without taking a scan interval off the backlog too (which paged
+    every such stall a scan late). Rows whose last interval was disturbed (a rebalance, no
     members, missed scans) have none, nor rows whose standstill the backlog cannot bring to a
     stall's limit (at least the usual wait plus ``grace_ms``): only those few are read."""
     store, now = rows.store, rows.now
@@ -368,12 +375,13 @@ def commit_backlog_ms(
     with np.errstate(invalid="ignore", divide="ignore"):
         shortfall = rate * interval_s - (offsets[:, -1] - offsets[:, -2])
         extra = np.minimum(lags[:, -1] - typical, shortfall)
-        seconds = extra / rate - store.scan_interval_ms / 1000.0
+        seconds = extra / rate
     usable = (
         (last_ts == store.evidence["e_move_ts"][absolute])
         & (interval_s > 0)
         & (rate > 0)
         & np.isfinite(seconds)
+        & (seconds >= store.scan_interval_ms / 1000.0)
     )
     cap = cap_ms if np.isscalar(cap_ms) else np.asarray(cap_ms)[at]
     out[at] = np.where(usable, np.clip(seconds * 1000.0, 0.0, cap), 0.0)
