@@ -1303,15 +1303,16 @@ def test_a_batch_job_whose_run_fell_in_missed_scans_is_not_taken_for_a_standalon
 
 
 def run_after_first_sight(
-    spell: int, run: int, pause: int, caught_up: bool
+    spell: int, run: int, pause: int, caught_up: bool, unseen: int = 0
 ) -> list[dict[str, Any]]:
-    """A job first seen between runs (Empty for ``spell`` scans), then its run (one member,
-    ``run`` scans, reading up to the log end, then leaving with no commit left to make: the
-    scan after sees the offset where it was), then a pause of ``pause`` scans and the next
-    run; a record a second. ``caught_up`` False: it left two records short of the log end it
-    last saw (a consumer killed before its next commit)."""
+    """A job first seen between runs (Empty for ``spell`` scans, its pause having begun
+    ``unseen`` scans before the service's first scan: the records of those scans already
+    waiting then), then its run (one member, ``run`` scans, reading up to the log end, then
+    leaving with no commit left to make: the scan after sees the offset where it was), then a
+    pause of ``pause`` scans and the next run; a record a second. ``caught_up`` False: it left
+    two records short of the log end it last saw (a consumer killed before its next commit)."""
     n = spell + run + pause + run + 30
-    log_end = [10 * i + 5 for i in range(n)]
+    log_end = [10 * (unseen + i) + 5 for i in range(n)]
     committed, last = [], 5
     members = []
     for i in range(n):
@@ -1608,37 +1609,18 @@ def test_a_batch_job_whose_runs_leave_records_unread_is_judged_by_its_pause_and_
     assert late[0] - (left_at_s - 540) <= 1.2 * (1690 + 540) + 120 + 30
 
 
-def found_behind(unseen: int, spell: int, run: int, pause: int) -> list[dict[str, Any]]:
-    """A job first seen Empty ``spell`` scans before its run, its pause having begun
-    ``unseen`` scans before the service's first scan (the records of those scans already
-    waiting then), then its run (one member, reading up to the log end and committing each
-    scan, then leaving), then a pause of ``pause`` scans and the next run; a record a second."""
-    n = spell + run + pause + run + 30
-    log_end = [10 * (unseen + i) + 5 for i in range(n)]
-    committed, last, members = [], 5, []
-    for i in range(n):
-        in_run = spell <= i < spell + run or spell + run + pause <= i < spell + 2 * run + pause
-        last = log_end[i] if in_run else last
-        committed.append(last)
-        members.append(1 if in_run else 0)
-    states = joined(["Stable" if m else "Empty" for m in members])
-    return [series(committed=joined(committed), log_end=joined(log_end), members=joined(members),
-                   group_state=states, member_hash=states.replace("Stable", "3")
-                   .replace("Empty", "0"))]  # fmt: skip
-
-
 def test_a_pause_the_service_saw_a_fifth_of_is_taken_for_what_its_backlog_says():
     # A 20-minute pause of which the service saw the last 4 (the 16 minutes of records before
     # it already waiting), a run, then a whole 20-minute pause: the part seen is a fifth of the
     # pause, as the backlog says, so the next pause is judged by 20 minutes, not twice 4 (the
     # independent seed 4's batch-job-267 and -208, stopped 10 and 38 min into their first
     # whole pause, having seen 13% and 38% of the one before).
-    seen = transitions(GRACEFUL, found_behind(96, 24, 10, 120))
+    seen = transitions(GRACEFUL, run_after_first_sight(24, 10, 120, True, unseen=96))
     assert [t for t in seen if t.at > 34 * 10_000 and t.current.value == "ERR"] == []
     # A job that misses its next run is still stopped, past 1.2 x those 20 minutes (measured
     # at the pause's last scan, the estimate is a scan's records long, the ones the service
     # saw a scan short: 5.25 x the part seen).
-    seen = transitions(GRACEFUL, found_behind(96, 24, 10, 200))
+    seen = transitions(GRACEFUL, run_after_first_sight(24, 10, 200, True, unseen=96))
     late = [t for t in seen if t.at > 34 * 10_000 and t.current.value == "ERR"]
     assert [t.result.findings[0].status for t in late] == ["STOP"]
     assert 1.2 * 1200 <= late[0].at / 1000 - 34 * 10 <= 1.2 * 1260 + 20
