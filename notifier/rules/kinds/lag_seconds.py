@@ -28,12 +28,7 @@ from notifier.rules.kinds.base import (
     threshold_line,
     with_hysteresis,
 )
-from notifier.rules.kinds.progress import (
-    judged_memberless_ms,
-    learned_in_part,
-    part_seen_factor,
-    seen_in_part,
-)
+from notifier.rules.kinds.progress import judged_memberless_ms, seen_in_part
 from notifier.types import Severity
 
 
@@ -229,14 +224,8 @@ def describe(view: PartitionView) -> Description:
     if judged > threshold:
         evidence.update(usual_wait_between_reads_s=rhythm, left_unread_s=left)
         unread = f" and {human_seconds(left)} its last run left" if left >= 1 else ""
-        seen = float(view.store.evidence["e_usual_memberless_ms"][view.row]) / 1000.0
-        how = view.store.evidence["e_memberless_how"][np.array([view.row])]
-        factor = float(part_seen_factor(view.store.evidence["e_cut_spell_scale"][[view.row]])[0])
-        part = (
-            f", its pause {seen_in_part(seen, factor)}"
-            if seen > 0 and learned_in_part(how)[0]
-            else ""
-        )
+        part = seen_in_part(view.store.evidence, view.row)
+        part = f", its pause {part}" if part is not None else ""
         message = (
             f"{human_seconds(seconds)} behind > {human_seconds(judged)} "
             f"({rule.rhythm_tolerance:g} x its records' usual wait of {human_seconds(rhythm)}"

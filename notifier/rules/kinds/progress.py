@@ -6,6 +6,7 @@ spell the backlog it left says the service saw (``e_cut_spell_scale``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
 
@@ -212,8 +213,13 @@ def judged_memberless_ms(
     return judged
 
 
-def seen_in_part(seen_s: float, factor: float) -> str:
-    """How a finding says its habit was :func:`learned_in_part`, taken ``factor`` times."""
+def seen_in_part(evidence: Mapping[str, np.ndarray], row: int) -> str | None:
+    """How a finding says ``row``'s usual memberless spell was :func:`learned_in_part`, taken
+    :func:`part_seen_factor` times; None where it was not."""
+    seen_s = float(evidence["e_usual_memberless_ms"][row]) / 1000.0
+    if seen_s <= 0 or not learned_in_part(evidence["e_memberless_how"][[row]])[0]:
+        return None
+    factor = float(part_seen_factor(evidence["e_cut_spell_scale"][[row]])[0])
     times = "twice" if factor == CUT_SPELL_FACTOR else f"{factor:g} x"
     return f"{times} the {human_seconds(seen_s)} seen of one before the service"
 
@@ -481,8 +487,8 @@ def describe(view: PartitionView) -> Description:
         usual = float(judged_memberless_ms(how, np.array([seen]), scale)[0])
         evidence.update(members=0, memberless_since=since, usual_restart_s=usual)
         habit = f"its restarts take up to {human_seconds(usual)}" if usual else "no restart"
-        if usual > seen:
-            habit = f"{habit}: {seen_in_part(seen, float(part_seen_factor(scale)[0]))}"
+        if (part := seen_in_part(store.evidence, row)) is not None:
+            habit = f"{habit}: {part}"
         message = (
             f"no members for {human_seconds((now - since) / 1000)} ({habit}); "
             f"lag {lag} and growing, {behind} behind"
