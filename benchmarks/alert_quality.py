@@ -672,6 +672,7 @@ def main() -> None:
                 print(f"\n{title}'s tables: {args.report / page}")
     sweep_summary: dict[str, Any] = {}
     together: dict[str, dict[str, Any]] = {}
+    delays: list[tuple[str, pd.DataFrame]] = []
     if not args.no_sweep:
         replicas = args.replicas or (4 if args.full else 2)
         chosen = [p for p in (*sweeps.BENIGN, *sweeps.FAULTS)
@@ -710,12 +711,8 @@ def main() -> None:
             }
             parts = [corpus[name] for corpus in (results, *(c.figures for c in labelled))
                      if name in corpus]  # fmt: skip
-            if args.delays and name == "defaults":
-                named = [("sweep", s_labels)]
-                if name in results:
-                    named.append(("fleet", results[name]["_labels"]))
-                named += [(Path(c.name).name, c.figures[name]["_labels"]) for c in labelled]
-                write_delays(args.delays, named)
+            if name == "defaults":
+                delays.append(("sweep", s_labels))
             if parts:
                 both_l = pd.concat([*(p["_labels"] for p in parts), s_labels], ignore_index=True)
                 both_a = pd.concat([*(p["_alerts"] for p in parts), s_alerts], ignore_index=True)
@@ -732,6 +729,11 @@ def main() -> None:
                     f"{t['precision']:.3f}, {_detection(t)}, per kind recall "
                     f"{ {k: v['recall'] for k, v in t['kinds'].items()} }"
                 )
+    if args.delays:
+        if "defaults" in results:
+            delays.append(("fleet", results["defaults"]["_labels"]))
+        delays += [(Path(c.name).name, c.figures["defaults"]["_labels"]) for c in labelled]
+        write_delays(args.delays, delays)
     scored = together or results or {n: {**sweep_summary[n], "kinds": sweep_summary[n]["kinds"]}
                                      for n in sweep_names if n in sweep_summary}  # fmt: skip
     if not scored and labelled:
